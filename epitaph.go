@@ -4,12 +4,20 @@
 package epitaph
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
 )
+
+// Version is epitaph's own version.
+const Version = "0.1.0"
 
 // AnonymousPolicy says from where ANONYMOUS and no-SASL connections are accepted.
 type AnonymousPolicy string
@@ -48,21 +56,97 @@ type Options struct {
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds the protocol header, SASL and open; default 10s.
 	HandshakeTimeout time.Duration
+	// ShutdownTimeout bounds Close's wait for connections; default 5s.
+	ShutdownTimeout time.Duration
 }
 
 // Broker is a running broker.
-type Broker struct{}
+type Broker struct {
+	ln     net.Listener
+	srv    *link.Server
+	router *router.Broker
+	log    *slog.Logger
+	opts   Options
+
+	closeOnce sync.Once
+	closeErr  error
+	serveDone chan struct{}
+}
+
+// ErrInvalidOptions wraps errors in Options.
+var ErrInvalidOptions = errors.New("epitaph: invalid options")
 
 // Start listens on opts.Listen and serves in the background until Close.
-func Start(opts Options) (*Broker, error) { panic("unimplemented") }
+func Start(opts Options) (*Broker, error) {
+	if opts.Listen == "" {
+		opts.Listen = ":5672"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
+	switch opts.Anonymous {
+	case "", AnonymousLoopback, AnonymousAll, AnonymousNone:
+	default:
+		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
+	}
+	rt := router.New(router.Options{Logger: opts.Logger.With("component", "router"), AutoCreateQueues: opts.AutoCreateQueues})
+	if len(opts.Definitions) > 0 {
+		if err := rt.LoadDefinitions(opts.Definitions); err != nil {
+			rt.Close()
+			return nil, fmt.Errorf("load definitions: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		rt.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	srv := link.NewServer(link.Options{
+		Logger:           opts.Logger.With("component", "amqp"),
+		Router:           rt,
+		Anonymous:        string(opts.Anonymous),
+		MaxFrameSize:     opts.MaxFrameSize,
+		ChannelMax:       opts.ChannelMax,
+		HandleMax:        opts.HandleMax,
+		IdleTimeout:      opts.IdleTimeout,
+		MaxMessageSize:   opts.MaxMessageSize,
+		HandshakeTimeout: opts.HandshakeTimeout,
+		AutoCreateQueues: opts.AutoCreateQueues,
+		Product:          "epitaph",
+		Version:          Version,
+	})
+	b := &Broker{ln: ln, srv: srv, router: rt, log: opts.Logger, opts: opts, serveDone: make(chan struct{})}
+	go func() { // exits when the listener is closed by Close
+		defer close(b.serveDone)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, link.ErrServerClosed) {
+			b.log.Error("serve stopped", "err", err)
+		}
+	}()
+	b.log.Info("amqp listening", "addr", ln.Addr().String())
+	return b, nil
+}
 
 // Addr returns the bound AMQP address.
-func (b *Broker) Addr() net.Addr { panic("unimplemented") }
+func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 
 // Router returns the data model, for embedding programs and tests that
 // change topology at run time.
-func (b *Broker) Router() *router.Broker { panic("unimplemented") }
+func (b *Broker) Router() *router.Broker { return b.router }
 
 // Close stops accepting, sends close(amqp:connection:forced) to every
 // connection, waits for their goroutines, and stops the router. Idempotent.
-func (b *Broker) Close() error { panic("unimplemented") }
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.opts.ShutdownTimeout)
+		defer cancel()
+		lnErr := b.ln.Close()
+		err := b.srv.Shutdown(ctx)
+		<-b.serveDone
+		b.router.Close()
+		b.closeErr = errors.Join(lnErr, err)
+	})
+	return b.closeErr
+}

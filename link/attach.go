@@ -1,0 +1,189 @@
+package link
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// attach handles the peer's attach (section 2.7.3).
+func (s *session) attach(a *amqp10.Attach) error {
+	if a.Handle > s.c.srv.opts.HandleMax {
+		return connErr(amqp10.ErrCondFramingError, "link handle %d exceeds handle-max %d", a.Handle, s.c.srv.opts.HandleMax)
+	}
+	if s.links[a.Handle] != nil {
+		return sessErr(amqp10.ErrCondHandleInUse, "handle %d is already in use", a.Handle)
+	}
+	delete(s.detaching, a.Handle)
+	if a.Role == amqp10.RoleSender {
+		return s.attachReceiver(a)
+	}
+	return s.attachSender(a)
+}
+
+// reply builds our attach reply: same name and handle, the other role, the
+// settle modes echoed exactly as requested (clients.md rule 1).
+func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
+	return &amqp10.Attach{
+		Name:             a.Name,
+		Handle:           a.Handle,
+		Role:             !a.Role,
+		SndSettleMode:    a.SndSettleMode,
+		HasSndSettleMode: a.HasSndSettleMode,
+		RcvSettleMode:    a.RcvSettleMode,
+		HasRcvSettleMode: a.HasRcvSettleMode,
+		Source:           a.Source,
+		Target:           a.Target,
+		MaxMessageSize:   s.c.srv.opts.MaxMessageSize,
+	}
+}
+
+// refuse answers an attach we cannot accept: an attach with a null
+// terminus on our side, then a closing detach with the error.
+func (s *session) refuse(a *amqp10.Attach, e *amqp10.Error) error {
+	r := s.reply(a)
+	if a.Role == amqp10.RoleSender {
+		r.Target = nil
+	} else {
+		r.Source = nil
+	}
+	s.c.write(s.local, r, nil)
+	s.c.write(s.local, &amqp10.Detach{Handle: a.Handle, Closed: true, Error: e}, nil)
+	s.detaching[a.Handle] = true
+	s.c.log.Debug("attach refused", "link", a.Name, "condition", string(e.Condition), "description", e.Description)
+	return nil
+}
+
+// lookupQueue resolves a queue address, declaring bare names when configured.
+func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
+	vh := s.c.vhost
+	if q, ok := vh.Queue(ad.queue); ok {
+		return q, nil
+	}
+	if ad.bare && s.c.srv.opts.AutoCreateQueues {
+		q, _, err := vh.DeclareQueue(router.QueueSpec{Name: ad.queue, Type: router.Classic, Durable: true})
+		if err == nil {
+			return q, nil
+		}
+		return nil, routerError(err)
+	}
+	return nil, amqp10.Errorf(amqp10.ErrCondNotFound, "no queue '%s' in vhost '%s'", ad.queue, vh.Name())
+}
+
+// routerError maps a router error to an AMQP error (the boundary of §3.4).
+func routerError(err error) *amqp10.Error {
+	switch {
+	case errors.Is(err, router.ErrNotFound):
+		return amqp10.Errorf(amqp10.ErrCondNotFound, "%v", err)
+	case errors.Is(err, router.ErrResourceLocked):
+		return amqp10.Errorf(amqp10.ErrCondResourceLocked, "%v", err)
+	case errors.Is(err, router.ErrAccessRefused):
+		return amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess, "%v", err)
+	case errors.Is(err, router.ErrPreconditionFailed):
+		return amqp10.Errorf(amqp10.ErrCondPreconditionFailed, "%v", err)
+	case errors.Is(err, router.ErrInvalidArgument), errors.Is(err, router.ErrInvalidXCC):
+		return amqp10.Errorf(amqp10.ErrCondInvalidField, "%v", err)
+	}
+	return amqp10.Errorf(amqp10.ErrCondInternalError, "internal error")
+}
+
+// attachReceiver attaches a link on which the peer publishes.
+func (s *session) attachReceiver(a *amqp10.Attach) error {
+	l := &receiverLink{s: s, handle: a.Handle, name: a.Name, window: publisherCredit,
+		second: a.HasRcvSettleMode && a.RcvSettleMode == amqp10.RcvSecond}
+	switch {
+	case a.Target == nil || !a.Target.HasAddress:
+		if a.Target != nil && a.Target.Coordinator {
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotImplemented, "transactions are not supported"))
+		}
+		if a.Target != nil && a.Target.Dynamic {
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotImplemented, "dynamic targets are not supported"))
+		}
+		l.anonymous = true
+	default:
+		ad, err := parseAddress(a.Target.Address)
+		if err != nil {
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField, "%v", err))
+		}
+		switch ad.kind {
+		case addrManagement:
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "the /management node is not supported yet"))
+		case addrQueue:
+			if _, e := s.lookupQueue(ad); e != nil {
+				return s.refuse(a, e)
+			}
+			l.exchange, l.key, l.toQueue = "", ad.queue, true
+		case addrExchange:
+			if !s.c.vhost.HasExchange(ad.exchange) {
+				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, s.c.vhost.Name()))
+			}
+			l.exchange, l.key = ad.exchange, ad.key
+		}
+	}
+	l.deliveryCount = a.InitialDeliveryCount
+	s.links[a.Handle] = l
+	s.c.write(s.local, s.reply(a), nil)
+	l.grant()
+	return nil
+}
+
+// attachSender attaches a link on which the broker sends (a consumer).
+func (s *session) attachSender(a *amqp10.Attach) error {
+	src := a.Source
+	var q *router.Queue
+	switch {
+	case src != nil && src.Dynamic:
+		name := "epitaph.gen-" + randomHex(12)
+		var err error
+		q, _, err = s.c.vhost.DeclareQueue(router.QueueSpec{Name: name, Type: router.Classic,
+			Exclusive: true, AutoDelete: true, Owner: s.c})
+		if err != nil {
+			return s.refuse(a, routerError(err))
+		}
+		cp := *src
+		cp.Address, cp.HasAddress = "/queues/"+name, true
+		src = &cp
+	case src == nil || !src.HasAddress:
+		return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField, "source address is required"))
+	default:
+		ad, err := parseAddress(src.Address)
+		if err != nil {
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField, "%v", err))
+		}
+		switch ad.kind {
+		case addrQueue:
+			var e *amqp10.Error
+			if q, e = s.lookupQueue(ad); e != nil {
+				return s.refuse(a, e)
+			}
+		case addrManagement:
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "the /management node is not supported yet"))
+		default:
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField,
+				"cannot consume from exchange address %q: consume from a queue", src.Address))
+		}
+	}
+	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
+		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
+	sub, err := q.Subscribe(l, router.ConsumerOptions{PreSettled: l.preSettled, Owner: s.c})
+	if err != nil {
+		return s.refuse(a, routerError(err))
+	}
+	l.sub = sub
+	s.links[a.Handle] = l
+	r := s.reply(a)
+	r.Source = src
+	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
+	r.MaxMessageSize = 0
+	s.c.write(s.local, r, nil)
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,487 @@
+package link
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// maxPendingOutput is how many bytes may wait for the socket before the
+// connection is cut off as a slow consumer.
+const maxPendingOutput = 64 << 20
+
+// closeGrace is how long we wait for the peer's close after sending ours.
+const closeGrace = 2 * time.Second
+
+// inFrame is a decoded frame handed from the reader to the loop.
+type inFrame struct {
+	channel uint16
+	perf    amqp10.Performative // nil for a heartbeat
+	payload []byte
+	err     error
+}
+
+// conn is one AMQP connection.
+type conn struct {
+	srv      *Server
+	nc       net.Conn
+	br       *bufio.Reader
+	id       uint64
+	log      *slog.Logger
+	loopback bool
+
+	// Set by handshake, then read-only.
+	user           string
+	vhost          *router.VHost
+	containerID    string
+	peerMaxFrame   uint32
+	peerChannelMax uint16
+	heartbeat      time.Duration
+
+	// Owned by the loop.
+	sessions   map[uint16]*session // by the peer's channel
+	localChans map[uint16]*session // by our channel
+	closeSent  bool
+	closeRecv  bool
+	lost       bool // the connection ended without a close: unsettled deliveries failed
+	tr         amqp10.Transfer
+	tag        [8]byte
+	fl         amqp10.Flow
+	disp       amqp10.Disposition
+	msgBuf     []byte
+	mboxBuf    []mailItem
+
+	inc  chan inFrame  // reader -> loop; closed when the reader exits
+	done chan struct{} // closed when the loop exits
+	mbox mailbox
+	out  outbuf
+
+	forceOnce sync.Once
+	force     chan struct{} // closed to ask the loop for close(connection:forced)
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *conn {
+	return &conn{
+		srv:        s,
+		nc:         nc,
+		br:         bufio.NewReaderSize(nc, 64<<10),
+		id:         id,
+		log:        s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		loopback:   isLoopback(nc.RemoteAddr()),
+		sessions:   make(map[uint16]*session),
+		localChans: make(map[uint16]*session),
+		inc:        make(chan inFrame, 64),
+		done:       make(chan struct{}),
+		mbox:       mailbox{wake: make(chan struct{}, 1)},
+		out:        outbuf{wake: make(chan struct{}, 1)},
+		force:      make(chan struct{}),
+	}
+}
+
+func (c *conn) forceClose() { c.forceOnce.Do(func() { close(c.force) }) }
+
+// serve runs the connection to its end.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	if err := c.handshake(); err != nil {
+		c.log.Info("handshake failed", "err", err)
+		return
+	}
+	c.log.Debug("connection open", "user", c.user, "vhost", c.vhost.Name(), "container", c.containerID)
+	var wg sync.WaitGroup
+	wg.Go(c.readLoop)  // exits when nc is closed or done is closed
+	wg.Go(c.writeLoop) // exits when out is closed and flushed, or on a write error
+	c.loop()
+	close(c.done)
+	c.cleanup()
+	c.out.close()
+	wg.Wait()
+}
+
+// readLoop decodes frames and hands them to the loop.
+func (c *conn) readLoop() {
+	defer close(c.inc)
+	idle := c.srv.opts.IdleTimeout
+	for {
+		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			c.send(inFrame{err: err})
+			return
+		}
+		fh, body, err := readFrame(c.br, c.srv.opts.MaxFrameSize)
+		if err != nil {
+			c.send(inFrame{err: err})
+			return
+		}
+		if len(body) == 0 {
+			continue // heartbeat
+		}
+		if fh.Type != amqp10.FrameTypeAMQP {
+			c.send(inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+				Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}})
+			return
+		}
+		p, payload, err := amqp10.ParsePerformative(body)
+		if err != nil {
+			cond := amqp10.ErrCondDecodeError
+			if errors.Is(err, amqp10.ErrInvalidField) {
+				cond = amqp10.ErrCondInvalidField
+			}
+			c.send(inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+				Err: amqp10.Errorf(cond, "%v", err), Cause: err}})
+			return
+		}
+		if !c.send(inFrame{channel: fh.Channel, perf: p, payload: payload}) {
+			return
+		}
+	}
+}
+
+func (c *conn) send(f inFrame) bool {
+	select {
+	case c.inc <- f:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// loop owns all session and link state.
+func (c *conn) loop() {
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	startGrace := func() {
+		if grace == nil {
+			grace = time.NewTimer(closeGrace)
+			graceC = grace.C
+		}
+	}
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	force := c.force
+	for {
+		select {
+		case f, ok := <-c.inc:
+			if !ok {
+				c.lost = !c.closeRecv
+				return
+			}
+			if f.err != nil {
+				c.readError(f.err)
+				return
+			}
+			if err := c.handle(f); err != nil {
+				c.protocolError(err)
+			}
+			if c.closeRecv {
+				return
+			}
+			if c.closeSent {
+				startGrace()
+			}
+		case <-c.mbox.wake:
+			if !c.closeSent {
+				c.deliverMail()
+			}
+		case <-force:
+			force = nil
+			if !c.closeSent {
+				c.sendClose(&amqp10.Error{Condition: amqp10.ErrCondConnectionForced, Description: "broker shutting down"})
+			}
+			startGrace()
+		case <-graceC:
+			return
+		}
+		if c.out.size() > maxPendingOutput {
+			c.log.Warn("slow consumer: output buffer over limit; closing", "bytes", c.out.size())
+			c.lost = true
+			return
+		}
+	}
+}
+
+// readError handles the reader's terminal error.
+func (c *conn) readError(err error) {
+	var pe *amqp10.ProtocolError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		c.protocolError(pe)
+		c.lost = true
+	case errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Info("idle timeout: closing", "timeout", c.srv.opts.IdleTimeout)
+		c.sendClose(amqp10.Errorf(amqp10.ErrCondResourceLimitExceeded,
+			"no frame received from client within idle timeout threshold"))
+		c.lost = true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		c.lost = !c.closeRecv
+	default:
+		c.log.Debug("read error", "err", err)
+		c.lost = true
+	}
+}
+
+// protocolError reports err to the peer at its scope.
+func (c *conn) protocolError(err error) {
+	var pe *amqp10.ProtocolError
+	if !errors.As(err, &pe) {
+		pe = &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondInternalError, "internal error"), Cause: err}
+	}
+	c.log.Info("protocol error", "scope", pe.Scope.String(), "condition", string(pe.Err.Condition),
+		"description", pe.Err.Description, "cause", pe.Cause)
+	// Session and link errors are handled where they occur; anything reaching
+	// here closes the connection.
+	c.sendClose(pe.Err)
+}
+
+func (c *conn) sendClose(e *amqp10.Error) {
+	if c.closeSent {
+		return
+	}
+	c.closeSent = true
+	c.write(0, &amqp10.Close{Error: e}, nil)
+}
+
+// handle dispatches one frame.
+func (c *conn) handle(f inFrame) error {
+	if c.closeSent {
+		if _, ok := f.perf.(*amqp10.Close); ok {
+			c.closeRecv = true
+		}
+		return nil // after our close only the peer's close matters
+	}
+	if f.channel > c.srv.opts.ChannelMax {
+		return connErr(amqp10.ErrCondFramingError, "channel number (%d) exceeds maximum channel number (%d)",
+			f.channel, c.srv.opts.ChannelMax)
+	}
+	switch p := f.perf.(type) {
+	case *amqp10.Close:
+		c.closeRecv = true
+		if p.Error != nil {
+			c.log.Info("peer closed with error", "condition", string(p.Error.Condition), "description", p.Error.Description)
+		}
+		c.closeSent = true
+		c.write(0, &amqp10.Close{}, nil)
+		return nil
+	case *amqp10.Open:
+		return connErr(amqp10.ErrCondIllegalState, "second open frame")
+	case *amqp10.Begin:
+		return c.begin(f.channel, p)
+	case *amqp10.SASLInit, *amqp10.SASLMechanisms, *amqp10.SASLOutcome, *amqp10.SASLResponse, *amqp10.SASLChallenge:
+		return connErr(amqp10.ErrCondFramingError, "SASL frame after open")
+	}
+	s := c.sessions[f.channel]
+	if s == nil {
+		return connErr(amqp10.ErrCondIllegalState, "%s on channel %d, which has no session", name(f.perf), f.channel)
+	}
+	return s.handle(f.perf, f.payload)
+}
+
+func name(p amqp10.Performative) string {
+	switch p.(type) {
+	case *amqp10.Attach:
+		return "attach"
+	case *amqp10.Flow:
+		return "flow"
+	case *amqp10.Transfer:
+		return "transfer"
+	case *amqp10.Disposition:
+		return "disposition"
+	case *amqp10.Detach:
+		return "detach"
+	case *amqp10.End:
+		return "end"
+	}
+	return "frame"
+}
+
+func connErr(cond amqp10.ErrCond, format string, args ...any) error {
+	return &amqp10.ProtocolError{Scope: amqp10.ScopeConnection, Err: amqp10.Errorf(cond, format, args...)}
+}
+
+// begin answers a peer-initiated session.
+func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
+	if _, ok := c.sessions[ch]; ok {
+		return connErr(amqp10.ErrCondIllegalState, "begin on channel %d, which already has a session", ch)
+	}
+	if b.HasRemoteChannel {
+		return connErr(amqp10.ErrCondIllegalState, "begin with remote-channel %d: the broker begins no sessions", b.RemoteChannel)
+	}
+	limit := min(c.srv.opts.ChannelMax, c.peerChannelMax)
+	local := -1
+	for i := 0; i <= int(limit); i++ {
+		if _, used := c.localChans[uint16(i)]; !used {
+			local = i
+			break
+		}
+	}
+	if local < 0 {
+		return connErr(amqp10.ErrCondResourceLimitExceeded, "no free channel")
+	}
+	s := newSession(c, ch, uint16(local), b)
+	c.sessions[ch] = s
+	c.localChans[uint16(local)] = s
+	c.write(s.local, &amqp10.Begin{
+		RemoteChannel:    ch,
+		HasRemoteChannel: true,
+		NextOutgoingID:   s.nextOutgoingID,
+		IncomingWindow:   s.inWindow,
+		OutgoingWindow:   maxOutgoingWindow,
+		HandleMax:        c.srv.opts.HandleMax,
+	}, nil)
+	return nil
+}
+
+func (c *conn) removeSession(s *session) {
+	delete(c.sessions, s.remote)
+	delete(c.localChans, s.local)
+}
+
+// cleanup releases every link's queue state when the loop has ended.
+func (c *conn) cleanup() {
+	reason := router.CancelDetach
+	if c.lost {
+		reason = router.CancelConnectionLost
+	}
+	for _, s := range c.sessions {
+		s.releaseLinks(reason)
+	}
+	c.sessions, c.localChans = nil, nil
+	c.vhost.DeleteExclusive(c)
+}
+
+// write encodes a frame into the output buffer.
+func (c *conn) write(ch uint16, p amqp10.Performative, payload []byte) {
+	c.out.mu.Lock()
+	c.out.buf = amqp10.AppendFrame(c.out.buf, amqp10.FrameTypeAMQP, ch, p, payload)
+	c.out.mu.Unlock()
+	c.out.signal()
+}
+
+// writeLoop writes buffered frames, and a heartbeat when nothing else was
+// written for a heartbeat interval.
+func (c *conn) writeLoop() {
+	ticker := time.NewTicker(c.heartbeat)
+	defer ticker.Stop()
+	var spare []byte
+	wrote := false
+	for {
+		select {
+		case <-c.out.wake:
+		case <-ticker.C:
+			if !wrote {
+				c.out.mu.Lock()
+				c.out.buf = amqp10.AppendHeartbeat(c.out.buf)
+				c.out.mu.Unlock()
+			}
+			wrote = false
+		}
+		c.out.mu.Lock()
+		spare, c.out.buf = c.out.buf, spare[:0]
+		closed := c.out.closed
+		c.out.mu.Unlock()
+		if len(spare) > 0 {
+			if err := c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second)); err == nil {
+				_, err = c.nc.Write(spare)
+			}
+			wrote = true
+			if err := c.nc.SetWriteDeadline(time.Time{}); err != nil {
+				closed = true
+			}
+			c.out.mu.Lock()
+			c.out.pending -= len(spare)
+			c.out.mu.Unlock()
+		}
+		if closed {
+			c.nc.Close() // unblocks the reader
+			return
+		}
+	}
+}
+
+// outbuf is the loop -> writer byte queue.
+type outbuf struct {
+	mu      sync.Mutex
+	buf     []byte
+	pending int
+	closed  bool
+	wake    chan struct{}
+}
+
+func (o *outbuf) signal() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbuf) size() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.buf)
+}
+
+func (o *outbuf) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.signal()
+}
+
+// mailItem is a delivery or a drain result posted by a queue.
+type mailItem struct {
+	l       *senderLink
+	d       router.Delivery
+	drained bool
+	count   uint32
+}
+
+// mailbox is the queues -> loop hand-off. Queues push with their lock held,
+// so push never blocks; credit bounds its length.
+type mailbox struct {
+	mu    sync.Mutex
+	items []mailItem
+	wake  chan struct{}
+}
+
+func (m *mailbox) push(it mailItem) {
+	m.mu.Lock()
+	m.items = append(m.items, it)
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take(dst []mailItem) []mailItem {
+	m.mu.Lock()
+	dst, m.items = m.items, dst[:0]
+	m.mu.Unlock()
+	return dst
+}
+
+// deliverMail sends what queues posted.
+func (c *conn) deliverMail() {
+	items := c.mbox.take(c.mboxBuf)
+	for i := range items {
+		it := &items[i]
+		if it.l.detached {
+			continue // the subscription was cancelled; the queue took these back
+		}
+		it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
+		it.d = router.Delivery{}
+	}
+	c.mboxBuf = items[:0]
+}

@@ -1,0 +1,220 @@
+package link
+
+import (
+	"fmt"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// publisherCredit is the link credit granted to publishers, topped up when
+// half of it is used.
+const publisherCredit = 1000
+
+// receiverLink is a link on which the peer publishes to the broker. Owned by
+// the connection loop.
+type receiverLink struct {
+	s      *session
+	handle uint32
+	name   string
+
+	anonymous bool // the anonymous terminus: route on properties.to
+	exchange  string
+	key       string
+	toQueue   bool
+	second    bool // rcv-settle-mode second
+
+	deliveryCount uint32
+	credit        uint32
+	window        uint32
+
+	// The delivery being assembled from several transfer frames.
+	inProgress bool
+	id         uint32
+	settled    bool
+	partial    []byte
+}
+
+// grant refills the publisher's credit.
+func (l *receiverLink) grant() {
+	l.credit = l.window
+	l.s.sendFlow(func(f *amqp10.Flow) {
+		f.Handle, f.HasHandle = l.handle, true
+		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
+		f.LinkCredit, f.HasLinkCredit = l.credit, true
+	})
+}
+
+func (l *receiverLink) handleFlow(f *amqp10.Flow) error {
+	if f.Echo {
+		l.s.sendFlow(func(f *amqp10.Flow) {
+			f.Handle, f.HasHandle = l.handle, true
+			f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
+			f.LinkCredit, f.HasLinkCredit = l.credit, true
+		})
+	}
+	return nil
+}
+
+func (l *receiverLink) release(router.CancelReason) {
+	l.partial = nil
+	l.inProgress = false
+}
+
+func (l *receiverLink) fail(cond amqp10.ErrCond, format string, args ...any) {
+	l.s.detachWithError(l.handle, amqp10.Errorf(cond, format, args...))
+}
+
+// transfer handles one transfer frame (section 2.7.5), assembling
+// multi-frame deliveries.
+func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
+	maxSize := l.s.c.srv.opts.MaxMessageSize
+	if !l.inProgress {
+		if !t.HasDeliveryID {
+			l.fail(amqp10.ErrCondInvalidField, "first transfer of a delivery without delivery-id")
+			return
+		}
+		if l.credit == 0 {
+			l.fail(amqp10.ErrCondTransferLimitExceeded, "transfer without link credit")
+			return
+		}
+		l.credit--
+		l.deliveryCount++
+		l.inProgress, l.id, l.settled = true, t.DeliveryID, t.Settled
+	} else if t.HasDeliveryID && t.DeliveryID != l.id {
+		l.fail(amqp10.ErrCondInvalidField, "continuation transfer with delivery-id %d, expected %d", t.DeliveryID, l.id)
+		return
+	}
+	if t.HasSettled && t.Settled {
+		l.settled = true
+	}
+	if t.Aborted {
+		l.inProgress, l.partial = false, nil
+		return
+	}
+	if uint64(len(l.partial))+uint64(len(payload)) > maxSize {
+		l.fail(amqp10.ErrCondMessageSizeExceeded, "message size %d exceeds max-message-size %d",
+			len(l.partial)+len(payload), maxSize)
+		return
+	}
+	if t.More {
+		l.partial = append(l.partial, payload...)
+		return
+	}
+	body := payload
+	if l.partial != nil {
+		body = append(l.partial, payload...)
+		l.partial = nil
+	}
+	l.inProgress = false
+	l.publish(body)
+	if l.credit <= l.window/2 && l.s.links[l.handle] == l {
+		l.grant()
+	}
+}
+
+// publish routes one complete message and settles it.
+func (l *receiverLink) publish(body []byte) {
+	wm, err := amqp10.ParseMessage(body)
+	if err != nil {
+		l.fail(amqp10.ErrCondDecodeError, "%v", err)
+		return
+	}
+	vh := l.s.c.vhost
+	exch, key := l.exchange, l.key
+	if l.anonymous {
+		props, err := wm.Properties()
+		if err != nil {
+			l.fail(amqp10.ErrCondDecodeError, "properties: %v", err)
+			return
+		}
+		if props == nil || props.To == nil {
+			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "anonymous terminus requires the 'to' property"))
+			return
+		}
+		ad, err := parseAddress(*props.To)
+		if err != nil || ad.kind == addrManagement {
+			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "bad 'to' address %q", *props.To))
+			return
+		}
+		switch ad.kind {
+		case addrQueue:
+			if _, ok := vh.Queue(ad.queue); !ok {
+				l.settle(rejected(amqp10.ErrCondNotFound, "no queue '%s' in vhost '%s'", ad.queue, vh.Name()))
+				return
+			}
+			exch, key = "", ad.queue
+		case addrExchange:
+			if !vh.HasExchange(ad.exchange) {
+				l.settle(rejected(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, vh.Name()))
+				return
+			}
+			exch, key = ad.exchange, ad.key
+		}
+	}
+	cc, err := xcc(wm)
+	if err != nil {
+		if l.anonymous {
+			l.settle(rejected(amqp10.ErrCondInvalidField, "%v", err))
+			return
+		}
+		l.settle(amqp10.DeliveryState{Kind: amqp10.StateReleased})
+		l.fail(amqp10.ErrCondInvalidField, "%v", err)
+		return
+	}
+	m := router.NewMessage(wm)
+	m.Exchange = exch
+	m.RoutingKeys = append(make([]string, 0, 1+len(cc)), key)
+	m.RoutingKeys = append(m.RoutingKeys, cc...)
+	st, err := vh.Publish(exch, m)
+	if err != nil {
+		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
+	}
+	l.settle(st)
+}
+
+func rejected(cond amqp10.ErrCond, format string, args ...any) amqp10.DeliveryState {
+	return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: amqp10.Errorf(cond, format, args...)}
+}
+
+// settle sends the outcome for the current delivery unless it was pre-settled.
+func (l *receiverLink) settle(st amqp10.DeliveryState) {
+	if l.settled {
+		return
+	}
+	d := &l.s.c.disp
+	*d = amqp10.Disposition{Role: amqp10.RoleReceiver, First: l.id, Settled: !l.second, State: st}
+	l.s.c.write(l.s.local, d, nil)
+	if l.second {
+		l.s.unsettledIn[l.id] = l
+	}
+}
+
+// xcc returns the routing keys of the x-cc message annotation, which must be
+// a list of strings (RabbitMQ 4.1+).
+func xcc(wm *amqp10.Message) ([]string, error) {
+	if wm.Annotations == nil {
+		return nil, nil
+	}
+	anns, err := wm.AnnotationMap()
+	if err != nil {
+		return nil, err
+	}
+	v, ok := anns.Get(amqp10.Symbol("x-cc"))
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.(amqp10.List)
+	if !ok {
+		return nil, fmt.Errorf("bad value for 'x-cc' message-annotation: %T, want a list of strings", v)
+	}
+	keys := make([]string, 0, len(list))
+	for _, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("bad value for 'x-cc' message-annotation: element %T, want string", e)
+		}
+		keys = append(keys, s)
+	}
+	return keys, nil
+}

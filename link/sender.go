@@ -1,0 +1,124 @@
+package link
+
+import (
+	"encoding/binary"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// transferOverhead bounds the frame header plus a first transfer
+// performative with an 8-byte tag, for splitting messages into frames.
+const transferOverhead = 64
+
+// senderLink is a link on which the broker sends messages from a queue.
+// Deliver and Drained run on the queue's goroutine and only post to the
+// mailbox; everything else is owned by the connection loop.
+type senderLink struct {
+	s          *session
+	handle     uint32
+	name       string
+	preSettled bool
+	sub        *router.Subscription
+
+	deliveryCount uint32 // deliveries sent (the sender's delivery-count)
+	limit         uint32 // receiver's delivery-count + link-credit
+	detached      bool
+}
+
+// Deliver implements router.Consumer.
+func (l *senderLink) Deliver(d router.Delivery) { l.s.c.mbox.push(mailItem{l: l, d: d}) }
+
+// Drained implements router.Consumer.
+func (l *senderLink) Drained(count uint32) {
+	l.s.c.mbox.push(mailItem{l: l, drained: true, count: count})
+}
+
+func (l *senderLink) handleFlow(f *amqp10.Flow) error {
+	dc := f.DeliveryCount
+	if !f.HasDeliveryCount {
+		dc = 0 // the initial-delivery-count we sent
+	}
+	l.limit = dc + f.LinkCredit
+	l.sub.Flow(dc, f.LinkCredit, f.Drain)
+	if f.Echo {
+		l.sendFlow(false)
+	}
+	return nil
+}
+
+func (l *senderLink) sendFlow(drain bool) {
+	credit := l.limit - l.deliveryCount
+	if int32(credit) < 0 {
+		credit = 0
+	}
+	l.s.sendFlow(func(f *amqp10.Flow) {
+		f.Handle, f.HasHandle = l.handle, true
+		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
+		f.LinkCredit, f.HasLinkCredit = credit, true
+		f.Drain = drain
+	})
+}
+
+// drained reports a finished drain: credit consumed, delivery-count advanced.
+func (l *senderLink) drained(count uint32) {
+	l.deliveryCount = count
+	l.limit = count
+	l.sendFlow(true)
+}
+
+func (l *senderLink) release(reason router.CancelReason) {
+	if l.detached {
+		return
+	}
+	l.detached = true
+	l.sub.Cancel(reason)
+}
+
+// send writes d as one or more transfer frames; false means the peer's
+// session window is too small for it now.
+func (l *senderLink) send(d *router.Delivery) bool {
+	s, c := l.s, l.s.c
+	body, err := d.Msg.Wire.AppendDelivery(c.msgBuf[:0], &d.Header, d.Annotations)
+	if err != nil {
+		c.log.Error("cannot encode delivery; rejecting it", "err", err)
+		_ = l.sub.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected})
+		return true
+	}
+	c.msgBuf = body
+	chunk := int(c.peerMaxFrame) - transferOverhead
+	frames := uint32((len(body) + chunk - 1) / chunk)
+	frames = max(frames, 1)
+	if s.remoteIncomingWindow < frames && (s.remoteIncomingWindow == 0 || s.remoteIncomingWindow < s.peerWindowMax) {
+		return false
+	}
+	id := s.nextDeliveryID
+	s.nextDeliveryID++
+	binary.BigEndian.PutUint64(c.tag[:], d.Tag)
+	tr := &c.tr
+	for first := true; ; first = false {
+		n := min(chunk, len(body))
+		*tr = amqp10.Transfer{Handle: l.handle, More: n < len(body)}
+		if first {
+			tr.DeliveryID, tr.HasDeliveryID = id, true
+			tr.DeliveryTag = c.tag[:]
+			tr.HasMessageFormat = true
+			tr.Settled, tr.HasSettled = l.preSettled, true
+		}
+		c.write(s.local, tr, body[:n])
+		body = body[n:]
+		s.nextOutgoingID++
+		if s.remoteIncomingWindow > 0 {
+			s.remoteIncomingWindow--
+		}
+		if !tr.More {
+			break
+		}
+	}
+	tr.DeliveryTag = nil
+	l.deliveryCount++
+	if !l.preSettled {
+		s.unsettledOut[id] = outDelivery{l: l, tag: d.Tag}
+	}
+	return true
+}

@@ -1,0 +1,183 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// AnonymousPolicy values for Options.Anonymous.
+const (
+	AnonymousLoopback = "loopback"
+	AnonymousAll      = "all"
+	AnonymousNone     = "none"
+)
+
+// Options configure a Server. Zero values mean the documented defaults.
+type Options struct {
+	Logger *slog.Logger
+	Router *router.Broker
+	// Anonymous: "loopback" (default), "all" or "none": from where ANONYMOUS
+	// and no-SASL connections are accepted (as the guest user).
+	Anonymous string
+	// MaxFrameSize we accept; default 131072.
+	MaxFrameSize uint32
+	// ChannelMax advertised; default 255.
+	ChannelMax uint16
+	// HandleMax advertised; default 255.
+	HandleMax uint32
+	// IdleTimeout: a connection that sends nothing for this long is closed; default 60s.
+	IdleTimeout time.Duration
+	// MaxMessageSize advertised on attach; default 16 MiB.
+	MaxMessageSize uint64
+	// HandshakeTimeout bounds header, SASL and open; default 10s.
+	HandshakeTimeout time.Duration
+	// AutoCreateQueues declares a classic queue for a bare address on attach.
+	AutoCreateQueues bool
+	// Product and Version ("epitaph", our release) go into the open frame's
+	// properties as product and epitaph-version.
+	Product, Version string
+	// RabbitMQVersion is sent as the open properties' version, so RabbitMQ 4
+	// clients enable their features; default "4.3.0".
+	RabbitMQVersion string
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Anonymous == "" {
+		o.Anonymous = AnonymousLoopback
+	}
+	if o.MaxFrameSize == 0 {
+		o.MaxFrameSize = 131072
+	}
+	if o.MaxFrameSize < amqp10.MinMaxFrameSize {
+		o.MaxFrameSize = amqp10.MinMaxFrameSize
+	}
+	if o.ChannelMax == 0 {
+		o.ChannelMax = 255
+	}
+	if o.HandleMax == 0 {
+		o.HandleMax = 255
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = 16 << 20
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.Product == "" {
+		o.Product = "epitaph"
+	}
+	if o.RabbitMQVersion == "" {
+		o.RabbitMQVersion = "4.3.0"
+	}
+}
+
+// Server accepts AMQP 1.0 connections.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	nextID uint64
+	wg     sync.WaitGroup
+}
+
+// NewServer returns a server; call Serve to accept connections.
+func NewServer(opts Options) *Server {
+	opts.setDefaults()
+	return &Server{opts: opts, log: opts.Logger, conns: make(map[*conn]struct{})}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("link: server closed")
+
+// Serve accepts connections on ln until ln is closed or Shutdown is called.
+func (s *Server) Serve(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; backing off", "err", err, "delay", delay)
+				t := time.NewTimer(delay)
+				<-t.C
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		delay = 0
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.nextID++
+		c := newConn(s, nc, s.nextID)
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() { // exits when the connection is closed
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown sends close(amqp:connection:forced) to every connection and waits
+// for them to finish, or for ctx to end. The caller closes the listener.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose()
+	}
+	done := make(chan struct{})
+	go func() { // exits when every connection goroutine has returned
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}

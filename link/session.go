@@ -1,0 +1,393 @@
+package link
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+const (
+	// sessionWindow is the incoming window (in transfer frames) we grant; it
+	// is refreshed when half of it is used.
+	sessionWindow = 2048
+	// maxOutgoingWindow is the outgoing-window we advertise.
+	maxOutgoingWindow = 1<<31 - 1
+)
+
+// endpoint is a link attached on a session: a *receiverLink or *senderLink.
+type endpoint interface {
+	handleFlow(f *amqp10.Flow) error
+	release(reason router.CancelReason)
+}
+
+// outDelivery is an unsettled delivery the broker sent.
+type outDelivery struct {
+	l   *senderLink
+	tag uint64
+}
+
+// pendingItem is outgoing work held back by the peer's incoming window.
+type pendingItem struct {
+	l       *senderLink
+	d       router.Delivery
+	drained bool
+	count   uint32
+}
+
+// session is one AMQP session. Owned by the connection loop.
+type session struct {
+	c             *conn
+	remote, local uint16
+
+	// Incoming (peer -> broker) flow control, section 2.5.6.
+	nextIncomingID uint32
+	inWindow       uint32 // remaining incoming window
+
+	// Outgoing (broker -> peer).
+	nextOutgoingID       uint32
+	remoteIncomingWindow uint32
+	peerWindowMax        uint32 // the largest incoming-window the peer advertised
+	nextDeliveryID       uint32 // delivery-ids are contiguous per session (rhea requires it)
+
+	links     map[uint32]endpoint
+	detaching map[uint32]bool // links we detached with an error, awaiting the peer's detach
+
+	unsettledOut map[uint32]outDelivery   // by delivery-id
+	unsettledIn  map[uint32]*receiverLink // rcv-settle-mode second: awaiting the peer's settlement
+	pending      []pendingItem
+	ending       bool // we sent end with an error and await the peer's end
+}
+
+func newSession(c *conn, remote, local uint16, b *amqp10.Begin) *session {
+	return &session{
+		c:                    c,
+		remote:               remote,
+		local:                local,
+		nextIncomingID:       b.NextOutgoingID,
+		inWindow:             sessionWindow,
+		remoteIncomingWindow: b.IncomingWindow,
+		peerWindowMax:        b.IncomingWindow,
+		links:                make(map[uint32]endpoint),
+		detaching:            make(map[uint32]bool),
+		unsettledOut:         make(map[uint32]outDelivery),
+		unsettledIn:          make(map[uint32]*receiverLink),
+	}
+}
+
+func sessErr(cond amqp10.ErrCond, format string, args ...any) error {
+	return &amqp10.ProtocolError{Scope: amqp10.ScopeSession, Err: amqp10.Errorf(cond, format, args...)}
+}
+
+// handle processes a frame for this session. Session-scoped errors end the
+// session here; connection-scoped errors are returned.
+func (s *session) handle(p amqp10.Performative, payload []byte) error {
+	if s.ending {
+		if _, ok := p.(*amqp10.End); ok {
+			s.c.removeSession(s)
+		}
+		return nil // frames crossing our end are ignored
+	}
+	var err error
+	switch p := p.(type) {
+	case *amqp10.Attach:
+		err = s.attach(p)
+	case *amqp10.Flow:
+		err = s.flow(p)
+	case *amqp10.Transfer:
+		err = s.transfer(p, payload)
+	case *amqp10.Disposition:
+		err = s.disposition(p)
+	case *amqp10.Detach:
+		err = s.detach(p)
+	case *amqp10.End:
+		s.end(p)
+		return nil
+	default:
+		return connErr(amqp10.ErrCondIllegalState, "unexpected %T", p)
+	}
+	var pe *amqp10.ProtocolError
+	if errors.As(err, &pe) && pe.Scope == amqp10.ScopeSession {
+		s.c.log.Info("ending session with error", "channel", s.remote, "condition", string(pe.Err.Condition),
+			"description", pe.Err.Description)
+		s.releaseLinks(router.CancelConnectionLost)
+		s.c.write(s.local, &amqp10.End{Error: pe.Err}, nil)
+		// The peer answers with end; until then frames on this channel are
+		// answered by nothing (we keep the channel reserved).
+		s.links = nil
+		s.ending = true
+		return nil
+	}
+	return err
+}
+
+// end answers the peer's end (or completes ours).
+func (s *session) end(e *amqp10.End) {
+	if !s.ending {
+		if e.Error != nil {
+			s.c.log.Info("peer ended session with error", "condition", string(e.Error.Condition),
+				"description", e.Error.Description)
+		}
+		s.releaseLinks(router.CancelDetach)
+		s.c.write(s.local, &amqp10.End{}, nil)
+	}
+	s.c.removeSession(s)
+}
+
+// releaseLinks detaches every link locally (no frames).
+func (s *session) releaseLinks(reason router.CancelReason) {
+	for h, l := range s.links {
+		l.release(reason)
+		delete(s.links, h)
+	}
+	clear(s.unsettledOut)
+	clear(s.unsettledIn)
+	s.pending = nil
+}
+
+// flow handles session and link flow (section 2.7.4).
+func (s *session) flow(f *amqp10.Flow) error {
+	// 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)
+	nextIn := f.NextIncomingID
+	if !f.HasNextIncomingID {
+		nextIn = 0 // our initial next-outgoing-id
+	}
+	s.remoteIncomingWindow = nextIn + f.IncomingWindow - s.nextOutgoingID
+	s.peerWindowMax = max(s.peerWindowMax, f.IncomingWindow)
+	if f.HasHandle {
+		l, err := s.link(f.Handle, "flow")
+		if l == nil {
+			return err
+		}
+		if err := l.handleFlow(f); err != nil {
+			return err
+		}
+	} else if f.Echo {
+		s.sendFlow(nil)
+	}
+	s.flushPending()
+	return nil
+}
+
+// link finds the endpoint for a handle; a nil endpoint and nil error mean
+// the frame is for a link we are detaching and is ignored.
+func (s *session) link(h uint32, what string) (endpoint, error) {
+	if l := s.links[h]; l != nil {
+		return l, nil
+	}
+	if s.detaching[h] {
+		return nil, nil
+	}
+	return nil, sessErr(amqp10.ErrCondUnattachedHandle, "%s on unattached handle %d", what, h)
+}
+
+// sendFlow sends a session flow, with link state when l is set.
+func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
+	f := &s.c.fl
+	*f = amqp10.Flow{
+		NextIncomingID:    s.nextIncomingID,
+		HasNextIncomingID: true,
+		IncomingWindow:    s.inWindow,
+		NextOutgoingID:    s.nextOutgoingID,
+		OutgoingWindow:    maxOutgoingWindow,
+	}
+	if fill != nil {
+		fill(f)
+	}
+	s.c.write(s.local, f, nil)
+}
+
+// transfer accounts the incoming window and passes the frame to its link.
+func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
+	if s.inWindow == 0 {
+		return sessErr(amqp10.ErrCondWindowViolation, "transfer beyond the session's incoming window")
+	}
+	s.inWindow--
+	s.nextIncomingID++
+	if s.inWindow <= sessionWindow/2 {
+		s.inWindow = sessionWindow
+		s.sendFlow(nil)
+	}
+	l, err := s.link(t.Handle, "transfer")
+	if l == nil {
+		return err
+	}
+	rl, ok := l.(*receiverLink)
+	if !ok {
+		return sessErr(amqp10.ErrCondErrantLink, "transfer on handle %d, on which the broker is the sender", t.Handle)
+	}
+	rl.transfer(t, payload)
+	return nil
+}
+
+// disposition settles deliveries (section 2.7.6).
+func (s *session) disposition(d *amqp10.Disposition) error {
+	last := d.First
+	if d.HasLast {
+		last = d.Last
+	}
+	if d.Role == amqp10.RoleSender {
+		// The peer settles deliveries it sent us (rcv-settle-mode second).
+		if d.Settled {
+			for id := range s.unsettledIn {
+				if inRange(id, d.First, last) {
+					delete(s.unsettledIn, id)
+				}
+			}
+		}
+		return nil
+	}
+	o, err := outcomeOf(d.State, d.Settled)
+	if err != nil {
+		return err
+	}
+	// Settle in ascending delivery-id order (dead-lettering order, §2.9).
+	ids := make([]uint32, 0, 8)
+	if span := last - d.First; int64(span) < int64(len(s.unsettledOut)) {
+		for id := d.First; ; id++ {
+			if _, ok := s.unsettledOut[id]; ok {
+				ids = append(ids, id)
+			}
+			if id == last {
+				break
+			}
+		}
+	} else {
+		for id := range s.unsettledOut {
+			if inRange(id, d.First, last) {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b uint32) int { return int(int32(a - b)) })
+	}
+	for _, id := range ids {
+		od := s.unsettledOut[id]
+		delete(s.unsettledOut, id)
+		if err := od.l.sub.Settle(od.tag, o); err != nil {
+			if errors.Is(err, router.ErrInvalidArgument) {
+				return sessErr(amqp10.ErrCondInvalidField, "%v", err)
+			}
+			s.c.log.Warn("settle failed", "err", err)
+		}
+		if !d.Settled {
+			// rcv-settle-mode second: we settle after applying the outcome.
+			dp := &s.c.disp
+			*dp = amqp10.Disposition{Role: amqp10.RoleSender, First: id, Settled: true, State: d.State}
+			s.c.write(s.local, dp, nil)
+		}
+	}
+	return nil
+}
+
+// inRange reports first <= id <= last in serial-number arithmetic.
+func inRange(id, first, last uint32) bool {
+	return id-first <= last-first
+}
+
+// outcomeOf maps a delivery state to a router outcome.
+func outcomeOf(st amqp10.DeliveryState, settled bool) (router.Outcome, error) {
+	switch st.Kind {
+	case amqp10.StateAccepted:
+		return router.Outcome{Kind: amqp10.StateAccepted}, nil
+	case amqp10.StateRejected:
+		return router.Outcome{Kind: amqp10.StateRejected, Error: st.Error}, nil
+	case amqp10.StateReleased:
+		return router.Outcome{Kind: amqp10.StateReleased}, nil
+	case amqp10.StateModified:
+		return router.Outcome{Kind: amqp10.StateModified, DeliveryFailed: st.DeliveryFailed,
+			UndeliverableHere: st.UndeliverableHere, Annotations: st.Annotations}, nil
+	case amqp10.StateNone:
+		if settled {
+			// Settled without an outcome: the receiver is done with it.
+			return router.Outcome{Kind: amqp10.StateAccepted}, nil
+		}
+		return router.Outcome{}, sessErr(amqp10.ErrCondInvalidField, "disposition without a state or settlement")
+	}
+	return router.Outcome{}, sessErr(amqp10.ErrCondInvalidField, "Unrecognised state")
+}
+
+// detach answers the peer's detach.
+func (s *session) detach(d *amqp10.Detach) error {
+	if s.detaching[d.Handle] {
+		delete(s.detaching, d.Handle) // the answer to our detach
+		return nil
+	}
+	l := s.links[d.Handle]
+	if l == nil {
+		return sessErr(amqp10.ErrCondUnattachedHandle, "detach on unattached handle %d", d.Handle)
+	}
+	if d.Error != nil {
+		s.c.log.Info("peer detached link with error", "handle", d.Handle, "condition", string(d.Error.Condition),
+			"description", d.Error.Description)
+	}
+	s.removeLink(d.Handle, l, router.CancelDetach)
+	s.c.write(s.local, &amqp10.Detach{Handle: d.Handle, Closed: d.Closed}, nil)
+	return nil
+}
+
+// removeLink releases a link and forgets its unsettled deliveries.
+func (s *session) removeLink(h uint32, l endpoint, reason router.CancelReason) {
+	l.release(reason)
+	delete(s.links, h)
+	if sl, ok := l.(*senderLink); ok {
+		for id, od := range s.unsettledOut {
+			if od.l == sl {
+				delete(s.unsettledOut, id)
+			}
+		}
+		s.pending = slices.DeleteFunc(s.pending, func(p pendingItem) bool { return p.l == sl })
+	} else {
+		for id, rl := range s.unsettledIn {
+			if rl == l {
+				delete(s.unsettledIn, id)
+			}
+		}
+	}
+}
+
+// detachWithError closes a link from our side (closed=true, error).
+func (s *session) detachWithError(h uint32, e *amqp10.Error) {
+	l := s.links[h]
+	if l == nil {
+		return
+	}
+	s.c.log.Info("detaching link with error", "handle", h, "condition", string(e.Condition), "description", e.Description)
+	s.removeLink(h, l, router.CancelDetach)
+	s.detaching[h] = true
+	s.c.write(s.local, &amqp10.Detach{Handle: h, Closed: true, Error: e}, nil)
+}
+
+// sendItem sends a delivery or drain flow, or queues it behind the window.
+func (s *session) sendItem(it pendingItem) {
+	if s.ending {
+		return
+	}
+	if len(s.pending) > 0 || !s.sendNow(&it) {
+		s.pending = append(s.pending, it)
+	}
+}
+
+func (s *session) flushPending() {
+	n := 0
+	for n < len(s.pending) && s.sendNow(&s.pending[n]) {
+		s.pending[n] = pendingItem{}
+		n++
+	}
+	s.pending = s.pending[n:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+}
+
+// sendNow sends it if the peer's incoming window allows; false means wait.
+func (s *session) sendNow(it *pendingItem) bool {
+	if it.l.detached {
+		return true // dropped
+	}
+	if it.drained {
+		it.l.drained(it.count)
+		return true
+	}
+	return it.l.send(&it.d)
+}
