@@ -1,0 +1,264 @@
+package annotations
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+)
+
+// Annotation keys (symbols in the message-annotations section).
+const (
+	KeyDeaths              = amqp10.Symbol("x-opt-deaths")
+	KeyFirstDeathQueue     = amqp10.Symbol("x-first-death-queue")
+	KeyFirstDeathReason    = amqp10.Symbol("x-first-death-reason")
+	KeyFirstDeathExchange  = amqp10.Symbol("x-first-death-exchange")
+	KeyLastDeathQueue      = amqp10.Symbol("x-last-death-queue")
+	KeyLastDeathReason     = amqp10.Symbol("x-last-death-reason")
+	KeyLastDeathExchange   = amqp10.Symbol("x-last-death-exchange")
+	KeyLastDeathErrorCond  = amqp10.Symbol("x-last-death-error-condition")
+	KeyLastDeathErrorDescr = amqp10.Symbol("x-last-death-error-description")
+)
+
+// Reasons (x-opt-deaths "reason", written as a symbol).
+const (
+	ReasonRejected      = "rejected"
+	ReasonExpired       = "expired"
+	ReasonMaxLen        = "maxlen"
+	ReasonDeliveryLimit = "delivery_limit"
+)
+
+// Death is one {queue, reason} entry of x-opt-deaths (dead-lettering.md §1.2).
+type Death struct {
+	Queue       string
+	Reason      string
+	Count       uint64
+	FirstTime   amqp10.Timestamp
+	LastTime    amqp10.Timestamp
+	Exchange    string
+	RoutingKeys []string
+	// TTL is the message's own TTL (ms) when this entry was created.
+	TTL    uint32
+	HasTTL bool
+}
+
+// Place is a queue, reason and exchange, as in the x-*-death-* annotations.
+type Place struct {
+	Queue, Reason, Exchange string
+}
+
+// History is a message's dead-letter history.
+type History struct {
+	// Deaths, most recently updated first; unique per {Queue, Reason}.
+	Deaths []Death
+	First  Place
+	Last   Place
+	// LastError is the consumer's rejected error of the latest death, if any
+	// (epitaph's x-last-death-error-* annotations; RabbitMQ drops it).
+	LastError *amqp10.Error
+}
+
+// Event is one dead-lettering of a message.
+type Event struct {
+	Queue    string
+	Reason   string
+	Exchange string // the exchange the message was published to before this death
+	// RoutingKeys before this death: primary key then CC keys (BCC excluded).
+	RoutingKeys []string
+	TTL         uint32
+	HasTTL      bool
+	Time        amqp10.Timestamp
+	Error       *amqp10.Error
+}
+
+// Record returns h with ev recorded, following RabbitMQ's mc:record_death/3:
+// an existing {queue, reason} entry gets count+1 and last-time, keeps its
+// other fields and moves to the front; a new one is prepended. First is set
+// only by the first death; Last by every death. h is not modified.
+func Record(h History, ev Event) History {
+	out := History{Deaths: make([]Death, 0, len(h.Deaths)+1), First: h.First, LastError: ev.Error}
+	var updated *Death
+	for i := range h.Deaths {
+		if h.Deaths[i].Queue == ev.Queue && h.Deaths[i].Reason == ev.Reason {
+			d := h.Deaths[i]
+			d.Count++
+			d.LastTime = ev.Time
+			updated = &d
+			break
+		}
+	}
+	if updated == nil {
+		updated = &Death{Queue: ev.Queue, Reason: ev.Reason, Count: 1, FirstTime: ev.Time, LastTime: ev.Time,
+			Exchange: ev.Exchange, RoutingKeys: append([]string(nil), ev.RoutingKeys...), TTL: ev.TTL, HasTTL: ev.HasTTL}
+	}
+	out.Deaths = append(out.Deaths, *updated)
+	for _, d := range h.Deaths {
+		if d.Queue == ev.Queue && d.Reason == ev.Reason {
+			continue
+		}
+		out.Deaths = append(out.Deaths, d)
+	}
+	if len(h.Deaths) == 0 {
+		out.First = Place{Queue: ev.Queue, Reason: ev.Reason, Exchange: ev.Exchange}
+	}
+	out.Last = Place{Queue: ev.Queue, Reason: ev.Reason, Exchange: ev.Exchange}
+	return out
+}
+
+// IsCycle reports whether delivering a message with history h (the current
+// death already recorded) to target queue would be a dead-letter cycle:
+// RabbitMQ's is_cycle_v2 (dead-lettering.md §2.6). A rejection anywhere from
+// the newest entry back to target's entry breaks the cycle.
+func IsCycle(h History, target string) bool {
+	if len(h.Deaths) == 0 || h.Deaths[0].Reason == ReasonRejected {
+		return false
+	}
+	for _, d := range h.Deaths {
+		if d.Reason == ReasonRejected {
+			return false
+		}
+		if d.Queue == target {
+			return true
+		}
+	}
+	return false
+}
+
+// DeathMap encodes one death as RabbitMQ's map, keys in its exact order:
+// ttl (when present), queue, reason, count, first-time, last-time,
+// exchange, routing-keys.
+func DeathMap(d Death) amqp10.Map {
+	m := make(amqp10.Map, 0, 8)
+	if d.HasTTL {
+		m = append(m, amqp10.KV{Key: amqp10.Symbol("ttl"), Value: d.TTL})
+	}
+	keys := make([]any, len(d.RoutingKeys))
+	for i, k := range d.RoutingKeys {
+		keys[i] = k
+	}
+	return append(m,
+		amqp10.KV{Key: amqp10.Symbol("queue"), Value: d.Queue},
+		amqp10.KV{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol(d.Reason)},
+		amqp10.KV{Key: amqp10.Symbol("count"), Value: d.Count},
+		amqp10.KV{Key: amqp10.Symbol("first-time"), Value: d.FirstTime},
+		amqp10.KV{Key: amqp10.Symbol("last-time"), Value: d.LastTime},
+		amqp10.KV{Key: amqp10.Symbol("exchange"), Value: d.Exchange},
+		amqp10.KV{Key: amqp10.Symbol("routing-keys"), Value: &amqp10.Array{Type: amqp10.TypeStr32, Elems: keys}},
+	)
+}
+
+// DeathsValue encodes the x-opt-deaths value: an array of map32.
+func DeathsValue(h History) *amqp10.Array {
+	elems := make([]any, len(h.Deaths))
+	for i, d := range h.Deaths {
+		elems[i] = DeathMap(d)
+	}
+	return &amqp10.Array{Type: amqp10.TypeMap32, Elems: elems}
+}
+
+// Apply writes h into anns: x-opt-deaths, the six first/last annotations
+// (utf8 strings) and, unless strict, the x-last-death-error-* annotations
+// (removed when the latest death has no error). Other entries keep their
+// place; the returned map may share storage with anns.
+func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
+	anns = anns.Set(KeyDeaths, DeathsValue(h))
+	anns = anns.Set(KeyFirstDeathQueue, h.First.Queue)
+	anns = anns.Set(KeyFirstDeathReason, h.First.Reason)
+	anns = anns.Set(KeyFirstDeathExchange, h.First.Exchange)
+	anns = anns.Set(KeyLastDeathQueue, h.Last.Queue)
+	anns = anns.Set(KeyLastDeathReason, h.Last.Reason)
+	anns = anns.Set(KeyLastDeathExchange, h.Last.Exchange)
+	anns = anns.Delete(KeyLastDeathErrorCond).Delete(KeyLastDeathErrorDescr)
+	if !strict && h.LastError != nil {
+		anns = anns.Set(KeyLastDeathErrorCond, string(h.LastError.Condition))
+		anns = anns.Set(KeyLastDeathErrorDescr, h.LastError.Description)
+	}
+	return anns
+}
+
+// ErrMalformed reports an x-opt-deaths value that is not RabbitMQ's shape.
+var ErrMalformed = errors.New("annotations: malformed x-opt-deaths")
+
+// Decode reads a history written by Apply (or by RabbitMQ 4). ok is false
+// when anns has no x-opt-deaths. Decode only trusts annotations the broker
+// itself wrote: a publisher's x-opt-deaths is never interpreted (§3.4).
+func Decode(anns amqp10.Map) (h History, ok bool, err error) {
+	v, ok := anns.Get(KeyDeaths)
+	if !ok {
+		return History{}, false, nil
+	}
+	arr, isArr := v.(*amqp10.Array)
+	if !isArr {
+		return History{}, true, fmt.Errorf("%w: %T, want an array", ErrMalformed, v)
+	}
+	for i, e := range arr.Elems {
+		m, isMap := e.(amqp10.Map)
+		if !isMap {
+			return History{}, true, fmt.Errorf("%w: element %d is %T, want a map", ErrMalformed, i, e)
+		}
+		d, err := decodeDeath(m)
+		if err != nil {
+			return History{}, true, fmt.Errorf("element %d: %w", i, err)
+		}
+		h.Deaths = append(h.Deaths, d)
+	}
+	str := func(k amqp10.Symbol) string {
+		s, _ := anns.Get(k)
+		v, _ := s.(string)
+		return v
+	}
+	h.First = Place{Queue: str(KeyFirstDeathQueue), Reason: str(KeyFirstDeathReason), Exchange: str(KeyFirstDeathExchange)}
+	h.Last = Place{Queue: str(KeyLastDeathQueue), Reason: str(KeyLastDeathReason), Exchange: str(KeyLastDeathExchange)}
+	if c := str(KeyLastDeathErrorCond); c != "" {
+		h.LastError = &amqp10.Error{Condition: amqp10.ErrCond(c), Description: str(KeyLastDeathErrorDescr)}
+	}
+	return h, true, nil
+}
+
+func decodeDeath(m amqp10.Map) (Death, error) {
+	var d Death
+	for _, kv := range m {
+		k, _ := kv.Key.(amqp10.Symbol)
+		var ok bool
+		switch k {
+		case "ttl":
+			d.TTL, ok = kv.Value.(uint32)
+			d.HasTTL = ok
+		case "queue":
+			d.Queue, ok = kv.Value.(string)
+		case "reason":
+			var s amqp10.Symbol
+			s, ok = kv.Value.(amqp10.Symbol)
+			d.Reason = string(s)
+		case "count":
+			d.Count, ok = kv.Value.(uint64)
+		case "first-time":
+			d.FirstTime, ok = kv.Value.(amqp10.Timestamp)
+		case "last-time":
+			d.LastTime, ok = kv.Value.(amqp10.Timestamp)
+		case "exchange":
+			d.Exchange, ok = kv.Value.(string)
+		case "routing-keys":
+			var a *amqp10.Array
+			if a, ok = kv.Value.(*amqp10.Array); ok {
+				for _, e := range a.Elems {
+					s, isStr := e.(string)
+					if !isStr {
+						ok = false
+						break
+					}
+					d.RoutingKeys = append(d.RoutingKeys, s)
+				}
+			}
+		default:
+			ok = true // unknown keys are tolerated
+		}
+		if !ok {
+			return Death{}, fmt.Errorf("%w: key %q has type %T", ErrMalformed, k, kv.Value)
+		}
+	}
+	if d.Queue == "" && d.Reason == "" {
+		return Death{}, fmt.Errorf("%w: entry without queue and reason", ErrMalformed)
+	}
+	return d, nil
+}

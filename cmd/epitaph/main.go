@@ -1,0 +1,129 @@
+// Command epitaph runs the epitaph AMQP 1.0 broker.
+//
+// Configuration comes from flags, EPITAPH_* environment variables and an
+// optional YAML file (--config); see package config and `epitaph --help`.
+//
+// Once the listener is bound, epitaph prints exactly one line to stdout,
+//
+//	amqp listening on HOST:PORT
+//
+// so that scripts and tests started with --listen 127.0.0.1:0 can learn the
+// port. Logs go to stderr. SIGINT or SIGTERM closes every connection with
+// amqp:connection:forced and exits 0; any start-up error exits 1 and --help
+// exits 0. This is the only place in the module that calls os.Exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/epitaph-mq/epitaph"
+	"github.com/epitaph-mq/epitaph/config"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the exit, so that every deferred call runs first.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(args)
+	if errors.Is(err, config.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: epitaph [flags]\n\nFlags (each also settable as EPITAPH_<NAME> or in the --config YAML file):\n%s", config.Usage())
+		return 0
+	}
+	if err != nil {
+		// No logger yet: the log format itself may be what is wrong.
+		slog.New(slog.NewTextHandler(stderr, nil)).Error("invalid configuration", "err", err)
+		fmt.Fprintf(stderr, "Run 'epitaph --help' for usage.\n")
+		return 1
+	}
+	log := newLogger(cfg, stderr)
+	if err := serve(cfg, log, stdout); err != nil {
+		log.Error("epitaph failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve starts the broker, announces its address on stdout, and blocks until
+// SIGINT or SIGTERM, then closes it.
+func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
+	opts, err := options(cfg, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := epitaph.Start(opts)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	addr := b.Addr().String()
+	log.Info("epitaph started", "listen", addr, "anonymous", cfg.Anonymous,
+		"auto_create_queues", cfg.AutoCreateQueues, "definitions", cfg.Definitions)
+	if _, err := fmt.Fprintf(stdout, "amqp listening on %s\n", addr); err != nil {
+		_ = b.Close()
+		return fmt.Errorf("announce address: %w", err)
+	}
+
+	<-ctx.Done()
+	stop() // a second signal now kills the process the default way
+	log.Info("shutting down", "cause", context.Cause(ctx))
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	log.Info("epitaph stopped")
+	return nil
+}
+
+// options maps the configuration onto the embedding API, reading the
+// definitions file if one is named.
+func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
+	var defs []byte
+	if cfg.Definitions != "" {
+		var err error
+		if defs, err = os.ReadFile(cfg.Definitions); err != nil {
+			return epitaph.Options{}, fmt.Errorf("read definitions: %w", err)
+		}
+	}
+	if !cfg.InMemory {
+		// The in-memory store is the only one today, so running without
+		// --in-memory means the same thing; say so rather than refuse.
+		log.Info("no persistent store is available yet; messages are kept in memory and lost on restart")
+	}
+	if cfg.HTTPListen != "" {
+		log.Debug("http-listen is not implemented yet; ignoring it", "http_listen", cfg.HTTPListen)
+	}
+	return epitaph.Options{
+		Listen:           cfg.Listen,
+		Logger:           log,
+		Definitions:      defs,
+		InMemory:         true, // see above
+		AutoCreateQueues: cfg.AutoCreateQueues,
+		Anonymous:        epitaph.AnonymousPolicy(cfg.Anonymous),
+		MaxFrameSize:     cfg.MaxFrameSize,
+		ChannelMax:       cfg.ChannelMax,
+		HandleMax:        cfg.HandleMax,
+		IdleTimeout:      cfg.IdleTimeout,
+		MaxMessageSize:   cfg.MaxMessageSize,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+	}, nil
+}
+
+// newLogger builds the process logger: text or JSON on stderr at the
+// configured level.
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}

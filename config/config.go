@@ -1,0 +1,333 @@
+// Package config turns command-line flags, EPITAPH_* environment variables
+// and an optional YAML file into a validated Config for cmd/epitaph.
+//
+// Precedence, highest first: flags, environment, file, defaults. Every key
+// has a flag of the same name (--max-frame-size), an environment variable
+// (EPITAPH_MAX_FRAME_SIZE) and a YAML key (max-frame-size).
+//
+// config imports only the standard library, viper and pflag; no broker
+// package imports config. cmd/epitaph maps a Config onto epitaph.Options.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// ErrInvalid is wrapped by every error that reports a bad flag, environment
+// variable or file value. Test for it with errors.Is.
+var ErrInvalid = errors.New("config: invalid value")
+
+// ErrHelp is returned (wrapped) by Load when --help or -h is given. The
+// caller should print Usage and exit successfully.
+var ErrHelp = errors.New("config: help requested")
+
+// EnvPrefix is the prefix of the environment variables Load reads:
+// max-frame-size is EPITAPH_MAX_FRAME_SIZE.
+const EnvPrefix = "EPITAPH"
+
+// Keys, as used in the YAML file and as flag names.
+const (
+	KeyListen           = "listen"
+	KeyHTTPListen       = "http-listen"
+	KeyDefinitions      = "definitions"
+	KeyInMemory         = "in-memory"
+	KeyAutoCreateQueues = "auto-create-queues"
+	KeyAnonymous        = "anonymous"
+	KeyMaxFrameSize     = "max-frame-size"
+	KeyChannelMax       = "channel-max"
+	KeyHandleMax        = "handle-max"
+	KeyIdleTimeout      = "idle-timeout"
+	KeyMaxMessageSize   = "max-message-size"
+	KeyHandshakeTimeout = "handshake-timeout"
+	KeyLogLevel         = "log-level"
+	KeyLogFormat        = "log-format"
+)
+
+// keyConfig is the flag naming the YAML file; it is not a Config field.
+const keyConfig = "config"
+
+// MinMaxFrameSize is the smallest max-frame-size AMQP 1.0 allows
+// (MIN-MAX-FRAME-SIZE, §2.7.1).
+const MinMaxFrameSize = 512
+
+// Anonymous policies accepted by the anonymous key.
+const (
+	AnonymousLoopback = "loopback"
+	AnonymousAll      = "all"
+	AnonymousNone     = "none"
+)
+
+// Log formats accepted by the log-format key.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// Config is the broker's whole configuration. The mapstructure tags are the
+// YAML keys and flag names.
+type Config struct {
+	// Listen is the AMQP listen address (host:port; port 0 picks a free one).
+	Listen string `mapstructure:"listen"`
+	// HTTPListen is the management HTTP address; empty turns it off.
+	// Accepted for forward compatibility; nothing listens on it yet.
+	HTTPListen string `mapstructure:"http-listen"`
+	// Definitions is the path of a RabbitMQ definitions JSON file applied
+	// at start; empty means none.
+	Definitions string `mapstructure:"definitions"`
+	// InMemory selects the in-memory store, today the only store.
+	InMemory bool `mapstructure:"in-memory"`
+	// AutoCreateQueues declares a classic queue when a link attaches to a
+	// bare address that names no existing node.
+	AutoCreateQueues bool `mapstructure:"auto-create-queues"`
+	// Anonymous is from where ANONYMOUS and no-SASL connections are
+	// accepted: "loopback", "all" or "none".
+	Anonymous string `mapstructure:"anonymous"`
+	// MaxFrameSize is advertised in open; at least 512.
+	MaxFrameSize uint32 `mapstructure:"max-frame-size"`
+	// ChannelMax is advertised in open (highest channel number).
+	ChannelMax uint16 `mapstructure:"channel-max"`
+	// HandleMax is advertised in begin (highest link handle).
+	HandleMax uint32 `mapstructure:"handle-max"`
+	// IdleTimeout closes a connection that sends nothing for this long.
+	IdleTimeout time.Duration `mapstructure:"idle-timeout"`
+	// MaxMessageSize is advertised on attach, in bytes.
+	MaxMessageSize uint64 `mapstructure:"max-message-size"`
+	// HandshakeTimeout bounds the protocol header, SASL and open exchange.
+	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
+	// LogLevel is "debug", "info", "warn" or "error".
+	LogLevel string `mapstructure:"log-level"`
+	// LogFormat is "text" or "json".
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		Listen:           ":5672",
+		HTTPListen:       "127.0.0.1:15672",
+		Definitions:      "",
+		InMemory:         false,
+		AutoCreateQueues: false,
+		Anonymous:        AnonymousLoopback,
+		MaxFrameSize:     131072,
+		ChannelMax:       255,
+		HandleMax:        255,
+		IdleTimeout:      60 * time.Second,
+		MaxMessageSize:   16 << 20,
+		HandshakeTimeout: 10 * time.Second,
+		LogLevel:         "info",
+		LogFormat:        LogFormatText,
+	}
+}
+
+// newFlagSet declares one flag per key, with the defaults as flag defaults,
+// plus --config.
+func newFlagSet(name string) *pflag.FlagSet {
+	d := Default()
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.String(keyConfig, "", "YAML configuration `file` (env "+EnvPrefix+"_CONFIG)")
+	fs.String(KeyListen, d.Listen, "AMQP listen `address` (port 0 picks a free port)")
+	fs.String(KeyHTTPListen, d.HTTPListen, "management HTTP `address`; empty turns it off (not implemented yet)")
+	fs.String(KeyDefinitions, d.Definitions, "RabbitMQ definitions JSON `file` applied at start")
+	fs.Bool(KeyInMemory, d.InMemory, "keep messages in memory (today the only store)")
+	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
+	fs.String(KeyAnonymous, d.Anonymous, "accept ANONYMOUS and no-SASL connections from: loopback, all or none")
+	fs.Uint32(KeyMaxFrameSize, d.MaxFrameSize, "max-frame-size advertised in open, in `bytes` (at least 512)")
+	fs.Uint16(KeyChannelMax, d.ChannelMax, "channel-max advertised in open")
+	fs.Uint32(KeyHandleMax, d.HandleMax, "handle-max advertised in begin")
+	fs.Duration(KeyIdleTimeout, d.IdleTimeout, "close connections idle for this `duration`")
+	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
+	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
+	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
+	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
+	return fs
+}
+
+// Usage returns the flag help text printed for --help.
+func Usage() string {
+	return newFlagSet("epitaph").FlagUsages()
+}
+
+// Load parses args (without the program name), the EPITAPH_* environment
+// variables and the YAML file named by --config or EPITAPH_CONFIG, applies
+// the defaults, and validates the result.
+//
+// Flags win over the environment, which wins over the file, which wins over
+// the defaults. A set-but-empty environment variable counts as set (so
+// EPITAPH_HTTP_LISTEN= turns the HTTP listener off). Bad values yield an
+// error wrapping ErrInvalid; --help yields one wrapping ErrHelp.
+func Load(args []string) (*Config, error) {
+	fs := newFlagSet("epitaph")
+	fs.Usage = func() {} // the caller prints Usage on ErrHelp
+	fs.SetOutput(discard{})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, ErrHelp
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
+	}
+
+	v := viper.New() // never the global instance
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AllowEmptyEnv(true)
+	v.AutomaticEnv()
+
+	d := Default()
+	defaults := map[string]any{
+		KeyListen:           d.Listen,
+		KeyHTTPListen:       d.HTTPListen,
+		KeyDefinitions:      d.Definitions,
+		KeyInMemory:         d.InMemory,
+		KeyAutoCreateQueues: d.AutoCreateQueues,
+		KeyAnonymous:        d.Anonymous,
+		KeyMaxFrameSize:     d.MaxFrameSize,
+		KeyChannelMax:       d.ChannelMax,
+		KeyHandleMax:        d.HandleMax,
+		KeyIdleTimeout:      d.IdleTimeout,
+		KeyMaxMessageSize:   d.MaxMessageSize,
+		KeyHandshakeTimeout: d.HandshakeTimeout,
+		KeyLogLevel:         d.LogLevel,
+		KeyLogFormat:        d.LogFormat,
+	}
+	for key, def := range defaults {
+		// Unmarshal only sees environment variables for keys viper
+		// already knows, so register every key explicitly.
+		v.SetDefault(key, def)
+		if err := v.BindEnv(key); err != nil {
+			return nil, fmt.Errorf("config: bind env for %s: %w", key, err)
+		}
+		if err := v.BindPFlag(key, fs.Lookup(key)); err != nil {
+			return nil, fmt.Errorf("config: bind flag %s: %w", key, err)
+		}
+	}
+
+	file, _ := fs.GetString(keyConfig)
+	if !fs.Changed(keyConfig) {
+		if env, ok := os.LookupEnv(EnvPrefix + "_CONFIG"); ok {
+			file = env
+		}
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		v.SetConfigType("yaml") // whatever the extension; JSON is YAML too
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config: read %s: %w", file, err)
+		}
+	}
+
+	var c Config
+	if err := v.UnmarshalExact(&c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	c.Anonymous = strings.ToLower(strings.TrimSpace(c.Anonymous))
+	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
+	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalid.
+func (c *Config) Validate() error {
+	if err := validAddr(KeyListen, c.Listen); err != nil {
+		return err
+	}
+	if c.HTTPListen != "" {
+		if err := validAddr(KeyHTTPListen, c.HTTPListen); err != nil {
+			return err
+		}
+	}
+	switch c.Anonymous {
+	case AnonymousLoopback, AnonymousAll, AnonymousNone:
+	default:
+		return invalid(KeyAnonymous, c.Anonymous, "want loopback, all or none")
+	}
+	if c.MaxFrameSize < MinMaxFrameSize {
+		return invalid(KeyMaxFrameSize, c.MaxFrameSize, fmt.Sprintf("want at least %d", MinMaxFrameSize))
+	}
+	if c.ChannelMax == 0 {
+		return invalid(KeyChannelMax, c.ChannelMax, "want at least 1")
+	}
+	if c.HandleMax == 0 {
+		return invalid(KeyHandleMax, c.HandleMax, "want at least 1")
+	}
+	if c.IdleTimeout < time.Millisecond {
+		return invalid(KeyIdleTimeout, c.IdleTimeout, "want at least 1ms")
+	}
+	if ms := c.IdleTimeout.Milliseconds(); ms > 1<<32-1 {
+		return invalid(KeyIdleTimeout, c.IdleTimeout, "does not fit the 32-bit idle-time-out in milliseconds")
+	}
+	if c.MaxMessageSize == 0 {
+		return invalid(KeyMaxMessageSize, c.MaxMessageSize, "want at least 1")
+	}
+	if c.HandshakeTimeout <= 0 {
+		return invalid(KeyHandshakeTimeout, c.HandshakeTimeout, "want a positive duration")
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		return err
+	}
+	switch c.LogFormat {
+	case LogFormatText, LogFormatJSON:
+	default:
+		return invalid(KeyLogFormat, c.LogFormat, "want text or json")
+	}
+	return nil
+}
+
+// SlogLevel returns LogLevel as a slog.Level (Info if it is invalid).
+func (c *Config) SlogLevel() slog.Level {
+	l, err := ParseLogLevel(c.LogLevel)
+	if err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// ParseLogLevel maps "debug", "info", "warn" and "error" to slog levels.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, invalid(KeyLogLevel, s, "want debug, info, warn or error")
+}
+
+func validAddr(key, addr string) error {
+	if addr == "" {
+		return invalid(key, addr, "want host:port")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalid, key, addr, err)
+	}
+	return nil
+}
+
+func invalid(key string, val any, why string) error {
+	return fmt.Errorf("%w: %s=%q: %s", ErrInvalid, key, fmt.Sprint(val), why)
+}
+
+// discard is an io.Writer that drops pflag's own error and usage output.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

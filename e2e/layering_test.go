@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// module is this module's path, from go.mod.
+const module = "github.com/epitaph-mq/epitaph"
+
+// root is the name used here for the package at the module root.
+const root = "epitaph"
+
+// allowed maps each broker package (a top-level directory; sub-packages such
+// as router/store count as their parent) to the broker packages it may
+// import, from test files as well as non-test files. The module root
+// package is "epitaph". Anything not listed is forbidden.
+var allowed = map[string][]string{
+	"amqp10":      nil,
+	"annotations": {"amqp10"},
+	"config":      nil,
+	"router":      {"amqp10", "annotations"},
+	"deadletter":  {"amqp10", "annotations", "router"},
+	"link":        {"amqp10", "router"},
+	root:          {"amqp10", "annotations", "router", "deadletter", "link"},
+}
+
+// anything lists the top-level directories whose packages may import any
+// module package: commands and end-to-end tests.
+var anything = []string{"cmd", "e2e"}
+
+// thirdParty restricts the non-standard-library imports of non-test files.
+// A package missing from this map is not restricted.
+var thirdParty = map[string][]string{
+	"amqp10": nil, // standard library only
+	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
+}
+
+// noPrint lists the library packages that must not print or exit: only
+// cmd/epitaph writes to stdout and calls os.Exit.
+var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "config", root}
+
+// goFile is one parsed Go file (imports and, for non-test files, the body).
+type goFile struct {
+	path string // relative to the module root
+	pkg  string // layer: top-level directory, or root
+	test bool
+	ast  *ast.File
+}
+
+// moduleRoot is the directory holding go.mod, the parent of e2e.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("..")
+	require.NoError(t, err)
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	require.Contains(t, string(gomod), "module "+module+"\n", "unexpected go.mod in %s", dir)
+	return dir
+}
+
+// parseModule parses every .go file of the module that the go tool would see
+// (all build tags included), skipping testdata, vendor, node_modules and
+// hidden or underscore directories. Empty directories yield nothing.
+func parseModule(t *testing.T) []goFile {
+	t.Helper()
+	dir := moduleRoot(t)
+	fset := token.NewFileSet()
+	var files []goFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != dir && (name == "testdata" || name == "vendor" || name == "node_modules" ||
+				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			if p != dir {
+				if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+					return filepath.SkipDir // a nested module is not part of this one
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		pkg := root
+		if top, _, ok := strings.Cut(rel, "/"); ok {
+			pkg = top
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files = append(files, goFile{path: rel, pkg: pkg, test: strings.HasSuffix(name, "_test.go"), ast: f})
+		return nil
+	})
+	require.NoError(t, err)
+	return files
+}
+
+// importPaths returns the unquoted import paths of f.
+func importPaths(f *ast.File) []string {
+	var paths []string
+	for _, spec := range f.Imports {
+		p, err := strconv.Unquote(spec.Path.Value)
+		if err == nil {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+// layerOf maps a module import path to its layer: the module path itself is
+// root, module/router/store is "router". ok is false for other modules.
+func layerOf(imp string) (layer string, ok bool) {
+	if imp == module {
+		return root, true
+	}
+	rest, ok := strings.CutPrefix(imp, module+"/")
+	if !ok {
+		return "", false
+	}
+	layer, _, _ = strings.Cut(rest, "/")
+	return layer, true
+}
+
+// isStdlib reports whether imp is a standard-library path (no dot in the
+// first element), as the go tool decides.
+func isStdlib(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestLayering(t *testing.T) {
+	files := parseModule(t)
+	require.NotEmpty(t, files)
+	unknown := map[string]bool{}
+	for _, f := range files {
+		if slices.Contains(anything, f.pkg) {
+			continue
+		}
+		ok, listed := allowed[f.pkg]
+		if !listed {
+			if !unknown[f.pkg] {
+				unknown[f.pkg] = true
+				t.Errorf("%s: package %q is not in the layering table; add it to allowed in e2e/layering_test.go", f.path, f.pkg)
+			}
+			continue
+		}
+		for _, imp := range importPaths(f.ast) {
+			if dep, inModule := layerOf(imp); inModule {
+				if dep != f.pkg && !slices.Contains(ok, dep) {
+					t.Errorf("%s: %s imports %s; %s may import only %v", f.path, f.pkg, imp, f.pkg, ok)
+				}
+				continue
+			}
+			if f.test || isStdlib(imp) {
+				continue
+			}
+			if only, restricted := thirdParty[f.pkg]; restricted && !slices.ContainsFunc(only, func(m string) bool {
+				return imp == m || strings.HasPrefix(imp, m+"/")
+			}) {
+				t.Errorf("%s: %s imports third-party %s; allowed: %v", f.path, f.pkg, imp, only)
+			}
+		}
+	}
+}
+
+// forbiddenCalls are the package-level functions library code must not call,
+// keyed by import path.
+var forbiddenCalls = map[string]func(name string) bool{
+	"fmt": func(n string) bool { return strings.HasPrefix(n, "Print") },
+	"log": func(n string) bool {
+		return strings.HasPrefix(n, "Print") || strings.HasPrefix(n, "Fatal") || strings.HasPrefix(n, "Panic")
+	},
+	"os": func(n string) bool { return n == "Exit" },
+}
+
+func TestNoPrintInLibraries(t *testing.T) {
+	for _, f := range parseModule(t) {
+		if f.test || !slices.Contains(noPrint, f.pkg) {
+			continue
+		}
+		// local name -> import path, for the packages we police
+		names := map[string]string{}
+		for _, spec := range f.ast.Imports {
+			p, err := strconv.Unquote(spec.Path.Value)
+			if err != nil || forbiddenCalls[p] == nil {
+				continue
+			}
+			name := p
+			if spec.Name != nil {
+				name = spec.Name.Name
+			}
+			names[name] = p
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			switch fn := call.Fun.(type) {
+			case *ast.Ident: // builtin print/println
+				if fn.Name == "print" || fn.Name == "println" {
+					t.Errorf("%s: calls builtin %s; use an injected *slog.Logger", f.path, fn.Name)
+				}
+			case *ast.SelectorExpr:
+				x, ok := fn.X.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				if p, ok := names[x.Name]; ok && forbiddenCalls[p](fn.Sel.Name) {
+					t.Errorf("%s: calls %s.%s; library code logs through an injected *slog.Logger and only cmd exits",
+						f.path, p, fn.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// TestLayeringSelfCheck makes sure the checker itself notices violations,
+// so that a broken walker cannot pass silently.
+func TestLayeringSelfCheck(t *testing.T) {
+	dep, ok := layerOf(module + "/router/store")
+	require.True(t, ok)
+	require.Equal(t, "router", dep)
+	dep, ok = layerOf(module)
+	require.True(t, ok)
+	require.Equal(t, root, dep)
+	_, ok = layerOf("github.com/epitaph-mq/epitaphx")
+	require.False(t, ok)
+	require.True(t, isStdlib("net/http"))
+	require.False(t, isStdlib("github.com/spf13/viper"))
+
+	var sawAMQP10, sawConfig bool
+	for _, f := range parseModule(t) {
+		sawAMQP10 = sawAMQP10 || f.pkg == "amqp10"
+		sawConfig = sawConfig || f.pkg == "config"
+	}
+	require.True(t, sawAMQP10, "the walker found no amqp10 files")
+	require.True(t, sawConfig, "the walker found no config files")
+}
