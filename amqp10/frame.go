@@ -1,5 +1,10 @@
 package amqp10
 
+import (
+	"encoding/binary"
+	"fmt"
+)
+
 // Frame types (section 2.3).
 const (
 	FrameTypeAMQP byte = 0x00
@@ -16,4 +21,47 @@ type FrameHeader struct {
 	DataOffset uint8  // in 4-byte words, >= 2
 	Type       uint8
 	Channel    uint16
+}
+
+// ParseFrameHeader parses the 8-byte frame header and validates SIZE >= 8,
+// DOFF >= 2 and DOFF*4 <= SIZE (errors wrap ErrInvalidField; a short input
+// wraps ErrTruncated).
+func ParseFrameHeader(b []byte) (FrameHeader, error) {
+	if len(b) < 8 {
+		return FrameHeader{}, errTrunc("frame header")
+	}
+	h := FrameHeader{
+		Size:       binary.BigEndian.Uint32(b),
+		DataOffset: b[4],
+		Type:       b[5],
+		Channel:    binary.BigEndian.Uint16(b[6:]),
+	}
+	switch {
+	case h.Size < 8:
+		return h, fmt.Errorf("%w: frame size %d < 8", ErrInvalidField, h.Size)
+	case h.DataOffset < 2:
+		return h, fmt.Errorf("%w: data offset %d < 2", ErrInvalidField, h.DataOffset)
+	case uint32(h.DataOffset)*4 > h.Size:
+		return h, fmt.Errorf("%w: data offset %d beyond frame size %d", ErrInvalidField, h.DataOffset, h.Size)
+	}
+	return h, nil
+}
+
+// AppendFrame appends a whole frame: the header (DOFF 2), the performative,
+// then payload (transfer payload, or nil); the size is backpatched.
+// It allocates nothing when b has capacity. A nil p gives an empty frame.
+func AppendFrame(b []byte, typ byte, channel uint16, p Performative, payload []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 2, typ, byte(channel>>8), byte(channel))
+	if p != nil {
+		b = p.Append(b)
+	}
+	b = append(b, payload...)
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start))
+	return b
+}
+
+// AppendHeartbeat appends an empty AMQP frame (8 bytes, no body).
+func AppendHeartbeat(b []byte) []byte {
+	return append(b, 0, 0, 0, 8, 2, FrameTypeAMQP, 0, 0)
 }

@@ -1,5 +1,10 @@
 package amqp10
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Descriptor codes of the message sections (section 3.2).
 const (
 	DescHeader                uint64 = 0x70
@@ -67,4 +72,655 @@ type Message struct {
 	Bare []byte
 	// Footer is the raw footer section (with its descriptor), nil if absent.
 	Footer []byte
+}
+
+// Size is the size counted against max-length-bytes: bare message plus footer.
+func (m *Message) Size() int { return len(m.Bare) + len(m.Footer) }
+
+// section ranks, in the order the sections must appear.
+const (
+	rankNone = iota
+	rankHeader
+	rankDeliveryAnnotations
+	rankMessageAnnotations
+	rankProperties
+	rankApplicationProperties
+	rankBody
+	rankFooter
+)
+
+func errOrder(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrSectionOrder}, args...)...)
+}
+
+// ParseMessage scans the sections of a message payload. It checks the order
+// (header, delivery-annotations, message-annotations, properties,
+// application-properties, body of data*|amqp-sequence*|amqp-value, footer;
+// each at most once except repeated data/sequence), validates that every
+// message-annotations key is a symbol beginning with "x-" (ErrReservedAnnotation),
+// decodes the header, and keeps the other sections as raw byte ranges.
+// A message without a body section is accepted.
+// Errors wrap ErrSectionOrder, ErrReservedAnnotation or a decode error.
+//
+// The returned Message aliases payload, which must not be modified afterwards.
+func ParseMessage(payload []byte) (*Message, error) {
+	m := &Message{}
+	rank := rankNone
+	var bodyKind uint64
+	bareStart, bareEnd := -1, -1
+	off := 0
+	for off < len(payload) {
+		sec := payload[off:]
+		code, val, err := readDescriptor(sec)
+		if err != nil {
+			if errors.Is(err, ErrInvalidField) {
+				return nil, errOrder("section at offset %d is not a described value", off)
+			}
+			return nil, fmt.Errorf("section at offset %d: %w", off, err)
+		}
+		var r int
+		switch code {
+		case DescHeader:
+			r = rankHeader
+		case DescDeliveryAnnotations:
+			r = rankDeliveryAnnotations
+		case DescMessageAnnotations:
+			r = rankMessageAnnotations
+		case DescProperties:
+			r = rankProperties
+		case DescApplicationProperties:
+			r = rankApplicationProperties
+		case DescData, DescAMQPSequence, DescAMQPValue:
+			r = rankBody
+		case DescFooter:
+			r = rankFooter
+		default:
+			return nil, errOrder("unknown section at offset %d", off)
+		}
+		if r < rank || (r == rank && (r != rankBody || code != bodyKind || code == DescAMQPValue)) {
+			return nil, errOrder("section 0x%x at offset %d out of order", code, off)
+		}
+		rank = r
+		if r == rankBody {
+			bodyKind = code
+		}
+		var rest []byte
+		switch code {
+		case DescHeader:
+			if rest, err = m.Header.unmarshalValue(val); err != nil {
+				return nil, err
+			}
+			m.HasHeader = true
+		case DescMessageAnnotations:
+			rest, err = scanAnnotations(val)
+		case DescDeliveryAnnotations, DescApplicationProperties, DescFooter:
+			rest, err = skipTyped(val, "map", TypeMap8, TypeMap32)
+		case DescProperties, DescAMQPSequence:
+			rest, err = skipTyped(val, "list", TypeList0, TypeList8, TypeList32)
+		case DescData:
+			rest, err = skipTyped(val, "binary", TypeBinary8, TypeBinary32)
+		case DescAMQPValue:
+			rest, err = skipValue(val, 1)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("section 0x%x: %w", code, err)
+		}
+		end := len(payload) - len(rest)
+		raw := payload[off:end:end]
+		switch r {
+		case rankDeliveryAnnotations:
+			m.DeliveryAnnotations = raw
+		case rankMessageAnnotations:
+			m.Annotations = raw
+		case rankProperties, rankApplicationProperties, rankBody:
+			if bareStart < 0 {
+				bareStart = off
+			}
+			bareEnd = end
+		case rankFooter:
+			m.Footer = raw
+		}
+		off = end
+	}
+	if bareStart >= 0 {
+		m.Bare = payload[bareStart:bareEnd:bareEnd]
+	}
+	return m, nil
+}
+
+// skipTyped skips a value whose constructor must be one of ctors (or null).
+func skipTyped(b []byte, want string, ctors ...byte) ([]byte, error) {
+	if len(b) == 0 {
+		return b, errTrunc(want)
+	}
+	if b[0] != TypeNull {
+		ok := false
+		for _, c := range ctors {
+			ok = ok || b[0] == c
+		}
+		if !ok {
+			return b, errWrongType(want, b[0])
+		}
+	}
+	return skipValue(b, 1)
+}
+
+// scanAnnotations checks every key of the message-annotations map at b is a
+// symbol beginning with "x-" and returns the bytes after the map.
+func scanAnnotations(b []byte) ([]byte, error) {
+	n, body, rest, err := rawMap(b)
+	if err != nil {
+		return b, err
+	}
+	for i := 0; i < n; i += 2 {
+		var key []byte
+		if key, body, err = annotationKey(body); err != nil {
+			return b, err
+		}
+		_ = key
+		if body, err = skipValue(body, 1); err != nil {
+			return b, err
+		}
+	}
+	if len(body) != 0 {
+		return b, fmt.Errorf("%w: bytes after the last map entry", ErrInvalidField)
+	}
+	return rest, nil
+}
+
+// annotationKey reads a message-annotations key, which must be a symbol
+// beginning with "x-".
+func annotationKey(b []byte) (key, rest []byte, err error) {
+	if len(b) == 0 {
+		return nil, b, errTrunc("annotation key")
+	}
+	if b[0] != TypeSym8 && b[0] != TypeSym32 {
+		return nil, b, fmt.Errorf("%w: key with constructor 0x%02x", ErrReservedAnnotation, b[0])
+	}
+	key, rest, err = varBody(b[0], b[1:])
+	if err != nil {
+		return nil, b, err
+	}
+	if len(key) < 2 || key[0] != 'x' || key[1] != '-' {
+		return nil, b, fmt.Errorf("%w: %q", ErrReservedAnnotation, key)
+	}
+	return key, rest, nil
+}
+
+// rawMap parses the header of a map value (null is an empty map).
+func rawMap(b []byte) (n int, body, rest []byte, err error) {
+	if len(b) == 0 {
+		return 0, nil, b, errTrunc("map")
+	}
+	switch c := b[0]; c {
+	case TypeNull:
+		return 0, nil, b[1:], nil
+	case TypeMap8, TypeMap32:
+		return compoundHeader(c, b[1:])
+	default:
+		return 0, nil, b, errWrongType("map", c)
+	}
+}
+
+// unmarshalValue decodes the header list value (after the descriptor).
+func (h *Header) unmarshalValue(b []byte) ([]byte, error) {
+	f, rest, err := openList(b, "header")
+	if err != nil {
+		return b, err
+	}
+	*h = Header{Priority: 4}
+	if h.Durable, _, err = f.boolean("durable"); err != nil {
+		return b, err
+	}
+	if v, ok, err := f.ubyte("priority"); err != nil {
+		return b, err
+	} else if ok {
+		h.Priority = v
+	}
+	if h.TTL, h.HasTTL, err = f.uint("ttl"); err != nil {
+		return b, err
+	}
+	if h.FirstAcquirer, _, err = f.boolean("first-acquirer"); err != nil {
+		return b, err
+	}
+	if h.DeliveryCount, _, err = f.uint("delivery-count"); err != nil {
+		return b, err
+	}
+	if err = f.done(); err != nil {
+		return b, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a header section (with its descriptor) into h,
+// restoring Priority 4 when absent, and returns the bytes after it.
+func (h *Header) Unmarshal(b []byte) (rest []byte, err error) {
+	code, val, err := readDescriptor(b)
+	if err != nil {
+		return b, err
+	}
+	if code != DescHeader {
+		return b, fmt.Errorf("%w: not a header section", ErrInvalidType)
+	}
+	return h.unmarshalValue(val)
+}
+
+// AppendHeader appends a header section: durable, priority, ttl (only when
+// HasTTL), first-acquirer, delivery-count, with trailing defaults omitted.
+func AppendHeader(b []byte, h *Header) []byte {
+	b, w := beginList(b, DescHeader)
+	b = w.soft(AppendBool(b, h.Durable), !h.Durable)
+	b = w.soft(AppendUbyte(b, h.Priority), h.Priority == 4)
+	b = w.uint(b, h.TTL, h.HasTTL)
+	b = w.soft(AppendBool(b, h.FirstAcquirer), !h.FirstAcquirer)
+	b = w.soft(AppendUint(b, h.DeliveryCount), h.DeliveryCount == 0)
+	return w.end(b)
+}
+
+// sectionValue returns the value of a raw section (after its descriptor).
+func sectionValue(sec []byte) ([]byte, error) {
+	_, val, err := readDescriptor(sec)
+	return val, err
+}
+
+// AnnotationMap decodes the message-annotations section (nil when absent).
+func (m *Message) AnnotationMap() (Map, error) {
+	if m.Annotations == nil {
+		return nil, nil
+	}
+	val, err := sectionValue(m.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := ReadMap(val)
+	return a, err
+}
+
+// DeliveryAnnotationMap decodes the delivery-annotations section (nil when absent).
+func (m *Message) DeliveryAnnotationMap() (Map, error) {
+	if m.DeliveryAnnotations == nil {
+		return nil, nil
+	}
+	val, err := sectionValue(m.DeliveryAnnotations)
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := ReadMap(val)
+	return a, err
+}
+
+// bareSections returns the raw properties and application-properties
+// sections of the bare message (nil when absent) and the body sections.
+func (m *Message) bareSections() (props, appProps, body []byte, err error) {
+	b := m.Bare
+	for len(b) > 0 {
+		code, val, err := readDescriptor(b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if code != DescProperties && code != DescApplicationProperties {
+			return props, appProps, b, nil
+		}
+		rest, err := skipValue(val, 1)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sec := b[:len(b)-len(rest)]
+		if code == DescProperties {
+			props = sec
+		} else {
+			appProps = sec
+		}
+		b = rest
+	}
+	return props, appProps, nil, nil
+}
+
+// Body returns the raw body sections of the bare message.
+func (m *Message) Body() ([]byte, error) {
+	_, _, body, err := m.bareSections()
+	return body, err
+}
+
+// Properties decodes the properties section (nil, nil when absent).
+func (m *Message) Properties() (*Properties, error) {
+	sec, _, _, err := m.bareSections()
+	if err != nil || sec == nil {
+		return nil, err
+	}
+	p := &Properties{}
+	if _, err := p.Unmarshal(sec); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ApplicationProperties decodes the application-properties section (nil when absent).
+func (m *Message) ApplicationProperties() (Map, error) {
+	_, sec, _, err := m.bareSections()
+	if err != nil || sec == nil {
+		return nil, err
+	}
+	val, err := sectionValue(sec)
+	if err != nil {
+		return nil, err
+	}
+	ap, _, err := ReadMap(val)
+	return ap, err
+}
+
+// Unmarshal decodes a properties section (with its descriptor) into p and
+// returns the bytes after it. UserID and binary message ids alias b.
+func (p *Properties) Unmarshal(b []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(b, DescProperties, "properties")
+	if err != nil {
+		return b, err
+	}
+	*p = Properties{}
+	optStr := func(name string, addr bool) (*string, error) {
+		var v string
+		var ok bool
+		var err error
+		if addr {
+			v, ok, err = f.address(name)
+		} else {
+			v, ok, err = f.str(name)
+		}
+		if err != nil || !ok {
+			return nil, err
+		}
+		return &v, nil
+	}
+	optSym := func(name string) (*Symbol, error) {
+		v, ok, err := f.sym(name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return &v, nil
+	}
+	optTS := func(name string) (*Timestamp, error) {
+		if f.n == 0 {
+			return nil, nil
+		}
+		f.n--
+		v, ok, rest, err := ReadTimestamp(f.b)
+		if err != nil {
+			return nil, f.wrap(name, err)
+		}
+		f.b = rest
+		if !ok {
+			return nil, nil
+		}
+		return &v, nil
+	}
+	msgID := func(name string) (any, error) {
+		v, err := f.anyValue(name)
+		if err != nil {
+			return nil, err
+		}
+		switch v.(type) {
+		case nil, uint64, UUID, []byte, string:
+			return v, nil
+		}
+		return nil, fmt.Errorf("%w: properties.%s of type %T", ErrInvalidField, name, v)
+	}
+	if p.MessageID, err = msgID("message-id"); err != nil {
+		return b, err
+	}
+	if p.UserID, _, err = f.binary("user-id"); err != nil {
+		return b, err
+	}
+	if p.To, err = optStr("to", true); err != nil {
+		return b, err
+	}
+	if p.Subject, err = optStr("subject", false); err != nil {
+		return b, err
+	}
+	if p.ReplyTo, err = optStr("reply-to", true); err != nil {
+		return b, err
+	}
+	if p.CorrelationID, err = msgID("correlation-id"); err != nil {
+		return b, err
+	}
+	if p.ContentType, err = optSym("content-type"); err != nil {
+		return b, err
+	}
+	if p.ContentEncoding, err = optSym("content-encoding"); err != nil {
+		return b, err
+	}
+	if p.AbsoluteExpiryTime, err = optTS("absolute-expiry-time"); err != nil {
+		return b, err
+	}
+	if p.CreationTime, err = optTS("creation-time"); err != nil {
+		return b, err
+	}
+	if p.GroupID, err = optStr("group-id", false); err != nil {
+		return b, err
+	}
+	if v, ok, err := f.uint("group-sequence"); err != nil {
+		return b, err
+	} else if ok {
+		p.GroupSequence = &v
+	}
+	if p.ReplyToGroupID, err = optStr("reply-to-group-id", false); err != nil {
+		return b, err
+	}
+	if err = f.done(); err != nil {
+		return b, err
+	}
+	return rest, nil
+}
+
+// AppendProperties appends a properties section (used to build management responses).
+func AppendProperties(b []byte, p *Properties) ([]byte, error) {
+	if p == nil {
+		p = &Properties{}
+	}
+	start := len(b)
+	b, w := beginList(b, DescProperties)
+	var err error
+	anyField := func(v any) {
+		if err != nil {
+			return
+		}
+		if v == nil {
+			b = w.null(b)
+			return
+		}
+		var nb []byte
+		if nb, err = AppendValue(b, v); err == nil {
+			b = w.mark(nb)
+		}
+	}
+	str := func(v *string) {
+		if v == nil {
+			b = w.null(b)
+		} else {
+			b = w.str(b, *v, true)
+		}
+	}
+	sym := func(v *Symbol) {
+		if v == nil {
+			b = w.null(b)
+		} else {
+			b = w.sym(b, *v, true)
+		}
+	}
+	ts := func(v *Timestamp) {
+		if v == nil {
+			b = w.null(b)
+		} else {
+			b = w.mark(AppendTimestamp(b, *v))
+		}
+	}
+	anyField(p.MessageID)
+	b = w.binary(b, p.UserID, p.UserID != nil)
+	str(p.To)
+	str(p.Subject)
+	str(p.ReplyTo)
+	anyField(p.CorrelationID)
+	sym(p.ContentType)
+	sym(p.ContentEncoding)
+	ts(p.AbsoluteExpiryTime)
+	ts(p.CreationTime)
+	str(p.GroupID)
+	if p.GroupSequence == nil {
+		b = w.null(b)
+	} else {
+		b = w.uint(b, *p.GroupSequence, true)
+	}
+	str(p.ReplyToGroupID)
+	if err != nil {
+		return b[:start], err
+	}
+	return w.end(b), nil
+}
+
+// AppendApplicationProperties appends an application-properties section.
+func AppendApplicationProperties(b []byte, m Map) ([]byte, error) {
+	start := len(b)
+	b, err := AppendMap(AppendDescriptor(b, DescApplicationProperties), m)
+	if err != nil {
+		return b[:start], err
+	}
+	return b, nil
+}
+
+// AppendMessageAnnotations appends a message-annotations section.
+func AppendMessageAnnotations(b []byte, m Map) ([]byte, error) {
+	start := len(b)
+	b, err := AppendMap(AppendDescriptor(b, DescMessageAnnotations), m)
+	if err != nil {
+		return b[:start], err
+	}
+	return b, nil
+}
+
+// AppendAMQPValue appends an amqp-value body section holding v.
+func AppendAMQPValue(b []byte, v any) ([]byte, error) {
+	start := len(b)
+	b, err := AppendValue(AppendDescriptor(b, DescAMQPValue), v)
+	if err != nil {
+		return b[:start], err
+	}
+	return b, nil
+}
+
+// AppendAMQPSequence appends an amqp-sequence body section holding l.
+func AppendAMQPSequence(b []byte, l List) ([]byte, error) {
+	start := len(b)
+	b, err := AppendList(AppendDescriptor(b, DescAMQPSequence), l)
+	if err != nil {
+		return b[:start], err
+	}
+	return b, nil
+}
+
+// AppendData appends a data body section.
+func AppendData(b []byte, data []byte) []byte {
+	return AppendBinary(AppendDescriptor(b, DescData), data)
+}
+
+// AppendDelivery appends the message as the broker delivers it: the header
+// h (always written), then a message-annotations section holding first the
+// entries of ann (broker-set keys, in order) and then the original
+// annotations whose keys are not in ann (no section when both are empty),
+// then Bare and Footer byte for byte. Delivery annotations are dropped.
+func (m *Message) AppendDelivery(b []byte, h *Header, ann Map) ([]byte, error) {
+	start := len(b)
+	b = AppendHeader(b, h)
+	var err error
+	if b, err = appendMergedAnnotations(b, ann, m.Annotations); err != nil {
+		return b[:start], err
+	}
+	b = append(b, m.Bare...)
+	return append(b, m.Footer...), nil
+}
+
+// appendMergedAnnotations appends a message-annotations section with the
+// entries of ann followed by the raw entries of the section orig whose keys
+// are not in ann. Nothing is appended when the result would be empty.
+func appendMergedAnnotations(b []byte, ann Map, orig []byte) ([]byte, error) {
+	start := len(b)
+	b = AppendDescriptor(b, DescMessageAnnotations)
+	mapStart := len(b)
+	b = append(b, TypeMap32, 0, 0, 0, 0, 0, 0, 0, 0)
+	var err error
+	for i := range ann {
+		if b, err = AppendValue(b, ann[i].Key); err != nil {
+			return b[:start], err
+		}
+		if b, err = AppendValue(b, ann[i].Value); err != nil {
+			return b[:start], err
+		}
+	}
+	count := 2 * len(ann)
+	if orig != nil {
+		val, err := sectionValue(orig)
+		if err != nil {
+			return b[:start], err
+		}
+		n, body, _, err := rawMap(val)
+		if err != nil {
+			return b[:start], err
+		}
+		for i := 0; i < n; i += 2 {
+			entry := body
+			key, rest, err := annotationKey(body)
+			if err != nil {
+				return b[:start], err
+			}
+			if rest, err = skipValue(rest, 1); err != nil {
+				return b[:start], err
+			}
+			body = rest
+			if annHasKey(ann, key) {
+				continue
+			}
+			b = append(b, entry[:len(entry)-len(rest)]...)
+			count += 2
+		}
+	}
+	if count == 0 {
+		return b[:start], nil
+	}
+	return finishCompound(b, mapStart, count, TypeMap8, TypeMap32), nil
+}
+
+func annHasKey(ann Map, key []byte) bool {
+	for i := range ann {
+		if k, ok := ann[i].Key.(Symbol); ok && string(k) == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// WithAnnotations returns a copy of m whose header is h and whose message
+// annotations are exactly ann (re-encoded); the bare message and footer
+// are shared with m. Used to build dead-letter copies.
+func (m *Message) WithAnnotations(h Header, ann Map) (*Message, error) {
+	nm := *m
+	nm.Header, nm.HasHeader = h, true
+	nm.Annotations = nil
+	if len(ann) > 0 {
+		sec, err := AppendMessageAnnotations(nil, ann)
+		if err != nil {
+			return nil, err
+		}
+		nm.Annotations = sec
+	}
+	return &nm, nil
+}
+
+// Append appends the message as stored: header (when HasHeader), delivery
+// annotations, message annotations, bare message and footer.
+func (m *Message) Append(b []byte) []byte {
+	if m.HasHeader {
+		b = AppendHeader(b, &m.Header)
+	}
+	b = append(b, m.DeliveryAnnotations...)
+	b = append(b, m.Annotations...)
+	b = append(b, m.Bare...)
+	return append(b, m.Footer...)
 }

@@ -1,5 +1,10 @@
 package amqp10
 
+import (
+	"fmt"
+	"math"
+)
+
 // Descriptor codes of the performatives (section 2.7) and SASL frames (5.3.3).
 const (
 	DescOpen        uint64 = 0x10
@@ -290,3 +295,716 @@ func (*Disposition) Descriptor() uint64 { return DescDisposition }
 func (*Detach) Descriptor() uint64      { return DescDetach }
 func (*End) Descriptor() uint64         { return DescEnd }
 func (*Close) Descriptor() uint64       { return DescClose }
+
+// ---- described-list encoding helpers ----
+
+// listWriter builds a described list in place: it reserves a list32 header,
+// tracks the end of the last non-null field so trailing nulls can be
+// dropped, and shrinks to list0/list8 when the result fits.
+type listWriter struct {
+	start   int // offset of the list constructor
+	n       int // fields written
+	lastN   int // fields up to the last non-null one
+	lastEnd int // offset after the last non-null field
+}
+
+func beginList(b []byte, code uint64) ([]byte, listWriter) {
+	b = AppendDescriptor(b, code)
+	start := len(b)
+	b = append(b, TypeList32, 0, 0, 0, 0, 0, 0, 0, 0)
+	return b, listWriter{start: start, lastEnd: len(b)}
+}
+
+// mark records that a non-null field has just been appended.
+func (w *listWriter) mark(b []byte) []byte {
+	w.n++
+	w.lastN, w.lastEnd = w.n, len(b)
+	return b
+}
+
+func (w *listWriter) null(b []byte) []byte {
+	w.n++
+	return append(b, TypeNull)
+}
+
+func (w *listWriter) end(b []byte) []byte {
+	return finishCompound(b[:w.lastEnd], w.start, w.lastN, TypeList8, TypeList32)
+}
+
+func (w *listWriter) uint(b []byte, v uint32, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendUint(b, v))
+}
+
+func (w *listWriter) ulong(b []byte, v uint64, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendULong(b, v))
+}
+
+func (w *listWriter) ushort(b []byte, v uint16, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendUshort(b, v))
+}
+
+func (w *listWriter) ubyte(b []byte, v uint8, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendUbyte(b, v))
+}
+
+// boolean writes v, or null when !present.
+func (w *listWriter) boolean(b []byte, v, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendBool(b, v))
+}
+
+func (w *listWriter) str(b []byte, v string, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendString(b, v))
+}
+
+func (w *listWriter) sym(b []byte, v Symbol, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendSymbol(b, v))
+}
+
+func (w *listWriter) binary(b []byte, v []byte, present bool) []byte {
+	if !present {
+		return w.null(b)
+	}
+	return w.mark(AppendBinary(b, v))
+}
+
+func (w *listWriter) symbols(b []byte, v []Symbol) []byte {
+	if len(v) == 0 {
+		return w.null(b)
+	}
+	return w.mark(AppendSymbols(b, v))
+}
+
+// fields writes a map field; nil or empty maps, and maps holding Go values
+// that cannot be encoded, are written as null.
+func (w *listWriter) fields(b []byte, m Map) []byte {
+	if m == nil {
+		return w.null(b)
+	}
+	nb, err := AppendMap(b, m)
+	if err != nil {
+		return w.null(b)
+	}
+	return w.mark(nb)
+}
+
+func (w *listWriter) err(b []byte, e *Error) []byte {
+	if e == nil {
+		return w.null(b)
+	}
+	return w.mark(appendError(b, e))
+}
+
+func (w *listWriter) state(b []byte, s *DeliveryState) []byte {
+	if s.Kind == StateNone {
+		return w.null(b)
+	}
+	return w.mark(appendDeliveryState(b, s))
+}
+
+func appendError(b []byte, e *Error) []byte {
+	if e == nil {
+		return append(b, TypeNull)
+	}
+	b, w := beginList(b, DescError)
+	b = w.sym(b, Symbol(e.Condition), true)
+	b = w.str(b, e.Description, e.Description != "")
+	b = w.fields(b, e.Info)
+	return w.end(b)
+}
+
+// ---- performative encoders ----
+
+// Append encodes the open performative.
+func (p *Open) Append(b []byte) []byte {
+	b, w := beginList(b, DescOpen)
+	b = w.str(b, p.ContainerID, true)
+	b = w.str(b, p.Hostname, p.Hostname != "")
+	b = w.uint(b, p.MaxFrameSize, p.MaxFrameSize != math.MaxUint32)
+	b = w.ushort(b, p.ChannelMax, p.ChannelMax != math.MaxUint16)
+	b = w.uint(b, p.IdleTimeOut, p.IdleTimeOut != 0)
+	b = w.symbols(b, p.OutgoingLocales)
+	b = w.symbols(b, p.IncomingLocales)
+	b = w.symbols(b, p.OfferedCapabilities)
+	b = w.symbols(b, p.DesiredCapabilities)
+	b = w.fields(b, p.Properties)
+	return w.end(b)
+}
+
+// Append encodes the begin performative.
+func (p *Begin) Append(b []byte) []byte {
+	b, w := beginList(b, DescBegin)
+	b = w.ushort(b, p.RemoteChannel, p.HasRemoteChannel)
+	b = w.uint(b, p.NextOutgoingID, true)
+	b = w.uint(b, p.IncomingWindow, true)
+	b = w.uint(b, p.OutgoingWindow, true)
+	b = w.uint(b, p.HandleMax, p.HandleMax != math.MaxUint32)
+	b = w.symbols(b, p.OfferedCapabilities)
+	b = w.symbols(b, p.DesiredCapabilities)
+	b = w.fields(b, p.Properties)
+	return w.end(b)
+}
+
+// Append encodes the attach performative.
+func (p *Attach) Append(b []byte) []byte {
+	b, w := beginList(b, DescAttach)
+	b = w.str(b, p.Name, true)
+	b = w.uint(b, p.Handle, true)
+	b = w.boolean(b, bool(p.Role), true)
+	b = w.ubyte(b, uint8(p.SndSettleMode), p.HasSndSettleMode)
+	b = w.ubyte(b, uint8(p.RcvSettleMode), p.HasRcvSettleMode)
+	if p.Source == nil {
+		b = w.null(b)
+	} else {
+		b = w.mark(appendSource(b, p.Source))
+	}
+	if p.Target == nil {
+		b = w.null(b)
+	} else {
+		b = w.mark(appendTarget(b, p.Target))
+	}
+	b = w.fields(b, p.Unsettled)
+	b = w.boolean(b, p.IncompleteUnsettled, p.IncompleteUnsettled)
+	b = w.uint(b, p.InitialDeliveryCount, p.HasInitialDeliveryCount)
+	b = w.ulong(b, p.MaxMessageSize, p.MaxMessageSize != 0)
+	b = w.symbols(b, p.OfferedCapabilities)
+	b = w.symbols(b, p.DesiredCapabilities)
+	b = w.fields(b, p.Properties)
+	return w.end(b)
+}
+
+// Append encodes the flow performative.
+func (p *Flow) Append(b []byte) []byte {
+	b, w := beginList(b, DescFlow)
+	b = w.uint(b, p.NextIncomingID, p.HasNextIncomingID)
+	b = w.uint(b, p.IncomingWindow, true)
+	b = w.uint(b, p.NextOutgoingID, true)
+	b = w.uint(b, p.OutgoingWindow, true)
+	b = w.uint(b, p.Handle, p.HasHandle)
+	b = w.uint(b, p.DeliveryCount, p.HasDeliveryCount)
+	b = w.uint(b, p.LinkCredit, p.HasLinkCredit)
+	b = w.uint(b, p.Available, p.HasAvailable)
+	b = w.boolean(b, p.Drain, p.Drain)
+	b = w.boolean(b, p.Echo, p.Echo)
+	b = w.fields(b, p.Properties)
+	return w.end(b)
+}
+
+// Append encodes the transfer performative.
+func (p *Transfer) Append(b []byte) []byte {
+	b, w := beginList(b, DescTransfer)
+	b = w.uint(b, p.Handle, true)
+	b = w.uint(b, p.DeliveryID, p.HasDeliveryID)
+	b = w.binary(b, p.DeliveryTag, p.DeliveryTag != nil)
+	b = w.uint(b, p.MessageFormat, p.HasMessageFormat)
+	b = w.boolean(b, p.Settled, p.HasSettled)
+	b = w.boolean(b, p.More, p.More)
+	b = w.ubyte(b, uint8(p.RcvSettleMode), p.HasRcvSettleMode)
+	b = w.state(b, &p.State)
+	b = w.boolean(b, p.Resume, p.Resume)
+	b = w.boolean(b, p.Aborted, p.Aborted)
+	b = w.boolean(b, p.Batchable, p.Batchable)
+	return w.end(b)
+}
+
+// Append encodes the disposition performative.
+func (p *Disposition) Append(b []byte) []byte {
+	b, w := beginList(b, DescDisposition)
+	b = w.boolean(b, bool(p.Role), true)
+	b = w.uint(b, p.First, true)
+	b = w.uint(b, p.Last, p.HasLast)
+	b = w.boolean(b, p.Settled, p.Settled)
+	b = w.state(b, &p.State)
+	b = w.boolean(b, p.Batchable, p.Batchable)
+	return w.end(b)
+}
+
+// Append encodes the detach performative.
+func (p *Detach) Append(b []byte) []byte {
+	b, w := beginList(b, DescDetach)
+	b = w.uint(b, p.Handle, true)
+	b = w.boolean(b, p.Closed, p.Closed)
+	b = w.err(b, p.Error)
+	return w.end(b)
+}
+
+// Append encodes the end performative.
+func (p *End) Append(b []byte) []byte {
+	b, w := beginList(b, DescEnd)
+	b = w.err(b, p.Error)
+	return w.end(b)
+}
+
+// Append encodes the close performative.
+func (p *Close) Append(b []byte) []byte {
+	b, w := beginList(b, DescClose)
+	b = w.err(b, p.Error)
+	return w.end(b)
+}
+
+// ---- performative decoders ----
+
+// ParsePerformative decodes a frame body (after the extended header) into a
+// newly allocated performative (one of *Open, *Begin, *Attach, *Flow,
+// *Transfer, *Disposition, *Detach, *End, *Close, or a SASL frame) and
+// returns the bytes after it (the transfer payload). Unknown descriptors
+// return an error wrapping ErrInvalidType; wrong field types or missing
+// mandatory fields wrap ErrInvalidField.
+func ParsePerformative(body []byte) (Performative, []byte, error) {
+	code, err := PeekDescriptor(body)
+	if err != nil {
+		return nil, body, err
+	}
+	var p interface {
+		Performative
+		Unmarshal([]byte) ([]byte, error)
+	}
+	switch code {
+	case DescOpen:
+		p = &Open{}
+	case DescBegin:
+		p = &Begin{}
+	case DescAttach:
+		p = &Attach{}
+	case DescFlow:
+		p = &Flow{}
+	case DescTransfer:
+		p = &Transfer{}
+	case DescDisposition:
+		p = &Disposition{}
+	case DescDetach:
+		p = &Detach{}
+	case DescEnd:
+		p = &End{}
+	case DescClose:
+		p = &Close{}
+	case DescSASLMechanisms:
+		p = &SASLMechanisms{}
+	case DescSASLInit:
+		p = &SASLInit{}
+	case DescSASLChallenge:
+		p = &SASLChallenge{}
+	case DescSASLResponse:
+		p = &SASLResponse{}
+	case DescSASLOutcome:
+		p = &SASLOutcome{}
+	default:
+		return nil, body, fmt.Errorf("%w: descriptor 0x%x is not a frame body", ErrInvalidType, code)
+	}
+	rest, err := p.Unmarshal(body)
+	if err != nil {
+		return nil, body, err
+	}
+	return p, rest, nil
+}
+
+func mandatoryUint(f *fieldReader, name string) (uint32, error) {
+	v, ok, err := f.uint(name)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, f.missing(name)
+	}
+	return v, nil
+}
+
+// Unmarshal decodes an open performative into p (restoring the defaults of
+// absent fields) and returns the bytes after it.
+func (p *Open) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescOpen, "open")
+	if err != nil {
+		return body, err
+	}
+	*p = Open{MaxFrameSize: math.MaxUint32, ChannelMax: math.MaxUint16}
+	var ok bool
+	if p.ContainerID, ok, err = f.str("container-id"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("container-id")
+	}
+	if p.Hostname, _, err = f.str("hostname"); err != nil {
+		return body, err
+	}
+	if v, ok, err := f.uint("max-frame-size"); err != nil {
+		return body, err
+	} else if ok {
+		p.MaxFrameSize = v
+	}
+	if v, ok, err := f.ushort("channel-max"); err != nil {
+		return body, err
+	} else if ok {
+		p.ChannelMax = v
+	}
+	if p.IdleTimeOut, _, err = f.uint("idle-time-out"); err != nil {
+		return body, err
+	}
+	if p.OutgoingLocales, err = f.symbols("outgoing-locales"); err != nil {
+		return body, err
+	}
+	if p.IncomingLocales, err = f.symbols("incoming-locales"); err != nil {
+		return body, err
+	}
+	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
+		return body, err
+	}
+	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
+		return body, err
+	}
+	if p.Properties, err = f.fields("properties"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a begin performative into p (restoring the default
+// HandleMax) and returns the bytes after it.
+func (p *Begin) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescBegin, "begin")
+	if err != nil {
+		return body, err
+	}
+	*p = Begin{HandleMax: math.MaxUint32}
+	if p.RemoteChannel, p.HasRemoteChannel, err = f.ushort("remote-channel"); err != nil {
+		return body, err
+	}
+	if p.NextOutgoingID, err = mandatoryUint(&f, "next-outgoing-id"); err != nil {
+		return body, err
+	}
+	if p.IncomingWindow, err = mandatoryUint(&f, "incoming-window"); err != nil {
+		return body, err
+	}
+	if p.OutgoingWindow, err = mandatoryUint(&f, "outgoing-window"); err != nil {
+		return body, err
+	}
+	if v, ok, err := f.uint("handle-max"); err != nil {
+		return body, err
+	} else if ok {
+		p.HandleMax = v
+	}
+	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
+		return body, err
+	}
+	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
+		return body, err
+	}
+	if p.Properties, err = f.fields("properties"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes an attach performative into p and returns the bytes after it.
+func (p *Attach) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescAttach, "attach")
+	if err != nil {
+		return body, err
+	}
+	*p = Attach{}
+	var ok bool
+	if p.Name, ok, err = f.str("name"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("name")
+	}
+	if p.Handle, err = mandatoryUint(&f, "handle"); err != nil {
+		return body, err
+	}
+	role, ok, err := f.boolean("role")
+	if err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("role")
+	}
+	p.Role = Role(role)
+	v, ok, err := f.ubyte("snd-settle-mode")
+	if err != nil {
+		return body, err
+	}
+	if ok && v > uint8(SndMixed) {
+		return body, fmt.Errorf("%w: attach.snd-settle-mode %d", ErrInvalidField, v)
+	}
+	p.SndSettleMode, p.HasSndSettleMode = SndSettleMode(v), ok
+	if v, ok, err = f.ubyte("rcv-settle-mode"); err != nil {
+		return body, err
+	}
+	if ok && v > uint8(RcvSecond) {
+		return body, fmt.Errorf("%w: attach.rcv-settle-mode %d", ErrInvalidField, v)
+	}
+	p.RcvSettleMode, p.HasRcvSettleMode = RcvSettleMode(v), ok
+	if f.n > 0 {
+		f.n--
+		if len(f.b) > 0 && f.b[0] == TypeNull {
+			f.b = f.b[1:]
+		} else {
+			p.Source = &Source{}
+			if f.b, err = p.Source.Unmarshal(f.b); err != nil {
+				return body, f.wrap("source", err)
+			}
+		}
+	}
+	if f.n > 0 {
+		f.n--
+		if len(f.b) > 0 && f.b[0] == TypeNull {
+			f.b = f.b[1:]
+		} else {
+			p.Target = &Target{}
+			if f.b, err = p.Target.Unmarshal(f.b); err != nil {
+				return body, f.wrap("target", err)
+			}
+		}
+	}
+	if p.Unsettled, err = f.fields("unsettled"); err != nil {
+		return body, err
+	}
+	if p.IncompleteUnsettled, _, err = f.boolean("incomplete-unsettled"); err != nil {
+		return body, err
+	}
+	if p.InitialDeliveryCount, p.HasInitialDeliveryCount, err = f.uint("initial-delivery-count"); err != nil {
+		return body, err
+	}
+	if p.MaxMessageSize, _, err = f.ulong("max-message-size"); err != nil {
+		return body, err
+	}
+	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
+		return body, err
+	}
+	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
+		return body, err
+	}
+	if p.Properties, err = f.fields("properties"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a flow performative into p (which the caller owns and
+// may reuse) and returns the bytes after it. It allocates nothing unless
+// properties are present.
+func (p *Flow) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescFlow, "flow")
+	if err != nil {
+		return body, err
+	}
+	*p = Flow{}
+	if p.NextIncomingID, p.HasNextIncomingID, err = f.uint("next-incoming-id"); err != nil {
+		return body, err
+	}
+	if p.IncomingWindow, err = mandatoryUint(&f, "incoming-window"); err != nil {
+		return body, err
+	}
+	if p.NextOutgoingID, err = mandatoryUint(&f, "next-outgoing-id"); err != nil {
+		return body, err
+	}
+	if p.OutgoingWindow, err = mandatoryUint(&f, "outgoing-window"); err != nil {
+		return body, err
+	}
+	if p.Handle, p.HasHandle, err = f.uint("handle"); err != nil {
+		return body, err
+	}
+	if p.DeliveryCount, p.HasDeliveryCount, err = f.uint("delivery-count"); err != nil {
+		return body, err
+	}
+	if p.LinkCredit, p.HasLinkCredit, err = f.uint("link-credit"); err != nil {
+		return body, err
+	}
+	if p.Available, p.HasAvailable, err = f.uint("available"); err != nil {
+		return body, err
+	}
+	if p.Drain, _, err = f.boolean("drain"); err != nil {
+		return body, err
+	}
+	if p.Echo, _, err = f.boolean("echo"); err != nil {
+		return body, err
+	}
+	if p.Properties, err = f.fields("properties"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a transfer body into t (which the caller owns and may
+// reuse) and returns the payload that follows. It allocates nothing for the
+// common outcomes; DeliveryTag aliases body.
+func (t *Transfer) Unmarshal(body []byte) (payload []byte, err error) {
+	f, rest, err := openDescribed(body, DescTransfer, "transfer")
+	if err != nil {
+		return body, err
+	}
+	*t = Transfer{}
+	if t.Handle, err = mandatoryUint(&f, "handle"); err != nil {
+		return body, err
+	}
+	if t.DeliveryID, t.HasDeliveryID, err = f.uint("delivery-id"); err != nil {
+		return body, err
+	}
+	if t.DeliveryTag, _, err = f.binary("delivery-tag"); err != nil {
+		return body, err
+	}
+	if t.MessageFormat, t.HasMessageFormat, err = f.uint("message-format"); err != nil {
+		return body, err
+	}
+	if t.Settled, t.HasSettled, err = f.boolean("settled"); err != nil {
+		return body, err
+	}
+	if t.More, _, err = f.boolean("more"); err != nil {
+		return body, err
+	}
+	v, ok, err := f.ubyte("rcv-settle-mode")
+	if err != nil {
+		return body, err
+	}
+	if ok && v > uint8(RcvSecond) {
+		return body, fmt.Errorf("%w: transfer.rcv-settle-mode %d", ErrInvalidField, v)
+	}
+	t.RcvSettleMode, t.HasRcvSettleMode = RcvSettleMode(v), ok
+	if err = f.state("state", &t.State); err != nil {
+		return body, err
+	}
+	if t.Resume, _, err = f.boolean("resume"); err != nil {
+		return body, err
+	}
+	if t.Aborted, _, err = f.boolean("aborted"); err != nil {
+		return body, err
+	}
+	if t.Batchable, _, err = f.boolean("batchable"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a disposition performative into p (which the caller
+// owns and may reuse) and returns the bytes after it. It allocates nothing
+// for the common outcomes (no error, no annotations).
+func (p *Disposition) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescDisposition, "disposition")
+	if err != nil {
+		return body, err
+	}
+	*p = Disposition{}
+	role, ok, err := f.boolean("role")
+	if err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("role")
+	}
+	p.Role = Role(role)
+	if p.First, err = mandatoryUint(&f, "first"); err != nil {
+		return body, err
+	}
+	if p.Last, p.HasLast, err = f.uint("last"); err != nil {
+		return body, err
+	}
+	if p.Settled, _, err = f.boolean("settled"); err != nil {
+		return body, err
+	}
+	if err = f.state("state", &p.State); err != nil {
+		return body, err
+	}
+	if p.Batchable, _, err = f.boolean("batchable"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a detach performative into p and returns the bytes after it.
+func (p *Detach) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescDetach, "detach")
+	if err != nil {
+		return body, err
+	}
+	*p = Detach{}
+	if p.Handle, err = mandatoryUint(&f, "handle"); err != nil {
+		return body, err
+	}
+	if p.Closed, _, err = f.boolean("closed"); err != nil {
+		return body, err
+	}
+	if p.Error, err = f.err("error"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes an end performative into p and returns the bytes after it.
+func (p *End) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescEnd, "end")
+	if err != nil {
+		return body, err
+	}
+	*p = End{}
+	if p.Error, err = f.err("error"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a close performative into p and returns the bytes after it.
+func (p *Close) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescClose, "close")
+	if err != nil {
+		return body, err
+	}
+	*p = Close{}
+	if p.Error, err = f.err("error"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// soft records a field that has just been appended with an explicit value;
+// when isDefault it is dropped if no later field is present.
+func (w *listWriter) soft(b []byte, isDefault bool) []byte {
+	if isDefault {
+		w.n++
+		return b
+	}
+	return w.mark(b)
+}

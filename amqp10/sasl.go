@@ -58,3 +58,149 @@ func (*SASLInit) Descriptor() uint64       { return DescSASLInit }
 func (*SASLChallenge) Descriptor() uint64  { return DescSASLChallenge }
 func (*SASLResponse) Descriptor() uint64   { return DescSASLResponse }
 func (*SASLOutcome) Descriptor() uint64    { return DescSASLOutcome }
+
+// Append encodes the sasl-mechanisms frame body; the mechanisms are always
+// sent as an array of symbols.
+func (p *SASLMechanisms) Append(b []byte) []byte {
+	b, w := beginList(b, DescSASLMechanisms)
+	b = w.mark(appendSymbolArray(b, p.Mechanisms))
+	return w.end(b)
+}
+
+// Append encodes the sasl-init frame body.
+func (p *SASLInit) Append(b []byte) []byte {
+	b, w := beginList(b, DescSASLInit)
+	b = w.sym(b, p.Mechanism, true)
+	b = w.binary(b, p.InitialResponse, p.InitialResponse != nil)
+	b = w.str(b, p.Hostname, p.Hostname != "")
+	return w.end(b)
+}
+
+// Append encodes the sasl-challenge frame body.
+func (p *SASLChallenge) Append(b []byte) []byte {
+	b, w := beginList(b, DescSASLChallenge)
+	b = w.binary(b, p.Challenge, true)
+	return w.end(b)
+}
+
+// Append encodes the sasl-response frame body.
+func (p *SASLResponse) Append(b []byte) []byte {
+	b, w := beginList(b, DescSASLResponse)
+	b = w.binary(b, p.Response, true)
+	return w.end(b)
+}
+
+// Append encodes the sasl-outcome frame body.
+func (p *SASLOutcome) Append(b []byte) []byte {
+	b, w := beginList(b, DescSASLOutcome)
+	b = w.ubyte(b, p.Code, true)
+	b = w.binary(b, p.AdditionalData, p.AdditionalData != nil)
+	return w.end(b)
+}
+
+// Unmarshal decodes a sasl-mechanisms frame body into p.
+func (p *SASLMechanisms) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescSASLMechanisms, "sasl-mechanisms")
+	if err != nil {
+		return body, err
+	}
+	*p = SASLMechanisms{}
+	if f.n == 0 {
+		return body, f.missing("sasl-server-mechanisms")
+	}
+	if len(f.b) > 0 && f.b[0] == TypeNull {
+		return body, f.missing("sasl-server-mechanisms")
+	}
+	if p.Mechanisms, err = f.symbols("sasl-server-mechanisms"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a sasl-init frame body into p. InitialResponse aliases body.
+func (p *SASLInit) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescSASLInit, "sasl-init")
+	if err != nil {
+		return body, err
+	}
+	*p = SASLInit{}
+	var ok bool
+	if p.Mechanism, ok, err = f.sym("mechanism"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("mechanism")
+	}
+	if p.InitialResponse, _, err = f.binary("initial-response"); err != nil {
+		return body, err
+	}
+	if p.Hostname, _, err = f.str("hostname"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a sasl-challenge frame body into p. Challenge aliases body.
+func (p *SASLChallenge) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescSASLChallenge, "sasl-challenge")
+	if err != nil {
+		return body, err
+	}
+	*p = SASLChallenge{}
+	var ok bool
+	if p.Challenge, ok, err = f.binary("challenge"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("challenge")
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a sasl-response frame body into p. Response aliases body.
+func (p *SASLResponse) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescSASLResponse, "sasl-response")
+	if err != nil {
+		return body, err
+	}
+	*p = SASLResponse{}
+	var ok bool
+	if p.Response, ok, err = f.binary("response"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("response")
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}
+
+// Unmarshal decodes a sasl-outcome frame body into p. AdditionalData aliases body.
+func (p *SASLOutcome) Unmarshal(body []byte) (rest []byte, err error) {
+	f, rest, err := openDescribed(body, DescSASLOutcome, "sasl-outcome")
+	if err != nil {
+		return body, err
+	}
+	*p = SASLOutcome{}
+	var ok bool
+	if p.Code, ok, err = f.ubyte("code"); err != nil {
+		return body, err
+	} else if !ok {
+		return body, f.missing("code")
+	}
+	if p.AdditionalData, _, err = f.binary("additional-data"); err != nil {
+		return body, err
+	}
+	if err = f.done(); err != nil {
+		return body, err
+	}
+	return rest, nil
+}

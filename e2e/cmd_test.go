@@ -30,8 +30,8 @@ const listeningPrefix = "amqp listening on "
 // process to exit, and for a connection to notice the close.
 const startTimeout = 30 * time.Second
 
-// binary is the path of the epitaph executable built by TestMain.
-var binary string
+// epitaphBin is the path of the epitaph executable built by TestMain.
+var epitaphBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -46,8 +46,8 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "epitaph")
-	args := []string{"build", "-o", binary}
+	epitaphBin = filepath.Join(dir, "epitaph")
+	args := []string{"build", "-o", epitaphBin}
 	if raceEnabled() {
 		args = append(args, "-race")
 	}
@@ -110,7 +110,7 @@ type proc struct {
 func startEpitaph(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{
-		cmd:    exec.Command(binary, args...),
+		cmd:    exec.Command(epitaphBin, args...),
 		stderr: &syncBuffer{},
 		lines:  make(chan string, 16),
 		exited: make(chan struct{}),
@@ -235,7 +235,7 @@ func TestCmdInvalidConfiguration(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 			defer cancel()
 			args := append([]string{"--listen", "127.0.0.1:0", "--http-listen", ""}, tc.args...)
-			cmd := exec.CommandContext(ctx, binary, args...)
+			cmd := exec.CommandContext(ctx, epitaphBin, args...)
 			cmd.Env = append(os.Environ(), tc.env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -253,7 +253,7 @@ func TestCmdInvalidConfiguration(t *testing.T) {
 func TestCmdHelp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "--help").Output()
+	out, err := exec.CommandContext(ctx, epitaphBin, "--help").Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), "--max-frame-size")
 	require.Contains(t, string(out), "EPITAPH_")

@@ -216,6 +216,33 @@ func TestMalformedInput(t *testing.T) {
 		}
 	})
 
+	t.Run("message over max-message-size across frames", func(t *testing.T) {
+		small := startBroker(t, "", func(o *epitaph.Options) { o.MaxMessageSize = 1000 })
+		r := rawDial(t, small)
+		r.open()
+		r.write(0, &amqp10.Begin{IncomingWindow: 10, OutgoingWindow: 10})
+		r.read()
+		r.write(0, &amqp10.Attach{Name: "l", Handle: 0, Role: amqp10.RoleSender,
+			Target: &amqp10.Target{Address: "/exchanges/amq.direct", HasAddress: true}})
+		r.read()
+		for i := range 3 {
+			tr := &amqp10.Transfer{Handle: 0, More: true}
+			if i == 0 {
+				tr.DeliveryID, tr.HasDeliveryID, tr.DeliveryTag, tr.HasMessageFormat = 0, true, []byte{1}, true
+			}
+			_, err := r.nc.Write(amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, 0, tr, make([]byte, 400)))
+			require.NoError(t, err)
+		}
+		for {
+			_, p := r.read()
+			if d, ok := p.(*amqp10.Detach); ok {
+				require.NotNil(t, d.Error)
+				assert.Equal(t, amqp10.ErrCondMessageSizeExceeded, d.Error.Condition)
+				break
+			}
+		}
+	})
+
 	t.Run("undecodable message", func(t *testing.T) {
 		r := rawDial(t, b)
 		r.open()

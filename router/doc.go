@@ -9,5 +9,28 @@
 // hand the delivery off (for example to a connection's mailbox).
 //
 // router never imports deadletter: dead messages leave a queue through the
-// DeadLetterer interface declared here.
+// DeadLetterer interface declared here. A DeadLetterer may publish back into
+// the broker (even into the source queue): dead messages are collected under
+// the queue lock and handed over, in the order they died, after it is released.
+//
+// Each queue has one time.Timer, re-armed to its earliest deadline: the first
+// ready message's expiry (a deadline min-heap) or, for an unused queue with
+// x-expires, the queue's own expiry. Broker.Close stops them.
+//
+// Files:
+//
+//	errors.go      sentinel errors, reasons, queue types
+//	broker.go      Broker, Options, DeadLetterer, vhost management
+//	vhost.go       VHost: queue and exchange declaration, bindings, Publish and routing
+//	exchange.go    exchange types, bindings, alternate exchanges
+//	match.go       topic and headers matching
+//	values.go      AMQP value normalisation and value (not type) comparison
+//	args.go        queue argument validation (x-message-ttl, x-overflow, ...)
+//	message.go     Message
+//	queue.go       Queue: enqueue, overflow, TTL expiry, timer, dead path
+//	readylist.go   the ready-message lists and the TTL heap
+//	consumer.go    Subscription: credit, drain, dispatch, settlement, cancel
+//	users.go       users, password hashes, permissions, authentication
+//	policy.go      policies (stored; applied in a later issue)
+//	definitions.go RabbitMQ definitions JSON import and export
 package router

@@ -1,0 +1,213 @@
+package router
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+)
+
+func declare(v *VHost, name string, typ QueueType, args ...any) error {
+	var m amqp10.Map
+	for i := 0; i+1 < len(args); i += 2 {
+		m = append(m, amqp10.KV{Key: args[i], Value: args[i+1]})
+	}
+	_, _, err := v.DeclareQueue(QueueSpec{Name: name, Type: typ, Durable: true, Arguments: m})
+	return err
+}
+
+// TestDeclareValidationS39 covers spec §6.7 S39 and §4.1.
+func TestDeclareValidationS39(t *testing.T) {
+	e := newEnv(t)
+	bad := []struct {
+		name string
+		typ  QueueType
+		args []any
+		msg  string
+	}{
+		{"dlrk without dlx", Classic, []any{"x-dead-letter-routing-key", "k"}, "routing_key_but_no_dlx_defined"},
+		{"dlrk without dlx quorum", Quorum, []any{"x-dead-letter-routing-key", "k"}, "x-dead-letter-routing-key"},
+		{"bad strategy", Quorum, []any{"x-dead-letter-exchange", "dlx", "x-dead-letter-strategy", "foo"}, "x-dead-letter-strategy"},
+		{"bad overflow", Classic, []any{"x-overflow", "bar"}, "x-overflow"},
+		{"bad overflow quorum", Quorum, []any{"x-overflow", "bar"}, "x-overflow"},
+		{"classic delivery limit", Classic, []any{"x-delivery-limit", int64(5)}, "invalid arg 'x-delivery-limit' for queue 'q' of queue type classic"},
+		{"classic strategy", Classic, []any{"x-dead-letter-strategy", "at-most-once"}, "invalid arg 'x-dead-letter-strategy' for queue 'q' of queue type classic"},
+		{"negative ttl", Classic, []any{"x-message-ttl", int64(-1)}, "x-message-ttl"},
+		{"string ttl", Classic, []any{"x-message-ttl", "10"}, "x-message-ttl"},
+		{"fractional ttl", Classic, []any{"x-message-ttl", 1.5}, "x-message-ttl"},
+		{"huge ttl", Classic, []any{"x-message-ttl", int64(1) << 40}, "x-message-ttl"},
+		{"zero expires", Classic, []any{"x-expires", int64(0)}, "x-expires"},
+		{"negative max-length", Classic, []any{"x-max-length", int32(-1)}, "x-max-length"},
+		{"negative max-length-bytes", Quorum, []any{"x-max-length-bytes", int64(-5)}, "x-max-length-bytes"},
+		{"dlx not string", Classic, []any{"x-dead-letter-exchange", int64(1)}, "x-dead-letter-exchange"},
+		{"dlrk not string", Classic, []any{"x-dead-letter-exchange", "x", "x-dead-letter-routing-key", true}, "x-dead-letter-routing-key"},
+		{"delivery limit not int", Quorum, []any{"x-delivery-limit", "five"}, "x-delivery-limit"},
+		{"type mismatch", Classic, []any{"x-queue-type", "quorum"}, "x-queue-type"},
+		{"unknown type", "", []any{"x-queue-type", "stream"}, "x-queue-type"},
+		{"sac not bool", Classic, []any{"x-single-active-consumer", "yes"}, "x-single-active-consumer"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			err := declare(e.v, "q", tt.typ, tt.args...)
+			require.ErrorIs(t, err, ErrPreconditionFailed)
+			assert.Contains(t, err.Error(), tt.msg)
+			_, ok := e.v.Queue("q")
+			assert.False(t, ok)
+		})
+	}
+
+	good := []struct {
+		name string
+		typ  QueueType
+		args []any
+	}{
+		{"dlx of a missing exchange", Classic, []any{"x-dead-letter-exchange", "does-not-exist"}},
+		{"dlx and dlrk", Classic, []any{"x-dead-letter-exchange", "dlx", "x-dead-letter-routing-key", "k"}},
+		{"quorum all", Quorum, []any{"x-delivery-limit", int64(-1), "x-dead-letter-exchange", amqp10.Symbol("dlx"),
+			"x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish"}},
+		{"ints of every width", Classic, []any{"x-message-ttl", uint32(0), "x-expires", int16(10), "x-max-length", uint8(3), "x-max-length-bytes", uint64(1000)}},
+		{"json float numbers", Classic, []any{"x-message-ttl", float64(60000), "x-max-length", json.Number("5")}},
+		{"reject-publish-dlx quorum (treated as drop-head)", Quorum, []any{"x-overflow", "reject-publish-dlx"}},
+		{"tolerated extras", Classic, []any{"x-single-active-consumer", true, "x-max-priority", int64(10), "x-queue-mode", "lazy", "x-custom", "v"}},
+		{"quorum by argument", "", []any{"x-queue-type", "quorum"}},
+	}
+	for i, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "ok" + string(rune('a'+i))
+			require.NoError(t, declare(e.v, name, tt.typ, tt.args...))
+		})
+	}
+	qq, ok := e.v.Queue("ok" + string(rune('a'+len(good)-1)))
+	require.True(t, ok)
+	assert.Equal(t, Quorum, qq.Type())
+}
+
+func TestArgumentsNormalised(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue(t, "q", Classic, amqp10.Symbol("x-message-ttl"), uint32(100), "x-max-length", float64(7), "x-dead-letter-exchange", amqp10.Symbol("dlx"))
+	want := amqp10.Map{
+		{Key: "x-message-ttl", Value: int64(100)},
+		{Key: "x-max-length", Value: int64(7)},
+		{Key: "x-dead-letter-exchange", Value: "dlx"},
+	}
+	assert.Equal(t, want, q.Arguments())
+	dlx, ok := q.DeadLetterExchange()
+	assert.True(t, ok)
+	assert.Equal(t, "dlx", dlx)
+	_, ok = q.DeadLetterRoutingKey()
+	assert.False(t, ok)
+	assert.Equal(t, int64(-1), q.DeliveryLimit())
+	assert.Equal(t, OverflowDropHead, q.Overflow())
+
+	qq := e.queue(t, "qq", Quorum)
+	assert.Equal(t, int64(DefaultDeliveryLimit), qq.DeliveryLimit())
+	assert.Equal(t, StrategyAtMostOnce, qq.DeadLetterStrategy())
+}
+
+func TestRedeclare(t *testing.T) {
+	e := newEnv(t)
+	spec := QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: amqp10.Map{{Key: "x-max-length", Value: int64(10)}}}
+	q, created, err := e.v.DeclareQueue(spec)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	same := spec
+	same.Arguments = amqp10.Map{{Key: "x-max-length", Value: uint16(10)}, {Key: "x-queue-type", Value: "quorum"}, {Key: "x-ignored", Value: "z"}}
+	q2, created, err := e.v.DeclareQueue(same)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Same(t, q, q2)
+
+	untyped := spec
+	untyped.Type = ""
+	_, created, err = e.v.DeclareQueue(untyped)
+	require.NoError(t, err, "a declare without a type accepts the existing type")
+	assert.False(t, created)
+
+	for name, mod := range map[string]func(*QueueSpec){
+		"type": func(s *QueueSpec) { s.Type = Classic },
+		"type arg": func(s *QueueSpec) {
+			s.Type = ""
+			s.Arguments = amqp10.Map{{Key: "x-queue-type", Value: "classic"}, {Key: "x-max-length", Value: int64(10)}}
+		},
+		"durable":     func(s *QueueSpec) { s.Durable = false },
+		"args":        func(s *QueueSpec) { s.Arguments = amqp10.Map{{Key: "x-max-length", Value: int64(11)}} },
+		"missing arg": func(s *QueueSpec) { s.Arguments = nil },
+		"extra arg": func(s *QueueSpec) {
+			s.Arguments = append(s.Arguments, amqp10.KV{Key: "x-message-ttl", Value: int64(5)})
+		},
+		"invalid arg": func(s *QueueSpec) { s.Arguments = amqp10.Map{{Key: "x-overflow", Value: "bad"}} },
+	} {
+		s := spec
+		s.Arguments = cloneMap(spec.Arguments)
+		mod(&s)
+		_, _, err := e.v.DeclareQueue(s)
+		require.ErrorIs(t, err, ErrPreconditionFailed, name)
+	}
+}
+
+func TestQuorumFlags(t *testing.T) {
+	e := newEnv(t)
+	for name, s := range map[string]QueueSpec{
+		"exclusive":   {Name: "q", Type: Quorum, Durable: true, Exclusive: true},
+		"auto-delete": {Name: "q", Type: Quorum, Durable: true, AutoDelete: true},
+		"non-durable": {Name: "q", Type: Quorum},
+	} {
+		_, _, err := e.v.DeclareQueue(s)
+		require.ErrorIs(t, err, ErrPreconditionFailed, name)
+	}
+}
+
+func TestQueueNames(t *testing.T) {
+	e := newEnv(t)
+	_, _, err := e.v.DeclareQueue(QueueSpec{Name: "amq.mine"})
+	require.ErrorIs(t, err, ErrAccessRefused)
+	q, created, err := e.v.DeclareQueue(QueueSpec{})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Regexp(t, `^amq\.gen-`, q.Name())
+	_, created, err = e.v.DeclareQueue(QueueSpec{Name: q.Name()})
+	require.NoError(t, err)
+	assert.False(t, created)
+}
+
+func TestExclusiveQueue(t *testing.T) {
+	e := newEnv(t)
+	type conn struct{ id int }
+	a, b := &conn{1}, &conn{2}
+	q, _, err := e.v.DeclareQueue(QueueSpec{Name: "ex", Exclusive: true, Owner: a})
+	require.NoError(t, err)
+	_, err = q.Subscribe(&fakeConsumer{}, ConsumerOptions{Owner: b})
+	require.ErrorIs(t, err, ErrResourceLocked)
+	_, _, err = e.v.DeclareQueue(QueueSpec{Name: "ex", Exclusive: true, Owner: b})
+	require.ErrorIs(t, err, ErrResourceLocked)
+	c := &fakeConsumer{}
+	_, err = q.Subscribe(c, ConsumerOptions{Owner: a})
+	require.NoError(t, err)
+
+	_, _, err = e.v.DeclareQueue(QueueSpec{Name: "other", Exclusive: true, Owner: b})
+	require.NoError(t, err)
+	e.v.DeleteExclusive(a)
+	_, ok := e.v.Queue("ex")
+	assert.False(t, ok)
+	assert.True(t, c.deleted)
+	_, ok = e.v.Queue("other")
+	assert.True(t, ok)
+}
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.v.Resolve("auto")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	e2 := newEnv(t, func(o *Options) { o.AutoCreateQueues = true })
+	q, err := e2.v.Resolve("auto")
+	require.NoError(t, err)
+	assert.Equal(t, Classic, q.Type())
+	q2, err := e2.v.Resolve("auto")
+	require.NoError(t, err)
+	assert.Same(t, q, q2)
+}

@@ -1,0 +1,399 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+)
+
+// Delivery is a message handed to a consumer.
+type Delivery struct {
+	// Tag identifies the delivery within its Subscription for Settle.
+	Tag uint64
+	Msg *Message
+	// Header is the header to put on the wire (delivery-count, first-acquirer set).
+	Header amqp10.Header
+	// Annotations go first in the message-annotations section: x-exchange,
+	// x-routing-key, quorum x-delivery-count/x-acquired-count, then Msg.Anns.
+	Annotations amqp10.Map
+}
+
+// Consumer receives deliveries from a queue. Both methods are called with the
+// queue's lock held: they must not block or call back into the queue.
+type Consumer interface {
+	Deliver(d Delivery)
+	// Drained reports that a drain finished: the consumer's delivery-count is
+	// now deliveryCount and its credit 0.
+	Drained(deliveryCount uint32)
+}
+
+// ConsumerOptions configure a subscription.
+type ConsumerOptions struct {
+	// PreSettled deliveries are removed from the queue when handed over.
+	PreSettled bool
+	// Owner identifies the connection (for exclusive queues).
+	Owner any
+	// InitialDeliveryCount is the sender's initial delivery-count (the
+	// attach's initial-delivery-count); zero is fine for most links.
+	InitialDeliveryCount uint32
+}
+
+// Outcome is how a consumer settled a delivery.
+type Outcome struct {
+	Kind              amqp10.StateKind // StateAccepted, StateRejected, StateReleased, StateModified
+	DeliveryFailed    bool
+	UndeliverableHere bool
+	Annotations       amqp10.Map
+	Error             *amqp10.Error
+}
+
+// CancelReason says why a subscription ends; it decides the delivery-count
+// effect on the unsettled deliveries that return to the queue.
+type CancelReason uint8
+
+// Cancel reasons.
+const (
+	CancelDetach         CancelReason = iota // link detached: acquired-count +1 only
+	CancelConnectionLost                     // connection lost: delivery-count +1 as well
+)
+
+// Subscription is one consumer's attachment to a queue. Its methods may be
+// called from any goroutine.
+type Subscription struct {
+	q          *Queue
+	c          Consumer
+	preSettled bool
+	owner      any
+
+	// Guarded by q.mu.
+	deliveryCount uint32 // the receiver's delivery-count from its last flow
+	linkCredit    uint32 // the receiver's link-credit from its last flow
+	handedOut     uint32 // the sender's delivery-count: deliveries handed out
+	nextTag       uint64
+	unsettled     map[uint64]*entry
+	cancelled     bool
+}
+
+// Subscribe adds a consumer. It starts with no credit: call Flow.
+func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted {
+		return nil, fmt.Errorf("%w: %s was deleted", ErrNotFound, q)
+	}
+	if q.exclusive && q.owner != opts.Owner {
+		return nil, fmt.Errorf("%w: cannot obtain exclusive access to locked %s", ErrResourceLocked, q)
+	}
+	s := &Subscription{
+		q: q, c: c, preSettled: opts.PreSettled, owner: opts.Owner,
+		deliveryCount: opts.InitialDeliveryCount,
+		handedOut:     opts.InitialDeliveryCount,
+		unsettled:     map[uint64]*entry{},
+	}
+	q.subs = append(q.subs, s)
+	q.hadConsumer = true
+	q.armTimerLocked(q.nowNano()) // no x-expires while consumed
+	return s, nil
+}
+
+// Queue returns the subscription's queue.
+func (s *Subscription) Queue() *Queue { return s.q }
+
+// credit is the credit available to the queue: deliveryCount + linkCredit -
+// handedOut in serial-number arithmetic (RFC 1982), never negative.
+func (s *Subscription) credit() uint32 {
+	if s.cancelled {
+		return 0
+	}
+	since := int64(int32(s.handedOut - s.deliveryCount)) // deliveries since the receiver's count
+	c := int64(s.linkCredit) - since
+	switch {
+	case c < 0:
+		return 0
+	case c > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(c)
+}
+
+// Flow applies a flow frame's delivery-count and link-credit from the
+// receiver; credit available to the queue is deliveryCount+linkCredit minus
+// the deliveries already handed to the consumer.
+//
+// With drain set, the queue delivers what it has; any credit left is then
+// consumed by advancing the handed-out count to deliveryCount+linkCredit,
+// and Drained is called with the resulting delivery-count (also when no
+// credit was left, so the link can always answer the drain).
+func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
+	q := s.q
+	q.mu.Lock()
+	if s.cancelled {
+		q.mu.Unlock()
+		return
+	}
+	s.deliveryCount, s.linkCredit = deliveryCount, linkCredit
+	now := q.nowNano()
+	q.expireLocked(now)
+	q.dispatchLocked()
+	if drain {
+		// 2.6.7 Flow Control: "the sender MUST (after sending all available
+		// messages) advance the delivery-count as much as possible,
+		// consuming all link-credit, and send the flow state to the receiver."
+		if s.credit() > 0 {
+			s.handedOut = deliveryCount + linkCredit
+		}
+		s.c.Drained(s.handedOut)
+	}
+	q.armTimerLocked(now)
+	q.mu.Unlock()
+	q.flushDead()
+}
+
+// Settle applies a consumer's outcome to one delivery.
+//
+// accepted removes the message; released requeues it (acquired-count +1);
+// rejected dead-letters it with reason rejected (delivery-count +1);
+// modified requeues it (delivery-count +1 when delivery-failed; a quorum
+// queue merges the annotations and checks its delivery limit) or, with
+// undeliverable-here, dead-letters it with reason rejected. Errors wrap
+// ErrNotFound (unknown tag or ended subscription) or ErrInvalidArgument
+// (bad outcome, or a quorum modified annotation key that is not a symbol
+// starting with "x-"); the delivery is then left as it was.
+func (s *Subscription) Settle(tag uint64, o Outcome) error {
+	q := s.q
+	q.mu.Lock()
+	if s.cancelled {
+		q.mu.Unlock()
+		return fmt.Errorf("%w: subscription to %s has ended", ErrNotFound, q)
+	}
+	e, ok := s.unsettled[tag]
+	if !ok {
+		q.mu.Unlock()
+		return fmt.Errorf("%w: no unsettled delivery with tag %d", ErrNotFound, tag)
+	}
+	var anns amqp10.Map
+	switch o.Kind {
+	case amqp10.StateAccepted, amqp10.StateRejected, amqp10.StateReleased:
+	case amqp10.StateModified:
+		if q.typ == Quorum && len(o.Annotations) > 0 {
+			var err error
+			if anns, err = modifiedAnnotations(o.Annotations); err != nil {
+				q.mu.Unlock()
+				return err
+			}
+		}
+	default:
+		q.mu.Unlock()
+		return fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, o.Kind)
+	}
+	delete(s.unsettled, tag)
+	q.unacked--
+	requeued := false
+	switch o.Kind {
+	case amqp10.StateAccepted:
+	case amqp10.StateReleased:
+		e.acquired++
+		q.requeueLocked(e)
+		requeued = true
+	case amqp10.StateRejected:
+		e.acquired++
+		e.dc++
+		q.deadLocked(e, ReasonRejected, o.Error)
+	case amqp10.StateModified:
+		e.acquired++
+		if o.DeliveryFailed {
+			e.dc++
+		}
+		if len(anns) > 0 {
+			e.anns = mergeAnnotations(e.anns, anns)
+			m := *e.msg // later deliveries carry the merged annotations in Msg too
+			m.Anns = e.anns
+			e.msg = &m
+		}
+		switch {
+		case o.UndeliverableHere:
+			q.deadLocked(e, ReasonRejected, nil)
+		case q.overDeliveryLimit(e):
+			q.deadLocked(e, ReasonDeliveryLimit, nil)
+		default:
+			q.requeueLocked(e)
+			requeued = true
+		}
+	}
+	now := q.nowNano()
+	if requeued {
+		q.afterRequeueLocked(now)
+	}
+	q.armTimerLocked(now)
+	q.mu.Unlock()
+	q.flushDead()
+	return nil
+}
+
+// overDeliveryLimit is the quorum check after a return (4.3: delivery-count > limit).
+func (q *Queue) overDeliveryLimit(e *entry) bool {
+	return q.typ == Quorum && q.cfg.deliveryLimit >= 0 && int64(e.dc) > q.cfg.deliveryLimit
+}
+
+// afterRequeueLocked applies a classic queue's drop-head after a requeue,
+// drops what expired meanwhile and dispatches.
+func (q *Queue) afterRequeueLocked(now int64) {
+	if q.typ == Classic && q.dropsHead() {
+		q.dropHeadLocked()
+	}
+	q.expireLocked(now)
+	q.dispatchLocked()
+}
+
+// Cancel ends the subscription; unsettled deliveries return to the queue in
+// delivery order with acquired-count +1 (CancelConnectionLost: and
+// delivery-count +1, which may exceed a quorum queue's delivery limit). An
+// auto-delete queue is deleted when its last consumer is cancelled.
+func (s *Subscription) Cancel(reason CancelReason) {
+	q := s.q
+	q.mu.Lock()
+	if s.cancelled {
+		q.mu.Unlock()
+		return
+	}
+	s.cancelled = true
+	if i := slices.Index(q.subs, s); i >= 0 {
+		q.subs = slices.Delete(q.subs, i, i+1)
+		if q.rr > i {
+			q.rr--
+		}
+	}
+	tags := make([]uint64, 0, len(s.unsettled))
+	for t := range s.unsettled {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	requeued := false
+	for _, t := range tags {
+		e := s.unsettled[t]
+		q.unacked--
+		e.acquired++
+		if reason == CancelConnectionLost {
+			e.dc++
+			if q.overDeliveryLimit(e) {
+				q.deadLocked(e, ReasonDeliveryLimit, nil)
+				continue
+			}
+		}
+		q.requeueLocked(e)
+		requeued = true
+	}
+	s.unsettled = nil
+	now := q.nowNano()
+	if requeued {
+		q.afterRequeueLocked(now)
+	}
+	autoDelete := q.autoDelete && q.hadConsumer && len(q.subs) == 0
+	if len(q.subs) == 0 {
+		q.lastUsed = now
+	}
+	q.armTimerLocked(now)
+	q.mu.Unlock()
+	q.flushDead()
+	if autoDelete {
+		q.vh.autoDeleteQueue(q)
+	}
+}
+
+// ---- dispatch ----
+
+// nextSubLocked picks the next consumer with credit, round robin.
+func (q *Queue) nextSubLocked() *Subscription {
+	n := len(q.subs)
+	for i := range n {
+		idx := (q.rr + i) % n
+		if s := q.subs[idx]; s.credit() > 0 {
+			q.rr = (idx + 1) % n
+			return s
+		}
+	}
+	return nil
+}
+
+// dispatchLocked hands ready messages to consumers with credit.
+func (q *Queue) dispatchLocked() {
+	for q.readyCount > 0 {
+		s := q.nextSubLocked()
+		if s == nil {
+			return
+		}
+		e := q.popHeadLocked()
+		if e == nil {
+			return
+		}
+		q.deliverLocked(s, e)
+	}
+}
+
+// deliverLocked hands e (no longer ready) to s.
+func (q *Queue) deliverLocked(s *Subscription, e *entry) {
+	s.nextTag++
+	tag := s.nextTag
+	s.handedOut++
+	h := e.msg.Header
+	h.DeliveryCount = e.dc
+	// first-acquirer = not redelivered AND delivery_count == 0 AND no deaths.
+	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns)
+	d := Delivery{Tag: tag, Msg: e.msg, Header: h, Annotations: q.deliveryAnnotations(e)}
+	if !s.preSettled {
+		s.unsettled[tag] = e
+		q.unacked++
+	}
+	s.c.Deliver(d)
+}
+
+// deliveryAnnotations builds x-exchange, x-routing-key, the quorum counters,
+// then the message's broker annotations (which override same-named keys).
+func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
+	m := make(amqp10.Map, 0, 4+len(e.anns))
+	m = append(m,
+		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: e.msg.Exchange},
+		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: e.msg.primaryKey()})
+	if q.typ == Quorum {
+		m = append(m, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(e.acquired)})
+		if e.dc != 0 {
+			m = append(m, amqp10.KV{Key: amqp10.Symbol("x-delivery-count"), Value: int64(e.dc)})
+		}
+	}
+	for _, kv := range e.anns {
+		if k, ok := kv.Key.(string); ok {
+			kv.Key = amqp10.Symbol(k)
+		}
+		m = m.Set(kv.Key, kv.Value)
+	}
+	return m
+}
+
+// modifiedAnnotations validates and types a modified outcome's annotations
+// (quorum queues): keys must be symbols starting with "x-".
+func modifiedAnnotations(in amqp10.Map) (amqp10.Map, error) {
+	out := make(amqp10.Map, 0, len(in))
+	for _, kv := range in {
+		k, ok := kv.Key.(amqp10.Symbol)
+		if !ok || !strings.HasPrefix(string(k), "x-") {
+			return nil, fmt.Errorf("%w: modified message-annotations key %v: must be a symbol starting with \"x-\"", ErrInvalidArgument, kv.Key)
+		}
+		out = out.Set(k, normaliseAnnotation(kv.Value))
+	}
+	return out, nil
+}
+
+// mergeAnnotations is maps:merge(old, new): new keys overwrite, nothing is deleted.
+func mergeAnnotations(old, add amqp10.Map) amqp10.Map {
+	if len(add) == 0 {
+		return old
+	}
+	m := cloneMap(old)
+	for _, kv := range add {
+		m = m.Set(kv.Key, kv.Value)
+	}
+	return m
+}

@@ -1,0 +1,336 @@
+package router
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+)
+
+// definitions is the subset of RabbitMQ's definitions JSON epitaph reads.
+// Unknown top-level fields (rabbit_version, global_parameters, ...) are ignored.
+type definitions struct {
+	VHosts      []defVHost      `json:"vhosts"`
+	Users       []defUser       `json:"users"`
+	Permissions []defPermission `json:"permissions"`
+	Policies    []defPolicy     `json:"policies"`
+	Exchanges   []defExchange   `json:"exchanges"`
+	Queues      []defQueue      `json:"queues"`
+	Bindings    []defBinding    `json:"bindings"`
+}
+
+type defVHost struct {
+	Name string `json:"name"`
+}
+
+type defUser struct {
+	Name             string          `json:"name"`
+	PasswordHash     string          `json:"password_hash"`
+	Password         *string         `json:"password,omitempty"`
+	HashingAlgorithm string          `json:"hashing_algorithm"`
+	Tags             json.RawMessage `json:"tags"`
+}
+
+type defPermission struct {
+	User      string `json:"user"`
+	VHost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+type defPolicy struct {
+	VHost      string         `json:"vhost"`
+	Name       string         `json:"name"`
+	Pattern    string         `json:"pattern"`
+	ApplyTo    string         `json:"apply-to"`
+	Priority   json.Number    `json:"priority"`
+	Definition map[string]any `json:"definition"`
+}
+
+type defQueue struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Type       string         `json:"type,omitempty"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type defExchange struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type defBinding struct {
+	Source          string         `json:"source"`
+	VHost           string         `json:"vhost"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+}
+
+// LoadDefinitions applies a RabbitMQ definitions JSON document: vhosts,
+// users, permissions, policies, exchanges, queues and bindings, in that
+// order. Users may carry password_hash (with hashing_algorithm) or, for
+// convenience, a plain "password". Items that already exist must be
+// equivalent. Loading stops at the first error, which names the item;
+// what was applied before it stays.
+func (b *Broker) LoadDefinitions(data []byte) error {
+	var d definitions
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return fmt.Errorf("%w: definitions: %w", ErrInvalidArgument, err)
+	}
+	for _, v := range d.VHosts {
+		if v.Name == "" {
+			return fmt.Errorf("%w: definitions: vhost with an empty name", ErrInvalidArgument)
+		}
+		b.AddVHost(v.Name)
+	}
+	for _, u := range d.Users {
+		if err := b.loadUser(u); err != nil {
+			return fmt.Errorf("definitions: user '%s': %w", u.Name, err)
+		}
+	}
+	for _, p := range d.Permissions {
+		err := b.SetPermission(Permission{User: p.User, VHost: cmp.Or(p.VHost, DefaultVHost), Configure: p.Configure, Write: p.Write, Read: p.Read})
+		if err != nil {
+			return fmt.Errorf("definitions: permission of user '%s' in vhost '%s': %w", p.User, p.VHost, err)
+		}
+	}
+	for _, p := range d.Policies {
+		prio := int64(0)
+		if p.Priority != "" {
+			var ok bool
+			if prio, ok = toInt64(p.Priority); !ok {
+				return fmt.Errorf("%w: definitions: policy '%s' in vhost '%s': priority %s is not an integer", ErrInvalidArgument, p.Name, p.VHost, p.Priority)
+			}
+		}
+		err := b.PutPolicy(Policy{VHost: cmp.Or(p.VHost, DefaultVHost), Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: int(prio), Definition: mapFromJSON(p.Definition)})
+		if err != nil {
+			return fmt.Errorf("definitions: policy '%s' in vhost '%s': %w", p.Name, p.VHost, err)
+		}
+	}
+	for _, x := range d.Exchanges {
+		if err := b.loadExchange(x); err != nil {
+			return fmt.Errorf("definitions: exchange '%s' in vhost '%s': %w", x.Name, x.VHost, err)
+		}
+	}
+	for _, q := range d.Queues {
+		if err := b.loadQueue(q); err != nil {
+			return fmt.Errorf("definitions: queue '%s' in vhost '%s': %w", q.Name, q.VHost, err)
+		}
+	}
+	for _, bd := range d.Bindings {
+		if err := b.loadBinding(bd); err != nil {
+			return fmt.Errorf("definitions: binding from '%s' to %s '%s' in vhost '%s': %w", bd.Source, bd.DestinationType, bd.Destination, bd.VHost, err)
+		}
+	}
+	return nil
+}
+
+func (b *Broker) loadUser(d defUser) error {
+	u := User{Name: d.Name, PasswordHash: d.PasswordHash, HashingAlgorithm: cmp.Or(d.HashingAlgorithm, HashSHA256)}
+	if d.Password != nil {
+		h, err := HashPassword(u.HashingAlgorithm, *d.Password)
+		if err != nil {
+			return err
+		}
+		u.PasswordHash = h
+	}
+	tags, err := parseTags(d.Tags)
+	if err != nil {
+		return err
+	}
+	u.Tags = tags
+	return b.PutUser(u)
+}
+
+// parseTags accepts a list of tags or a comma-separated string (older exports).
+func parseTags(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("%w: tags must be a list or a string", ErrInvalidArgument)
+	}
+	var out []string
+	for t := range strings.SplitSeq(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (b *Broker) defVHost(name string) (*VHost, error) {
+	name = cmp.Or(name, DefaultVHost)
+	v, ok := b.VHost(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: no vhost '%s'", ErrNotFound, name)
+	}
+	return v, nil
+}
+
+func (b *Broker) loadExchange(d defExchange) error {
+	v, err := b.defVHost(d.VHost)
+	if err != nil {
+		return err
+	}
+	if (d.Name == "" || isReserved(d.Name)) && v.HasExchange(d.Name) {
+		return nil // a standard exchange, as some exports list them
+	}
+	_, err = v.DeclareExchange(ExchangeSpec{
+		Name: d.Name, Type: d.Type, Durable: d.Durable, AutoDelete: d.AutoDelete,
+		Internal: d.Internal, Arguments: mapFromJSON(d.Arguments),
+	})
+	return err
+}
+
+func (b *Broker) loadQueue(d defQueue) error {
+	v, err := b.defVHost(d.VHost)
+	if err != nil {
+		return err
+	}
+	typ := QueueType(d.Type)
+	if typ != Classic && typ != Quorum {
+		typ = "" // streams and unknown types: x-queue-type decides (or fails)
+	}
+	_, _, err = v.DeclareQueue(QueueSpec{
+		Name: d.Name, Type: typ, Durable: d.Durable, AutoDelete: d.AutoDelete,
+		Arguments: mapFromJSON(d.Arguments),
+	})
+	return err
+}
+
+func (b *Broker) loadBinding(d defBinding) error {
+	v, err := b.defVHost(d.VHost)
+	if err != nil {
+		return err
+	}
+	bd := Binding{Source: d.Source, Destination: d.Destination, Key: d.RoutingKey, Arguments: mapFromJSON(d.Arguments)}
+	switch d.DestinationType {
+	case "queue", "":
+	case "exchange":
+		bd.DestinationIsExchange = true
+	default:
+		return fmt.Errorf("%w: destination_type '%s' (queue or exchange)", ErrInvalidArgument, d.DestinationType)
+	}
+	return v.Bind(bd)
+}
+
+// ExportDefinitions returns the broker's topology, users, permissions and
+// policies as a RabbitMQ definitions JSON document (standard exchanges and
+// exclusive queues left out).
+func (b *Broker) ExportDefinitions() ([]byte, error) {
+	type export struct {
+		RabbitVersion string          `json:"rabbit_version"`
+		Users         []defUser       `json:"users"`
+		VHosts        []defVHost      `json:"vhosts"`
+		Permissions   []defPermission `json:"permissions"`
+		Policies      []defPolicy     `json:"policies"`
+		Queues        []defQueue      `json:"queues"`
+		Exchanges     []defExchange   `json:"exchanges"`
+		Bindings      []defBinding    `json:"bindings"`
+	}
+	e := export{RabbitVersion: "4.3.0", Users: []defUser{}, VHosts: []defVHost{}, Permissions: []defPermission{},
+		Policies: []defPolicy{}, Queues: []defQueue{}, Exchanges: []defExchange{}, Bindings: []defBinding{}}
+	for _, u := range b.Users() {
+		tags, _ := json.Marshal(append([]string{}, u.Tags...))
+		e.Users = append(e.Users, defUser{Name: u.Name, PasswordHash: u.PasswordHash, HashingAlgorithm: u.HashingAlgorithm, Tags: tags})
+	}
+	for _, p := range b.Permissions() {
+		e.Permissions = append(e.Permissions, defPermission(p))
+	}
+	for _, name := range b.VHosts() {
+		e.VHosts = append(e.VHosts, defVHost{Name: name})
+		v, ok := b.VHost(name)
+		if !ok {
+			continue
+		}
+		for _, p := range v.Policies() {
+			e.Policies = append(e.Policies, defPolicy{VHost: name, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
+				Priority: json.Number(fmt.Sprint(p.Priority)), Definition: mapToJSON(p.Definition)})
+		}
+		for _, q := range v.Queues() {
+			if q.exclusive {
+				continue
+			}
+			args := mapToJSON(q.args)
+			if _, ok := args["x-queue-type"]; !ok {
+				args["x-queue-type"] = string(q.typ)
+			}
+			e.Queues = append(e.Queues, defQueue{Name: q.name, VHost: name, Type: string(q.typ), Durable: q.durable,
+				AutoDelete: q.autoDelete, Arguments: args})
+		}
+		for _, x := range v.Exchanges() {
+			if x.Name == "" || isReserved(x.Name) {
+				continue
+			}
+			e.Exchanges = append(e.Exchanges, defExchange{Name: x.Name, VHost: name, Type: x.Type, Durable: x.Durable,
+				AutoDelete: x.AutoDelete, Internal: x.Internal, Arguments: mapToJSON(x.Arguments)})
+		}
+		for _, bd := range v.Bindings() {
+			if bd.Source == "" {
+				continue
+			}
+			dt := "queue"
+			if bd.DestinationIsExchange {
+				dt = "exchange"
+			}
+			e.Bindings = append(e.Bindings, defBinding{Source: bd.Source, VHost: name, Destination: bd.Destination,
+				DestinationType: dt, RoutingKey: bd.Key, Arguments: mapToJSON(bd.Arguments)})
+		}
+	}
+	return json.MarshalIndent(e, "", "  ")
+}
+
+// mapToJSON converts an AMQP map with string keys into JSON-friendly values.
+func mapToJSON(m amqp10.Map) map[string]any {
+	out := make(map[string]any, len(m))
+	for _, kv := range m {
+		k, ok := keyString(kv.Key)
+		if !ok {
+			k = fmt.Sprint(kv.Key)
+		}
+		out[k] = valueToJSON(kv.Value)
+	}
+	return out
+}
+
+func valueToJSON(v any) any {
+	switch x := v.(type) {
+	case amqp10.Map:
+		return mapToJSON(x)
+	case amqp10.List:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = valueToJSON(x[i])
+		}
+		return out
+	case amqp10.Symbol:
+		return string(x)
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	case amqp10.Timestamp:
+		return int64(x)
+	}
+	return v
+}

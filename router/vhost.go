@@ -1,0 +1,622 @@
+package router
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+)
+
+// VHost is a virtual host: exchanges, queues, bindings and policies.
+type VHost struct {
+	b    *Broker
+	name string
+
+	mu        sync.RWMutex
+	exchanges map[string]*exchange
+	queues    map[string]*Queue
+	policies  map[string]Policy
+	deleted   bool
+}
+
+func newVHost(b *Broker, name string) *VHost {
+	v := &VHost{
+		b: b, name: name,
+		exchanges: map[string]*exchange{},
+		queues:    map[string]*Queue{},
+		policies:  map[string]Policy{},
+	}
+	v.exchanges[""] = &exchange{spec: ExchangeSpec{Name: "", Type: ExchangeDirect, Durable: true}}
+	for _, s := range standardExchanges {
+		x, _ := newExchange(s)
+		v.exchanges[s.Name] = x
+	}
+	return v
+}
+
+// Name returns the vhost name.
+func (v *VHost) Name() string { return v.name }
+
+// ---- queues ----
+
+// DeclareQueue declares (or checks the equivalence of) a queue. An empty
+// name gets a server-generated "amq.gen-" name. Errors wrap
+// ErrPreconditionFailed (invalid or inequivalent arguments, type or flags),
+// ErrResourceLocked (an exclusive queue of another owner) or
+// ErrAccessRefused (a new name starting with "amq.").
+func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
+	generated := s.Name == ""
+	if generated {
+		s.Name = generateName()
+	}
+	typArg, hasTypArg, err := queueTypeArg(s.Name, s.Arguments)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case s.Type == "":
+		if hasTypArg {
+			s.Type = typArg
+		}
+	case s.Type != Classic && s.Type != Quorum:
+		return nil, false, fmt.Errorf("%w: unsupported queue type '%s' for queue '%s'", ErrPreconditionFailed, s.Type, s.Name)
+	case hasTypArg && typArg != s.Type:
+		return nil, false, fmt.Errorf("%w: queue '%s': x-queue-type '%s' does not match queue type '%s'", ErrPreconditionFailed, s.Name, typArg, s.Type)
+	}
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.deleted {
+		return nil, false, fmt.Errorf("%w: vhost '%s' was deleted", ErrNotFound, v.name)
+	}
+	if old, ok := v.queues[s.Name]; ok {
+		if err := old.equivalent(s); err != nil {
+			return nil, false, err
+		}
+		old.mu.Lock()
+		now := old.nowNano()
+		old.lastUsed = now // a redeclare counts as use (x-expires)
+		old.armTimerLocked(now)
+		old.mu.Unlock()
+		return old, false, nil
+	}
+	if isReserved(s.Name) && !generated {
+		return nil, false, fmt.Errorf("%w: queue name '%s' contains reserved prefix 'amq.*'", ErrAccessRefused, s.Name)
+	}
+	if s.Type == "" {
+		s.Type = Classic
+	}
+	cfg, args, err := parseQueueArgs(s.Name, s.Type, s.Arguments)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.Type == Quorum {
+		switch {
+		case s.Exclusive:
+			return nil, false, fmt.Errorf("%w: invalid property 'exclusive' for quorum queue '%s'", ErrPreconditionFailed, s.Name)
+		case s.AutoDelete:
+			return nil, false, fmt.Errorf("%w: invalid property 'auto-delete' for quorum queue '%s'", ErrPreconditionFailed, s.Name)
+		case !s.Durable:
+			return nil, false, fmt.Errorf("%w: invalid property 'non-durable' for quorum queue '%s'", ErrPreconditionFailed, s.Name)
+		}
+		if cfg.overflow == OverflowRejectPublishDLX {
+			v.b.log.Warn("invalid overflow strategy for quorum queue; using drop-head",
+				"queue", s.Name, "vhost", v.name, "overflow", cfg.overflow)
+		}
+	}
+	q = &Queue{
+		vh: v, b: v.b, name: s.Name, typ: s.Type,
+		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
+		owner: s.Owner, args: args, cfg: cfg,
+	}
+	q.lastUsed = q.nowNano()
+	q.mu.Lock()
+	q.armTimerLocked(q.lastUsed)
+	q.mu.Unlock()
+	v.queues[s.Name] = q
+	return q, true, nil
+}
+
+// equivalent checks a redeclare against the existing queue.
+func (q *Queue) equivalent(s QueueSpec) error {
+	if q.exclusive && q.owner != s.Owner {
+		return fmt.Errorf("%w: cannot obtain exclusive access to locked %s", ErrResourceLocked, q)
+	}
+	ineq := func(what string, got, cur any) error {
+		return fmt.Errorf("%w: inequivalent arg '%s' for %s: received '%v' but current is '%v'", ErrPreconditionFailed, what, q, got, cur)
+	}
+	if s.Type != "" && s.Type != q.typ {
+		return ineq("x-queue-type", s.Type, q.typ)
+	}
+	_, args, err := parseQueueArgs(s.Name, q.typ, s.Arguments)
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.Durable != q.durable:
+		return ineq("durable", s.Durable, q.durable)
+	case s.Exclusive != q.exclusive:
+		return ineq("exclusive", s.Exclusive, q.exclusive)
+	case s.AutoDelete != q.autoDelete:
+		return ineq("auto_delete", s.AutoDelete, q.autoDelete)
+	}
+	if k, ok := argsEquivalent(args, q.args); !ok {
+		got, _ := lookupKey(args, k)
+		cur, _ := lookupKey(q.args, k)
+		return ineq(k, got, cur)
+	}
+	return nil
+}
+
+func generateName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "amq.gen-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Queue looks a queue up.
+func (v *VHost) Queue(name string) (*Queue, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q, ok := v.queues[name]
+	return q, ok
+}
+
+// Queues returns the vhost's queues sorted by name.
+func (v *VHost) Queues() []*Queue {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]*Queue, 0, len(v.queues))
+	for _, n := range slices.Sorted(maps.Keys(v.queues)) {
+		out = append(out, v.queues[n])
+	}
+	return out
+}
+
+// Resolve returns the named queue. When it does not exist and the broker
+// was started with AutoCreateQueues, a durable classic queue is declared;
+// otherwise the error wraps ErrNotFound.
+func (v *VHost) Resolve(name string) (*Queue, error) {
+	if q, ok := v.Queue(name); ok {
+		return q, nil
+	}
+	if !v.b.opts.AutoCreateQueues {
+		return nil, fmt.Errorf("%w: no queue '%s' in vhost '%s'", ErrNotFound, name, v.name)
+	}
+	q, _, err := v.DeclareQueue(QueueSpec{Name: name, Type: Classic, Durable: true})
+	return q, err
+}
+
+// DeleteQueue deletes a queue and returns how many messages it held.
+// Its messages are dropped, never dead-lettered; its consumers' subscriptions end.
+func (v *VHost) DeleteQueue(name string) (int, error) {
+	v.mu.Lock()
+	q, ok := v.queues[name]
+	if !ok {
+		v.mu.Unlock()
+		return 0, fmt.Errorf("%w: no queue '%s' in vhost '%s'", ErrNotFound, name, v.name)
+	}
+	n, subs := v.removeQueueLocked(q)
+	v.mu.Unlock()
+	notifyDeleted(q, subs)
+	return n, nil
+}
+
+// removeQueueLocked unregisters q, its bindings and its state.
+func (v *VHost) removeQueueLocked(q *Queue) (int, []*Subscription) {
+	delete(v.queues, q.name)
+	v.removeBindingsLocked(func(b *binding) bool { return !b.DestinationIsExchange && b.Destination == q.name })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.deleteLocked()
+}
+
+// DeleteExclusive deletes every exclusive queue owned by owner.
+func (v *VHost) DeleteExclusive(owner any) {
+	type gone struct {
+		q    *Queue
+		subs []*Subscription
+	}
+	var deleted []gone
+	v.mu.Lock()
+	for _, q := range v.queues {
+		if q.exclusive && q.owner == owner {
+			_, subs := v.removeQueueLocked(q)
+			deleted = append(deleted, gone{q, subs})
+		}
+	}
+	v.mu.Unlock()
+	for _, g := range deleted {
+		notifyDeleted(g.q, g.subs)
+	}
+}
+
+// expireQueue deletes q if its x-expires deadline has passed.
+func (v *VHost) expireQueue(q *Queue) {
+	v.deleteIf(q, func() bool {
+		at, ok := q.expiresAtLocked()
+		return ok && at <= q.nowNano()
+	})
+}
+
+// autoDeleteQueue deletes an auto-delete q whose last consumer went away.
+func (v *VHost) autoDeleteQueue(q *Queue) {
+	v.deleteIf(q, func() bool { return q.hadConsumer && len(q.subs) == 0 })
+}
+
+func (v *VHost) deleteIf(q *Queue, cond func() bool) {
+	v.mu.Lock()
+	if v.queues[q.name] != q {
+		v.mu.Unlock()
+		return
+	}
+	q.mu.Lock()
+	ok := !q.deleted && cond()
+	if !ok {
+		q.armTimerLocked(q.nowNano())
+	}
+	q.mu.Unlock()
+	var subs []*Subscription
+	if ok {
+		_, subs = v.removeQueueLocked(q)
+	}
+	v.mu.Unlock()
+	if ok {
+		v.b.log.Debug("queue deleted", "queue", q.name, "vhost", v.name)
+		notifyDeleted(q, subs)
+	}
+}
+
+// ---- exchanges ----
+
+// DeclareExchange declares (or checks) an exchange. The default exchange
+// and names starting with "amq." are refused (ErrAccessRefused); a
+// redeclare with another type, flags or arguments fails with
+// ErrPreconditionFailed; an unknown type with ErrInvalidArgument.
+func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
+	if s.Name == "" || isReserved(s.Name) {
+		return false, fmt.Errorf("%w: exchange name '%s' is reserved", ErrAccessRefused, s.Name)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.deleted {
+		return false, fmt.Errorf("%w: vhost '%s' was deleted", ErrNotFound, v.name)
+	}
+	if x, ok := v.exchanges[s.Name]; ok {
+		return false, x.equivalent(s)
+	}
+	x, err := newExchange(s)
+	if err != nil {
+		return false, err
+	}
+	v.exchanges[s.Name] = x
+	return true, nil
+}
+
+// DeleteExchange deletes an exchange and its bindings (as source and as
+// destination).
+func (v *VHost) DeleteExchange(name string) error {
+	if name == "" || isReserved(name) {
+		return fmt.Errorf("%w: exchange '%s' cannot be deleted", ErrAccessRefused, name)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.exchanges[name]; !ok {
+		return fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, name, v.name)
+	}
+	v.deleteExchangeLocked(name)
+	return nil
+}
+
+func (v *VHost) deleteExchangeLocked(name string) {
+	delete(v.exchanges, name)
+	v.removeBindingsLocked(func(b *binding) bool {
+		return b.Source == name || (b.DestinationIsExchange && b.Destination == name)
+	})
+}
+
+// HasExchange reports whether the exchange exists ("" is the default exchange).
+func (v *VHost) HasExchange(name string) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	_, ok := v.exchanges[name]
+	return ok
+}
+
+// Exchange describes an exchange.
+func (v *VHost) Exchange(name string) (ExchangeInfo, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	x, ok := v.exchanges[name]
+	if !ok {
+		return ExchangeInfo{}, false
+	}
+	return x.info(v.name), true
+}
+
+// Exchanges describes the vhost's exchanges sorted by name (the default
+// exchange "" first).
+func (v *VHost) Exchanges() []ExchangeInfo {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]ExchangeInfo, 0, len(v.exchanges))
+	for _, n := range slices.Sorted(maps.Keys(v.exchanges)) {
+		out = append(out, v.exchanges[n].info(v.name))
+	}
+	return out
+}
+
+// ---- bindings ----
+
+// Bind adds a binding (idempotent). The default exchange cannot be bound
+// (ErrAccessRefused); a missing source or destination gives ErrNotFound; a
+// headers binding with a bad x-match gives ErrPreconditionFailed.
+func (v *VHost) Bind(b Binding) error {
+	if b.Source == "" || (b.DestinationIsExchange && b.Destination == "") {
+		return fmt.Errorf("%w: operation not permitted on the default exchange", ErrAccessRefused)
+	}
+	b.Arguments = stringKeys(b.Arguments)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	x, err := v.checkBindingLocked(b)
+	if err != nil {
+		return err
+	}
+	if x.hasBinding(b) {
+		return nil
+	}
+	nb := &binding{Binding: b}
+	switch x.spec.Type {
+	case ExchangeTopic:
+		nb.topic = compileTopic(b.Key)
+	case ExchangeHeaders:
+		if nb.headers, err = compileHeaders(b.Arguments); err != nil {
+			return fmt.Errorf("%s: %w", b, err)
+		}
+	}
+	x.bindings = append(x.bindings, nb)
+	return nil
+}
+
+func (v *VHost) checkBindingLocked(b Binding) (*exchange, error) {
+	x, ok := v.exchanges[b.Source]
+	if !ok {
+		return nil, fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, b.Source, v.name)
+	}
+	if b.DestinationIsExchange {
+		if _, ok := v.exchanges[b.Destination]; !ok {
+			return nil, fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, b.Destination, v.name)
+		}
+	} else if _, ok := v.queues[b.Destination]; !ok {
+		return nil, fmt.Errorf("%w: no queue '%s' in vhost '%s'", ErrNotFound, b.Destination, v.name)
+	}
+	return x, nil
+}
+
+// Unbind removes a binding. Removing a binding that does not exist is not
+// an error; a missing source or destination is (ErrNotFound). An
+// auto-delete exchange is deleted with its last binding.
+func (v *VHost) Unbind(b Binding) error {
+	if b.Source == "" || (b.DestinationIsExchange && b.Destination == "") {
+		return fmt.Errorf("%w: operation not permitted on the default exchange", ErrAccessRefused)
+	}
+	b.Arguments = stringKeys(b.Arguments)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, err := v.checkBindingLocked(b); err != nil {
+		return err
+	}
+	v.removeBindingsLocked(func(o *binding) bool { return o.same(b) })
+	return nil
+}
+
+// removeBindingsLocked removes the bindings matching drop, then deletes
+// auto-delete exchanges left without bindings.
+func (v *VHost) removeBindingsLocked(drop func(*binding) bool) {
+	var emptied []string
+	for name, x := range v.exchanges {
+		n := len(x.bindings)
+		if n == 0 {
+			continue
+		}
+		x.bindings = slices.DeleteFunc(x.bindings, drop)
+		if len(x.bindings) == 0 && x.spec.AutoDelete {
+			emptied = append(emptied, name)
+		}
+	}
+	for _, name := range emptied {
+		if _, ok := v.exchanges[name]; ok {
+			v.deleteExchangeLocked(name)
+		}
+	}
+}
+
+// Bindings lists the vhost's bindings: the default exchange's implicit
+// bindings (one per queue) first, then each exchange's in order.
+func (v *VHost) Bindings() []Binding {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var out []Binding
+	for _, n := range slices.Sorted(maps.Keys(v.queues)) {
+		out = append(out, Binding{Source: "", Destination: n, Key: n})
+	}
+	for _, n := range slices.Sorted(maps.Keys(v.exchanges)) {
+		for _, b := range v.exchanges[n].bindings {
+			c := b.Binding
+			c.Arguments = cloneMap(c.Arguments)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func stringKeys(m amqp10.Map) amqp10.Map {
+	if m == nil {
+		return nil
+	}
+	out := make(amqp10.Map, 0, len(m))
+	for _, kv := range m {
+		if k, ok := kv.Key.(amqp10.Symbol); ok {
+			kv.Key = string(k)
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// ---- publishing ----
+
+// Publish routes m through exchange with m.RoutingKeys (set by the caller,
+// x-cc included) and enqueues it. It returns the publisher's outcome:
+// StateAccepted, StateReleased when it routed nowhere, or StateRejected with
+// Error for reject-publish overflow. ErrNotFound when the exchange is missing.
+//
+// A message routed to several queues is rejected when any of them refuses
+// it (the others keep their copy), as RabbitMQ does. Publishing to an
+// internal exchange fails with ErrAccessRefused. m.Exchange is set to
+// exchange on the enqueued message.
+func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
+	if exchange == "amq.default" {
+		exchange = ""
+	}
+	queues, err := v.route(exchange, m)
+	if err != nil {
+		return amqp10.DeliveryState{}, err
+	}
+	if len(queues) == 0 {
+		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil
+	}
+	if m.Exchange != exchange {
+		c := *m
+		c.Exchange = exchange
+		m = &c
+	}
+	var rejectedBy *Queue
+	accepted := false
+	for _, q := range queues {
+		switch q.enqueue(m) {
+		case enqueued:
+			accepted = true
+		case enqueueRejected:
+			if rejectedBy == nil {
+				rejectedBy = q
+			}
+		case enqueueGone:
+		}
+	}
+	switch {
+	case rejectedBy != nil:
+		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}, nil
+	case accepted:
+		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}, nil
+	}
+	return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil
+}
+
+// maxLenError is RabbitMQ 4.3's rejected error for reject-publish overflow.
+func maxLenError(queue string) *amqp10.Error {
+	return &amqp10.Error{
+		Condition:   amqp10.ErrCondResourceLimitExceeded,
+		Description: fmt.Sprintf("queue '%s' exceeded maximum length", queue),
+		Info: amqp10.Map{
+			{Key: amqp10.Symbol("queue"), Value: queue},
+			{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol("maxlen")},
+		},
+	}
+}
+
+// Route returns the queues a message published to exchange would reach
+// (deduplicated, in routing order), without enqueueing it.
+func (v *VHost) Route(exchange string, m *Message) ([]*Queue, error) {
+	if exchange == "amq.default" {
+		exchange = ""
+	}
+	return v.route(exchange, m)
+}
+
+func (v *VHost) route(exchange string, m *Message) ([]*Queue, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	x, ok := v.exchanges[exchange]
+	if !ok {
+		return nil, fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, exchange, v.name)
+	}
+	if x.spec.Internal {
+		return nil, fmt.Errorf("%w: cannot publish to internal exchange '%s' in vhost '%s'", ErrAccessRefused, exchange, v.name)
+	}
+	c := &routeCtx{m: m, headers: headerData{m: m}}
+	r := router{v: v, c: c}
+	r.routeLocked(x)
+	return r.queues, nil
+}
+
+// router collects one publish's destinations.
+type router struct {
+	v       *VHost
+	c       *routeCtx
+	seenX   []*exchange
+	queues  []*Queue
+	seenQ   map[*Queue]struct{}
+	matched []*binding
+}
+
+func (r *router) addQueue(q *Queue) {
+	if r.seenQ == nil {
+		if len(r.queues) < 8 {
+			if slices.Contains(r.queues, q) {
+				return
+			}
+			r.queues = append(r.queues, q)
+			return
+		}
+		r.seenQ = make(map[*Queue]struct{}, 2*len(r.queues))
+		for _, o := range r.queues {
+			r.seenQ[o] = struct{}{}
+		}
+	}
+	if _, ok := r.seenQ[q]; ok {
+		return
+	}
+	r.seenQ[q] = struct{}{}
+	r.queues = append(r.queues, q)
+}
+
+func (r *router) routeLocked(x *exchange) {
+	if slices.Contains(r.seenX, x) {
+		return // exchange-to-exchange or alternate-exchange loop
+	}
+	r.seenX = append(r.seenX, x)
+	if x.spec.Name == "" {
+		for _, k := range r.c.m.RoutingKeys {
+			if q, ok := r.v.queues[k]; ok {
+				r.addQueue(q)
+			}
+		}
+		return
+	}
+	start := len(r.matched)
+	r.matched = x.match(r.c, r.matched)
+	matched := r.matched[start:]
+	for _, b := range matched {
+		if b.DestinationIsExchange {
+			if dx, ok := r.v.exchanges[b.Destination]; ok {
+				r.routeLocked(dx)
+			}
+		} else if q, ok := r.v.queues[b.Destination]; ok {
+			r.addQueue(q)
+		}
+	}
+	if len(matched) == 0 && x.hasAE {
+		if ax, ok := r.v.exchanges[x.alternate]; ok {
+			r.routeLocked(ax)
+		}
+	}
+}
+
+// String returns "vhost '<name>'".
+func (v *VHost) String() string { return "vhost '" + strings.ReplaceAll(v.name, "'", "\\'") + "'" }
