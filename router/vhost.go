@@ -518,6 +518,20 @@ func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, erro
 	return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil
 }
 
+// Enqueue puts m on q as if a publish had routed it there; the dead-letter
+// path uses it for each routed target queue that is not a cycle. It returns
+// StateAccepted, StateRejected with RabbitMQ's maxlen error when q's
+// overflow refuses m, or StateReleased when q has been deleted.
+func (q *Queue) Enqueue(m *Message) amqp10.DeliveryState {
+	switch q.enqueue(m) {
+	case enqueued:
+		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}
+	case enqueueRejected:
+		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(q.name)}
+	}
+	return amqp10.DeliveryState{Kind: amqp10.StateReleased}
+}
+
 // maxLenError is RabbitMQ 4.3's rejected error for reject-publish overflow.
 func maxLenError(queue string) *amqp10.Error {
 	return &amqp10.Error{
