@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -41,6 +42,9 @@ type Options struct {
 	InMemory bool
 	// AutoCreateQueues declares a classic queue when a link attaches to a bare address.
 	AutoCreateQueues bool
+	// StrictParity writes only RabbitMQ 4.3's dead-letter annotations: no
+	// x-last-death-error-condition / x-last-death-error-description.
+	StrictParity bool
 	// Anonymous: default AnonymousLoopback.
 	Anonymous AnonymousPolicy
 	// MaxFrameSize advertised in open; default 131072 (minimum 512).
@@ -65,6 +69,7 @@ type Broker struct {
 	ln     net.Listener
 	srv    *link.Server
 	router *router.Broker
+	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
 	opts   Options
 
@@ -92,7 +97,9 @@ func Start(opts Options) (*Broker, error) {
 	default:
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
-	rt := router.New(router.Options{Logger: opts.Logger.With("component", "router"), AutoCreateQueues: opts.AutoCreateQueues})
+	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity})
+	rt := router.New(router.Options{Logger: opts.Logger.With("component", "router"),
+		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl})
 	if len(opts.Definitions) > 0 {
 		if err := rt.LoadDefinitions(opts.Definitions); err != nil {
 			rt.Close()
@@ -118,7 +125,7 @@ func Start(opts Options) (*Broker, error) {
 		Product:          "epitaph",
 		Version:          Version,
 	})
-	b := &Broker{ln: ln, srv: srv, router: rt, log: opts.Logger, opts: opts, serveDone: make(chan struct{})}
+	b := &Broker{ln: ln, srv: srv, router: rt, dl: dl, log: opts.Logger, opts: opts, serveDone: make(chan struct{})}
 	go func() { // exits when the listener is closed by Close
 		defer close(b.serveDone)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, link.ErrServerClosed) {
@@ -135,6 +142,10 @@ func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 // Router returns the data model, for embedding programs and tests that
 // change topology at run time.
 func (b *Broker) Router() *router.Broker { return b.router }
+
+// DeadLetters returns the dead-letter component, whose counters say what
+// died where and what was dropped.
+func (b *Broker) DeadLetters() *deadletter.DeadLetterer { return b.dl }
 
 // Close stops accepting, sends close(amqp:connection:forced) to every
 // connection, waits for their goroutines, and stops the router. Idempotent.

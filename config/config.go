@@ -41,6 +41,7 @@ const (
 	KeyDefinitions      = "definitions"
 	KeyInMemory         = "in-memory"
 	KeyAutoCreateQueues = "auto-create-queues"
+	KeyStrictParity     = "strict-parity"
 	KeyAnonymous        = "anonymous"
 	KeyMaxFrameSize     = "max-frame-size"
 	KeyChannelMax       = "channel-max"
@@ -88,6 +89,9 @@ type Config struct {
 	// AutoCreateQueues declares a classic queue when a link attaches to a
 	// bare address that names no existing node.
 	AutoCreateQueues bool `mapstructure:"auto-create-queues"`
+	// StrictParity turns off epitaph's additions to RabbitMQ 4.3's
+	// dead-letter annotations (x-last-death-error-condition/-description).
+	StrictParity bool `mapstructure:"strict-parity"`
 	// Anonymous is from where ANONYMOUS and no-SASL connections are
 	// accepted: "loopback", "all" or "none".
 	Anonymous string `mapstructure:"anonymous"`
@@ -117,6 +121,7 @@ func Default() Config {
 		Definitions:      "",
 		InMemory:         false,
 		AutoCreateQueues: false,
+		StrictParity:     false,
 		Anonymous:        AnonymousLoopback,
 		MaxFrameSize:     131072,
 		ChannelMax:       255,
@@ -141,6 +146,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyDefinitions, d.Definitions, "RabbitMQ definitions JSON `file` applied at start")
 	fs.Bool(KeyInMemory, d.InMemory, "keep messages in memory (today the only store)")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
+	fs.Bool(KeyStrictParity, d.StrictParity, "write only RabbitMQ 4.3's dead-letter annotations (no x-last-death-error-*)")
 	fs.String(KeyAnonymous, d.Anonymous, "accept ANONYMOUS and no-SASL connections from: loopback, all or none")
 	fs.Uint32(KeyMaxFrameSize, d.MaxFrameSize, "max-frame-size advertised in open, in `bytes` (at least 512)")
 	fs.Uint16(KeyChannelMax, d.ChannelMax, "channel-max advertised in open")
@@ -193,6 +199,7 @@ func Load(args []string) (*Config, error) {
 		KeyDefinitions:      d.Definitions,
 		KeyInMemory:         d.InMemory,
 		KeyAutoCreateQueues: d.AutoCreateQueues,
+		KeyStrictParity:     d.StrictParity,
 		KeyAnonymous:        d.Anonymous,
 		KeyMaxFrameSize:     d.MaxFrameSize,
 		KeyChannelMax:       d.ChannelMax,

@@ -108,6 +108,7 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		Definitions:      defs,
 		InMemory:         true, // see above
 		AutoCreateQueues: cfg.AutoCreateQueues,
+		StrictParity:     cfg.StrictParity,
 		Anonymous:        epitaph.AnonymousPolicy(cfg.Anonymous),
 		MaxFrameSize:     cfg.MaxFrameSize,
 		ChannelMax:       cfg.ChannelMax,
