@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -59,7 +60,38 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n", strings.Join(args, " "), err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		if leaked := brokerGoroutines(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "e2e: broker goroutines outlived every broker's Close:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	return code
+}
+
+// brokerGoroutines waits for the in-process brokers' goroutines (every test
+// closes its broker) and returns the stacks of any still running.
+func brokerGoroutines(within time.Duration) string {
+	deadline := time.Now().Add(within)
+	for {
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for g := range strings.SplitSeq(string(buf), "\n\n") {
+			if strings.Contains(g, "github.com/epitaph-mq/epitaph/") && !strings.Contains(g, "brokerGoroutines") &&
+				!strings.Contains(g, "epitaph/e2e.") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
 }
 
 // raceEnabled reports whether this test binary was built with -race.
