@@ -64,6 +64,9 @@ func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
 		return q, nil
 	}
 	if ad.bare && s.c.srv.opts.AutoCreateQueues {
+		if err := s.authorize(router.ResourceQueue, ad.queue, router.Configure); err != nil {
+			return nil, routerError(err)
+		}
 		q, _, err := vh.DeclareQueue(router.QueueSpec{Name: ad.queue, Type: router.Classic, Durable: true})
 		if err == nil {
 			return q, nil
@@ -71,6 +74,11 @@ func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
 		return nil, routerError(err)
 	}
 	return nil, amqp10.Errorf(amqp10.ErrCondNotFound, "no queue '%s' in vhost '%s'", ad.queue, vh.Name())
+}
+
+// authorize checks the connection's user may access a resource.
+func (s *session) authorize(kind, name string, a router.Access) error {
+	return s.c.srv.opts.Router.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
 }
 
 // routerError maps a router error to an AMQP error (the boundary of §3.4).
@@ -115,10 +123,16 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			if _, e := s.lookupQueue(ad); e != nil {
 				return s.refuse(a, e)
 			}
+			if err := s.authorize(router.ResourceExchange, "", router.Write); err != nil {
+				return s.refuse(a, routerError(err))
+			}
 			l.exchange, l.key, l.toQueue = "", ad.queue, true
 		case addrExchange:
 			if !s.c.vhost.HasExchange(ad.exchange) {
 				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, s.c.vhost.Name()))
+			}
+			if err := s.authorize(router.ResourceExchange, ad.exchange, router.Write); err != nil {
+				return s.refuse(a, routerError(err))
 			}
 			l.exchange, l.key = ad.exchange, ad.key
 		}
@@ -137,6 +151,9 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	switch {
 	case src != nil && src.Dynamic:
 		name := "epitaph.gen-" + randomHex(12)
+		if err := s.authorize(router.ResourceQueue, name, router.Configure); err != nil {
+			return s.refuse(a, routerError(err))
+		}
 		var err error
 		q, _, err = s.c.vhost.DeclareQueue(router.QueueSpec{Name: name, Type: router.Classic,
 			Exclusive: true, AutoDelete: true, Owner: s.c})
@@ -158,6 +175,9 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 			var e *amqp10.Error
 			if q, e = s.lookupQueue(ad); e != nil {
 				return s.refuse(a, e)
+			}
+			if err := s.authorize(router.ResourceQueue, ad.queue, router.Read); err != nil {
+				return s.refuse(a, routerError(err))
 			}
 		case addrManagement:
 			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "the /management node is not supported yet"))

@@ -152,6 +152,12 @@ func (l *receiverLink) publish(body []byte) {
 			exch, key = ad.exchange, ad.key
 		}
 	}
+	if l.anonymous {
+		if err := l.s.authorize(router.ResourceExchange, exch, router.Write); err != nil {
+			l.settle(amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)})
+			return
+		}
+	}
 	cc, err := xcc(wm)
 	if err != nil {
 		if l.anonymous {

@@ -1,0 +1,89 @@
+package router
+
+import (
+	"fmt"
+	"regexp"
+	"sync"
+)
+
+// Access is a RabbitMQ permission kind.
+type Access uint8
+
+// Access kinds (RabbitMQ's configure/write/read).
+const (
+	Configure Access = iota
+	Write
+	Read
+)
+
+func (a Access) String() string {
+	switch a {
+	case Configure:
+		return "configure"
+	case Write:
+		return "write"
+	case Read:
+		return "read"
+	}
+	return "unknown"
+}
+
+// Resource kinds for Authorize.
+const (
+	ResourceQueue    = "queue"
+	ResourceExchange = "exchange"
+)
+
+// permRegexps caches compiled permission patterns.
+var permRegexps sync.Map // string -> *regexp.Regexp (nil for an invalid pattern)
+
+func permMatch(pattern, name string) bool {
+	if pattern == "" {
+		return false // RabbitMQ: the empty pattern grants nothing
+	}
+	v, ok := permRegexps.Load(pattern)
+	if !ok {
+		re, err := regexp.Compile("^(?:" + pattern + ")")
+		if err != nil {
+			re = nil
+		}
+		v, _ = permRegexps.LoadOrStore(pattern, re)
+	}
+	re, _ := v.(*regexp.Regexp)
+	return re != nil && re.MatchString(name)
+}
+
+// Authorize checks that user may access (configure, write or read) the
+// named queue or exchange in vhost, as RabbitMQ's permission regexps do. The
+// default exchange "" is checked under the name "amq.default". With no
+// permissions defined at all, every user may use every existing vhost.
+// A refusal wraps ErrAccessRefused.
+func (b *Broker) Authorize(user, vhost, kind, name string, a Access) error {
+	if kind == ResourceExchange && name == "" {
+		name = "amq.default"
+	}
+	b.mu.RLock()
+	_, vhostOK := b.vhosts[vhost]
+	none := len(b.perms) == 0
+	p, has := b.perms[user][vhost]
+	b.mu.RUnlock()
+	if vhostOK && none {
+		return nil
+	}
+	if has {
+		var pattern string
+		switch a {
+		case Configure:
+			pattern = p.Configure
+		case Write:
+			pattern = p.Write
+		case Read:
+			pattern = p.Read
+		}
+		if permMatch(pattern, name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s access to %s '%s' in vhost '%s' refused for user '%s'",
+		ErrAccessRefused, a, kind, name, vhost, user)
+}
