@@ -32,7 +32,8 @@ var allowed = map[string][]string{
 	"router":      {"amqp10", "annotations"},
 	"deadletter":  {"amqp10", "annotations", "router"},
 	"link":        {"amqp10", "router"},
-	root:          {"amqp10", "annotations", "router", "deadletter", "link"},
+	"management":  {"amqp10", "annotations", "router", "deadletter"},
+	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management"},
 }
 
 // anything lists the top-level directories whose packages may import any
@@ -48,7 +49,7 @@ var thirdParty = map[string][]string{
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "config", root}
+var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

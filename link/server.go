@@ -41,6 +41,8 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// AutoCreateQueues declares a classic queue for a bare address on attach.
 	AutoCreateQueues bool
+	// Management serves the /management node; nil refuses attaches to it.
+	Management ManagementNode
 	// Product and Version ("epitaph", our release) go into the open frame's
 	// properties as product and epitaph-version.
 	Product, Version string
@@ -180,4 +182,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// ManagementNode answers RabbitMQ 4's HTTP-over-AMQP management requests
+// sent on the /management link pair (clients.md §2). Request returns the
+// encoded response message (properties with subject and correlation-id,
+// application-properties, amqp-value body), sent back pre-settled.
+type ManagementNode interface {
+	Request(user string, vhost *router.VHost, req *amqp10.Message) []byte
 }
