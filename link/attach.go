@@ -118,7 +118,10 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 		}
 		switch ad.kind {
 		case addrManagement:
-			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "the /management node is not supported yet"))
+			if s.c.srv.opts.Management == nil {
+				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no /management node"))
+			}
+			l.mgmt = true
 		case addrQueue:
 			if _, e := s.lookupQueue(ad); e != nil {
 				return s.refuse(a, e)
@@ -180,7 +183,10 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 				return s.refuse(a, routerError(err))
 			}
 		case addrManagement:
-			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "the /management node is not supported yet"))
+			if s.c.srv.opts.Management == nil {
+				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no /management node"))
+			}
+			return s.attachMgmtSender(a)
 		default:
 			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField,
 				"cannot consume from exchange address %q: consume from a queue", src.Address))

@@ -22,6 +22,7 @@ type receiverLink struct {
 	exchange  string
 	key       string
 	toQueue   bool
+	mgmt      bool // requests to the /management node
 	second    bool // rcv-settle-mode second
 
 	deliveryCount uint32
@@ -107,7 +108,11 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
 		l.partial = nil
 	}
 	l.inProgress = false
-	l.publish(body)
+	if l.mgmt {
+		l.handleMgmtRequest(body)
+	} else {
+		l.publish(body)
+	}
 	if l.credit <= l.window/2 && l.s.links[l.handle] == l {
 		l.grant()
 	}

@@ -86,24 +86,39 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		return true
 	}
 	c.msgBuf = body
-	chunk := int(c.peerMaxFrame) - transferOverhead
-	frames := uint32((len(body) + chunk - 1) / chunk)
-	frames = max(frames, 1)
-	if s.remoteIncomingWindow < frames && (s.remoteIncomingWindow == 0 || s.remoteIncomingWindow < s.peerWindowMax) {
+	id, ok := s.sendMessage(l.handle, body, d.Tag, l.preSettled)
+	if !ok {
 		return false
 	}
-	id := s.nextDeliveryID
+	l.deliveryCount++
+	if !l.preSettled {
+		s.unsettledOut[id] = outDelivery{l: l, tag: d.Tag}
+	}
+	return true
+}
+
+// sendMessage writes body as a delivery on handle, split into frames of the
+// peer's max-frame-size. ok is false when the peer's session window is too
+// small for it now (nothing is written then).
+func (s *session) sendMessage(handle uint32, body []byte, tag uint64, settled bool) (id uint32, ok bool) {
+	c := s.c
+	chunk := int(c.peerMaxFrame) - transferOverhead
+	frames := max(uint32((len(body)+chunk-1)/chunk), 1)
+	if s.remoteIncomingWindow < frames && (s.remoteIncomingWindow == 0 || s.remoteIncomingWindow < s.peerWindowMax) {
+		return 0, false
+	}
+	id = s.nextDeliveryID
 	s.nextDeliveryID++
-	binary.BigEndian.PutUint64(c.tag[:], d.Tag)
+	binary.BigEndian.PutUint64(c.tag[:], tag)
 	tr := &c.tr
 	for first := true; ; first = false {
 		n := min(chunk, len(body))
-		*tr = amqp10.Transfer{Handle: l.handle, More: n < len(body)}
+		*tr = amqp10.Transfer{Handle: handle, More: n < len(body)}
 		if first {
 			tr.DeliveryID, tr.HasDeliveryID = id, true
 			tr.DeliveryTag = c.tag[:]
 			tr.HasMessageFormat = true
-			tr.Settled, tr.HasSettled = l.preSettled, true
+			tr.Settled, tr.HasSettled = settled, true
 		}
 		c.write(s.local, tr, body[:n])
 		body = body[n:]
@@ -116,9 +131,5 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		}
 	}
 	tr.DeliveryTag = nil
-	l.deliveryCount++
-	if !l.preSettled {
-		s.unsettledOut[id] = outDelivery{l: l, tag: d.Tag}
-	}
-	return true
+	return id, true
 }

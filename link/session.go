@@ -57,7 +57,8 @@ type session struct {
 	unsettledOut map[uint32]outDelivery   // by delivery-id
 	unsettledIn  map[uint32]*receiverLink // rcv-settle-mode second: awaiting the peer's settlement
 	pending      []pendingItem
-	ending       bool // we sent end with an error and await the peer's end
+	ending       bool     // we sent end with an error and await the peer's end
+	mgmtWaiting  [][]byte // management responses waiting for the response link to attach
 }
 
 func newSession(c *conn, remote, local uint16, b *amqp10.Begin) *session {
@@ -369,6 +370,11 @@ func (s *session) sendItem(it pendingItem) {
 }
 
 func (s *session) flushPending() {
+	for _, l := range s.links {
+		if ml, ok := l.(*mgmtLink); ok && len(ml.pending) > 0 {
+			ml.flush()
+		}
+	}
 	n := 0
 	for n < len(s.pending) && s.sendNow(&s.pending[n]) {
 		s.pending[n] = pendingItem{}
