@@ -26,7 +26,9 @@ const DefaultDeliveryLimit = 20
 // maxExpiryTimer bounds x-message-ttl and x-expires (RabbitMQ's ?MAX_EXPIRY_TIMER).
 const maxExpiryTimer = 1<<32 - 1
 
-// queueConfig is the validated form of a queue's x-arguments.
+// queueConfig is a queue's effective configuration: its x-arguments
+// combined with its effective policy (effective.go). parseQueueArgs returns
+// the arguments-only form.
 type queueConfig struct {
 	messageTTL    int64 // ms; -1 none
 	expires       int64 // ms; 0 none
@@ -38,7 +40,8 @@ type queueConfig struct {
 	hasDLX        bool
 	dlrk          string
 	hasDLRK       bool
-	dlStrategy    string
+	dlStrategy    string // effective: at-least-once only when all its conditions hold
+	policy        string // the applied policy's name; "" when none
 }
 
 // typeOnlyArgs lists declare arguments valid for one queue type only.

@@ -13,6 +13,14 @@
 // the broker (even into the source queue): dead messages are collected under
 // the queue lock and handed over, in the order they died, after it is released.
 //
+// A queue's effective configuration (dead-letter exchange and routing key,
+// strategy, TTL, length limits, overflow, delivery limit, x-expires) is its
+// declare arguments combined with the highest-priority matching policy, with
+// RabbitMQ's per-key precedence (effective.go). PutPolicy, DeletePolicy and
+// DeclareQueue recompute it under VHost.mu then each Queue.mu; messages a
+// lowered limit drops are handed to the DeadLetterer after both are released.
+// The accessors read it lock-free.
+//
 // Each queue has one time.Timer, re-armed to its earliest deadline: the first
 // ready message's expiry (a deadline min-heap) or, for an unused queue with
 // x-expires, the queue's own expiry. Broker.Close stops them.
@@ -31,6 +39,7 @@
 //	readylist.go   the ready-message lists and the TTL heap
 //	consumer.go    Subscription: credit, drain, dispatch, settlement, cancel
 //	users.go       users, password hashes, permissions, authentication
-//	policy.go      policies (stored; applied in a later issue)
+//	policy.go      policies: storage, validation, matching, run-time application
+//	effective.go   effective queue configuration: arguments + policy precedence
 //	definitions.go RabbitMQ definitions JSON import and export
 package router

@@ -22,8 +22,11 @@ const (
 
 // Policy is a RabbitMQ policy: Definition keys (dead-letter-exchange,
 // message-ttl, max-length, overflow, delivery-limit, ...) apply to the
-// queues or exchanges whose names match Pattern. Policies are stored; the
-// queues do not apply them yet.
+// queues or exchanges whose names match Pattern (a regular expression,
+// unanchored as in RabbitMQ). The matching policy with the highest Priority
+// applies to a queue; its effect combines with the queue's arguments
+// (effective.go). Keys epitaph does not apply (ha-mode, queue-mode,
+// max-age, ...) are accepted and ignored.
 type Policy struct {
 	VHost      string
 	Name       string
@@ -32,7 +35,9 @@ type Policy struct {
 	Priority   int
 	Definition amqp10.Map
 
-	re *regexp.Regexp
+	re    *regexp.Regexp
+	knobs *knobs // the validated keys epitaph applies to queues
+	other []string
 }
 
 // Matches reports whether the policy applies to a resource: an exchange
@@ -79,6 +84,9 @@ func (p *Policy) validate() error {
 	default:
 		return fmt.Errorf("%w: policy '%s': invalid apply-to '%s'", ErrInvalidArgument, p.Name, p.ApplyTo)
 	}
+	if len(p.Pattern) > maxPolicyPattern {
+		return fmt.Errorf("%w: policy '%s': pattern longer than %d characters", ErrInvalidArgument, p.Name, maxPolicyPattern)
+	}
 	re, err := regexp.Compile(p.Pattern)
 	if err != nil {
 		return fmt.Errorf("%w: policy '%s': invalid pattern: %w", ErrInvalidArgument, p.Name, err)
@@ -88,29 +96,56 @@ func (p *Policy) validate() error {
 		return fmt.Errorf("%w: policy '%s': empty definition", ErrInvalidArgument, p.Name)
 	}
 	p.Definition = stringKeys(p.Definition)
+	k, other, err := parsePolicyDefinition(p.Name, p.Definition)
+	if err != nil {
+		return err
+	}
+	p.knobs, p.other = &k, other
 	return nil
 }
 
-// PutPolicy adds or replaces a policy (p.VHost is set to this vhost).
+// PutPolicy adds or replaces a policy (p.VHost is set to this vhost) and
+// applies it at once: every queue of the vhost gets its effective
+// configuration recomputed (see Queue.EffectivePolicy). A lowered
+// max-length with drop-head drops from the head right away; a new
+// message-ttl applies to messages enqueued afterwards (already expired
+// messages go); a new dead-letter exchange or routing key to messages
+// dead-lettered afterwards; a new delivery-limit at the next return.
+//
+// Errors wrap ErrInvalidArgument: empty name, bad apply-to, a pattern that
+// does not compile or is longer than 1000 characters, an empty definition,
+// or a bad value for a key epitaph applies (dead-letter-exchange,
+// dead-letter-routing-key, dead-letter-strategy, message-ttl, expires,
+// max-length, max-length-bytes, overflow, delivery-limit). Other keys are
+// accepted and ignored.
 func (v *VHost) PutPolicy(p Policy) error {
 	p.VHost = v.name
 	if err := p.validate(); err != nil {
 		return err
 	}
+	if len(p.other) > 0 {
+		v.b.log.Debug("policy keys accepted but not applied", "policy", p.Name, "vhost", v.name, "keys", p.other)
+	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.policies[p.Name] = p
+	rs := v.reconfigureLocked()
+	v.mu.Unlock()
+	v.finishReconfigure(rs)
 	return nil
 }
 
-// DeletePolicy removes a policy.
+// DeletePolicy removes a policy; the queues it applied to fall back to
+// their arguments or the next matching policy at once.
 func (v *VHost) DeletePolicy(name string) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if _, ok := v.policies[name]; !ok {
+		v.mu.Unlock()
 		return fmt.Errorf("%w: no policy '%s' in vhost '%s'", ErrNotFound, name, v.name)
 	}
 	delete(v.policies, name)
+	rs := v.reconfigureLocked()
+	v.mu.Unlock()
+	v.finishReconfigure(rs)
 	return nil
 }
 
@@ -144,21 +179,29 @@ func (v *VHost) Policies() []Policy {
 func (v *VHost) EffectivePolicy(name string, isExchange bool, typ QueueType) (Policy, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	best := v.effectivePolicyLocked(name, isExchange, typ)
+	if best == nil {
+		return Policy{}, false
+	}
+	c := *best
+	c.Definition = cloneMap(c.Definition)
+	return c, true
+}
+
+// effectivePolicyLocked is EffectivePolicy with v.mu held; the result is a
+// copy sharing its Definition with v.policies, which must not be modified.
+func (v *VHost) effectivePolicyLocked(name string, isExchange bool, typ QueueType) *Policy {
 	var best *Policy
-	for _, p := range v.policies {
+	for n := range v.policies {
+		p := v.policies[n]
 		if !p.Matches(name, isExchange, typ) {
 			continue
 		}
 		if best == nil || p.Priority > best.Priority || (p.Priority == best.Priority && cmp.Compare(p.Name, best.Name) > 0) {
-			c := p
-			best = &c
+			best = &p
 		}
 	}
-	if best == nil {
-		return Policy{}, false
-	}
-	best.Definition = cloneMap(best.Definition)
-	return *best, true
+	return best
 }
 
 // PutPolicy adds or replaces a policy in p.VHost ("" means "/").

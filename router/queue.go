@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -36,6 +37,11 @@ type QueueInfo struct {
 	// MessagesUnacknowledged were delivered and are not settled yet.
 	MessagesUnacknowledged int
 	Consumers              int
+	// Policy is the name of the policy applied to the queue ("" for none),
+	// EffectivePolicyDefinition its definition (RabbitMQ's management
+	// fields "policy" and "effective_policy_definition").
+	Policy                    string
+	EffectivePolicyDefinition amqp10.Map
 }
 
 // QueueDeletedNotifier may be implemented by a Consumer that wants to know
@@ -55,10 +61,14 @@ type Queue struct {
 	exclusive  bool
 	autoDelete bool
 	owner      any
-	args       amqp10.Map
-	cfg        queueConfig
+	args       amqp10.Map // declared (normalised); immutable
+	// eff is the effective configuration for the accessors (lock-free, so
+	// they may be called from anywhere); q.cfg is the same, under mu.
+	eff atomic.Pointer[queueConfig]
 
 	mu          sync.Mutex
+	cfg         queueConfig
+	policyDef   amqp10.Map
 	deleted     bool
 	seq         uint64
 	main        readyList
@@ -102,25 +112,47 @@ func (q *Queue) Owner() any { return q.owner }
 // Arguments returns a copy of the declared x-arguments (normalised).
 func (q *Queue) Arguments() amqp10.Map { return cloneMap(q.args) }
 
-// DeadLetterExchange returns the x-dead-letter-exchange argument.
-func (q *Queue) DeadLetterExchange() (string, bool) { return q.cfg.dlx, q.cfg.hasDLX }
+// config returns the effective configuration.
+func (q *Queue) config() *queueConfig { return q.eff.Load() }
 
-// DeadLetterRoutingKey returns the x-dead-letter-routing-key argument.
-func (q *Queue) DeadLetterRoutingKey() (string, bool) { return q.cfg.dlrk, q.cfg.hasDLRK }
+// DeadLetterExchange returns the effective dead-letter exchange: the
+// x-dead-letter-exchange argument or, without it, the policy's.
+func (q *Queue) DeadLetterExchange() (string, bool) {
+	c := q.config()
+	return c.dlx, c.hasDLX
+}
 
-// DeadLetterStrategy returns at-most-once or at-least-once (quorum only).
-func (q *Queue) DeadLetterStrategy() string { return q.cfg.dlStrategy }
+// DeadLetterRoutingKey returns the effective dead-letter routing key (the
+// argument wins over the policy); none when there is no dead-letter exchange.
+func (q *Queue) DeadLetterRoutingKey() (string, bool) {
+	c := q.config()
+	return c.dlrk, c.hasDLRK
+}
 
-// Overflow returns the x-overflow behaviour (drop-head by default).
-func (q *Queue) Overflow() string { return q.cfg.overflow }
+// DeadLetterStrategy returns the effective strategy: at-least-once only for
+// a quorum queue with a dead-letter exchange, dead-letter-strategy
+// at-least-once and effective overflow reject-publish; otherwise
+// at-most-once.
+func (q *Queue) DeadLetterStrategy() string { return q.config().dlStrategy }
 
-// DeliveryLimit returns a quorum queue's delivery limit (negative: none).
-// Classic queues have no limit and return -1.
+// Overflow returns the effective overflow behaviour (drop-head by default;
+// a quorum queue reports reject-publish-dlx as the drop-head it applies).
+func (q *Queue) Overflow() string { return q.config().overflow }
+
+// DeliveryLimit returns a quorum queue's effective delivery limit
+// (negative: none). Classic queues have no limit and return -1.
 func (q *Queue) DeliveryLimit() int64 {
-	if q.typ != Quorum || q.cfg.deliveryLimit < 0 {
+	c := q.config()
+	if q.typ != Quorum || c.deliveryLimit < 0 {
 		return -1
 	}
-	return q.cfg.deliveryLimit
+	return c.deliveryLimit
+}
+
+// EffectivePolicy returns the name of the policy applied to the queue.
+func (q *Queue) EffectivePolicy() (name string, ok bool) {
+	c := q.config()
+	return c.policy, c.policy != ""
 }
 
 // Deleted reports whether the queue was deleted.
@@ -151,11 +183,13 @@ func (q *Queue) Info() QueueInfo {
 	info := QueueInfo{
 		Name: q.name, VHost: q.vh.name, Type: q.typ,
 		Durable: q.durable, Exclusive: q.exclusive, AutoDelete: q.autoDelete,
-		Arguments:              cloneMap(q.args),
-		Messages:               q.readyCount,
-		MessageBytes:           q.readyBytes,
-		MessagesUnacknowledged: q.unacked,
-		Consumers:              len(q.subs),
+		Arguments:                 cloneMap(q.args),
+		Messages:                  q.readyCount,
+		MessageBytes:              q.readyBytes,
+		MessagesUnacknowledged:    q.unacked,
+		Consumers:                 len(q.subs),
+		Policy:                    q.cfg.policy,
+		EffectivePolicyDefinition: cloneMap(q.policyDef),
 	}
 	q.mu.Unlock()
 	q.flushDead()

@@ -91,7 +91,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 	if s.Type == "" {
 		s.Type = Classic
 	}
-	cfg, args, err := parseQueueArgs(s.Name, s.Type, s.Arguments)
+	_, args, err := parseQueueArgs(s.Name, s.Type, s.Arguments)
 	if err != nil {
 		return nil, false, err
 	}
@@ -104,21 +104,19 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		case !s.Durable:
 			return nil, false, fmt.Errorf("%w: invalid property 'non-durable' for quorum queue '%s'", ErrPreconditionFailed, s.Name)
 		}
-		if cfg.overflow == OverflowRejectPublishDLX {
-			v.b.log.Warn("invalid overflow strategy for quorum queue; using drop-head",
-				"queue", s.Name, "vhost", v.name, "overflow", cfg.overflow)
-		}
 	}
 	q = &Queue{
 		vh: v, b: v.b, name: s.Name, typ: s.Type,
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
-		owner: s.Owner, args: args, cfg: cfg,
+		owner: s.Owner, args: args,
 	}
+	cfg, polDef, notes := v.effectiveConfigLocked(s.Name, s.Type, args)
 	q.lastUsed = q.nowNano()
 	q.mu.Lock()
-	q.armTimerLocked(q.lastUsed)
+	q.setConfigLocked(cfg, polDef) // arms the timer
 	q.mu.Unlock()
 	v.queues[s.Name] = q
+	q.logNotes(notes)
 	return q, true, nil
 }
 
