@@ -14,6 +14,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/link"
+	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -122,8 +123,10 @@ func Start(opts Options) (*Broker, error) {
 		MaxMessageSize:   opts.MaxMessageSize,
 		HandshakeTimeout: opts.HandshakeTimeout,
 		AutoCreateQueues: opts.AutoCreateQueues,
-		Product:          "epitaph",
-		Version:          Version,
+		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
+			Logger: opts.Logger.With("component", "management")}),
+		Product: "epitaph",
+		Version: Version,
 	})
 	b := &Broker{ln: ln, srv: srv, router: rt, dl: dl, log: opts.Logger, opts: opts, serveDone: make(chan struct{})}
 	go func() { // exits when the listener is closed by Close

@@ -101,7 +101,7 @@ func (l *receiverLink) handleMgmtRequest(body []byte) {
 		return
 	}
 	c := l.s.c
-	resp := c.srv.opts.Management.Request(c.user, c.vhost, wm)
+	resp := c.srv.opts.Management.Request(c, c.user, c.vhost, wm)
 	l.settle(amqp10.DeliveryState{Kind: amqp10.StateAccepted})
 	l.s.mgmtResponse(l.name, resp)
 }

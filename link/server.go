@@ -185,9 +185,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // ManagementNode answers RabbitMQ 4's HTTP-over-AMQP management requests
-// sent on the /management link pair (clients.md §2). Request returns the
+// sent on the /management link pair (clients.md §2). owner is the
+// connection's identity, as used for exclusive queues. Request returns the
 // encoded response message (properties with subject and correlation-id,
 // application-properties, amqp-value body), sent back pre-settled.
 type ManagementNode interface {
-	Request(user string, vhost *router.VHost, req *amqp10.Message) []byte
+	Request(owner any, user string, vhost *router.VHost, req *amqp10.Message) []byte
 }

@@ -129,7 +129,10 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.True(t, b.CanAccessVHost("bob", "prod"))
 	p, ok := b.Permission("bob", "prod")
 	require.True(t, ok)
-	assert.Equal(t, Permission{User: "bob", VHost: "prod", Configure: ".*", Write: "^out", Read: ".*"}, p)
+	assert.Equal(t, Permission{User: "bob", VHost: "prod", Configure: "", Write: "^out", Read: ".*"}, p)
+	// An empty pattern grants nothing, as in RabbitMQ.
+	assert.ErrorIs(t, b.Authorize("bob", "prod", ResourceQueue, "q", Configure), ErrAccessRefused)
+	assert.NoError(t, b.Authorize("bob", "prod", ResourceExchange, "outbox", Write))
 
 	v, _ := b.VHost("/")
 	orders, ok := v.Queue("orders")

@@ -182,13 +182,9 @@ func (b *Broker) Authenticate(user, password string) bool {
 }
 
 // SetPermission grants p.User access to p.VHost (replacing an earlier grant).
-// Empty patterns default to ".*"; the user and the vhost must exist.
+// An empty pattern grants nothing, as in RabbitMQ; the user and the vhost
+// must exist.
 func (b *Broker) SetPermission(p Permission) error {
-	for _, re := range []*string{&p.Configure, &p.Write, &p.Read} {
-		if *re == "" {
-			*re = ".*"
-		}
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.vhosts[p.VHost]; !ok {
