@@ -137,3 +137,11 @@ func amqpErr(t *testing.T, err error) *amqp.Error {
 	require.True(t, errors.As(err, &e), "want *amqp.Error, got %T: %v", err, err)
 	return e
 }
+
+// rootVHost returns the broker's default vhost "/".
+func rootVHost(t *testing.T, b *epitaph.Broker) *router.VHost {
+	t.Helper()
+	vh, ok := b.Router().VHost("/")
+	require.True(t, ok)
+	return vh
+}

@@ -206,7 +206,7 @@ var permOps = []permOp{
 
 func permHasBinding(t *testing.T, b *epitaph.Broker, src, dst, key string) bool {
 	t.Helper()
-	for _, bd := range vhost(t, b).Bindings() {
+	for _, bd := range rootVHost(t, b).Bindings() {
 		if bd.Source == src && bd.Destination == dst && !bd.DestinationIsExchange && bd.Key == key {
 			return true
 		}
@@ -287,7 +287,7 @@ func TestPermissionDeadLetterExchangeRule(t *testing.T) {
 	_, err = m.DeclareQueue(ctxT(t), &rmq.QuorumQueueSpecification{Name: "dq-default-dlx",
 		Arguments: map[string]any{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}})
 	permMgmtOutcome(t, false, err)
-	q, ok := vhost(t, b).Queue("dq-existing")
+	q, ok := rootVHost(t, b).Queue("dq-existing")
 	require.True(t, ok)
 	dlx, _ := q.DeadLetterExchange()
 	assert.Equal(t, "dlx", dlx)

@@ -230,7 +230,7 @@ func TestRabbitMQClientDeadLetterFlow(t *testing.T) {
 	rmqWaitCount(t, m, "work", 0)
 
 	require.NoError(t, m.Unbind(ctx, bindPath))
-	for _, bd := range vhost(t, b).Bindings() {
+	for _, bd := range rootVHost(t, b).Bindings() {
 		assert.NotEqual(t, "dlx", bd.Source, "binding %v survived Unbind", bd)
 	}
 	require.NoError(t, pub.Close(ctx))
@@ -239,7 +239,7 @@ func TestRabbitMQClientDeadLetterFlow(t *testing.T) {
 	require.ErrorIs(t, err, rmq.ErrDoesNotExist)
 	require.NoError(t, m.DeleteQueue(ctx, "dlq"))
 	require.NoError(t, m.DeleteExchange(ctx, "dlx"))
-	assert.False(t, vhost(t, b).HasExchange("dlx"))
+	assert.False(t, rootVHost(t, b).HasExchange("dlx"))
 }
 
 func TestRabbitMQClientClassicQueueAndExchanges(t *testing.T) {
@@ -331,5 +331,5 @@ func TestRabbitMQClientClassicQueueAndExchanges(t *testing.T) {
 	for _, name := range []string{"orders", "dead", "fan"} {
 		require.NoError(t, m.DeleteExchange(ctx, name))
 	}
-	assert.Empty(t, vhost(t, b).Queues())
+	assert.Empty(t, rootVHost(t, b).Queues())
 }
