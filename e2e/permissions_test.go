@@ -148,34 +148,34 @@ var permOps = []permOp{
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
 			_, err := e.m.DeclareQueue(ctxT(t), &rmq.ClassicQueueSpecification{Name: "new-" + u.name})
 			permMgmtOutcome(t, ok, err)
-			_, exists := vhost(t, e.b).Queue("new-" + u.name)
+			_, exists := rootVHost(t, e.b).Queue("new-" + u.name)
 			assert.Equal(t, ok, exists)
 		}},
 	{name: "declare queue with a DLX (configure + read on the queue + write on the DLX)", configure: true, write: true, read: true,
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
 			_, err := e.m.DeclareQueue(ctxT(t), &rmq.QuorumQueueSpecification{Name: "dl-" + u.name, DeadLetterExchange: "dlx"})
 			permMgmtOutcome(t, ok, err)
-			_, exists := vhost(t, e.b).Queue("dl-" + u.name)
+			_, exists := rootVHost(t, e.b).Queue("dl-" + u.name)
 			assert.Equal(t, ok, exists)
 		}},
 	{name: "delete queue (configure)", configure: true,
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
 			declareQueue(t, e.b, "del-"+u.name, router.Classic, nil)
 			permMgmtOutcome(t, ok, e.m.DeleteQueue(ctxT(t), "del-"+u.name))
-			_, exists := vhost(t, e.b).Queue("del-" + u.name)
+			_, exists := rootVHost(t, e.b).Queue("del-" + u.name)
 			assert.Equal(t, !ok, exists)
 		}},
 	{name: "declare exchange (configure)", configure: true,
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
 			_, err := e.m.DeclareExchange(ctxT(t), &rmq.DirectExchangeSpecification{Name: "x-" + u.name})
 			permMgmtOutcome(t, ok, err)
-			assert.Equal(t, ok, vhost(t, e.b).HasExchange("x-"+u.name))
+			assert.Equal(t, ok, rootVHost(t, e.b).HasExchange("x-"+u.name))
 		}},
 	{name: "delete exchange (configure)", configure: true,
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
 			declareExchange(t, e.b, "delx-"+u.name, router.ExchangeDirect, nil)
 			permMgmtOutcome(t, ok, e.m.DeleteExchange(ctxT(t), "delx-"+u.name))
-			assert.Equal(t, !ok, vhost(t, e.b).HasExchange("delx-"+u.name))
+			assert.Equal(t, !ok, rootVHost(t, e.b).HasExchange("delx-"+u.name))
 		}},
 	{name: "bind (write on the queue, read on the exchange)", write: true, read: true,
 		run: func(t *testing.T, e *permEnv, u permUser, ok bool) {
