@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -35,6 +36,9 @@ const (
 type Options struct {
 	// Listen is the AMQP listen address; default ":5672".
 	Listen string
+	// HTTPListen is the management HTTP API's listen address; empty means
+	// no HTTP listener (cmd/epitaph's default is 127.0.0.1:15672).
+	HTTPListen string
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Definitions is a RabbitMQ definitions JSON document applied at start.
@@ -69,6 +73,8 @@ type Options struct {
 type Broker struct {
 	ln     net.Listener
 	srv    *link.Server
+	httpLn net.Listener
+	httpS  *http.Server
 	router *router.Broker
 	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
@@ -77,6 +83,7 @@ type Broker struct {
 	closeOnce sync.Once
 	closeErr  error
 	serveDone chan struct{}
+	httpDone  chan struct{}
 }
 
 // ErrInvalidOptions wraps errors in Options.
@@ -128,7 +135,29 @@ func Start(opts Options) (*Broker, error) {
 		Product: "epitaph",
 		Version: Version,
 	})
-	b := &Broker{ln: ln, srv: srv, router: rt, dl: dl, log: opts.Logger, opts: opts, serveDone: make(chan struct{})}
+	b := &Broker{ln: ln, srv: srv, router: rt, dl: dl, log: opts.Logger, opts: opts, serveDone: make(chan struct{}),
+		httpDone: make(chan struct{})}
+	if opts.HTTPListen != "" {
+		if b.httpLn, err = net.Listen("tcp", opts.HTTPListen); err != nil {
+			ln.Close()
+			rt.Close()
+			return nil, fmt.Errorf("http listen: %w", err)
+		}
+		b.httpS = &http.Server{
+			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
+				Logger: opts.Logger.With("component", "http"), ProductVersion: Version}),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		}
+		go func() { // exits when Close shuts the HTTP server down
+			defer close(b.httpDone)
+			if err := b.httpS.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				b.log.Error("http serve stopped", "err", err)
+			}
+		}()
+	} else {
+		close(b.httpDone)
+	}
 	go func() { // exits when the listener is closed by Close
 		defer close(b.serveDone)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, link.ErrServerClosed) {
@@ -141,6 +170,15 @@ func Start(opts Options) (*Broker, error) {
 
 // Addr returns the bound AMQP address.
 func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+
+// HTTPAddr returns the bound management HTTP address, or nil when the
+// HTTP API is off.
+func (b *Broker) HTTPAddr() net.Addr {
+	if b.httpLn == nil {
+		return nil
+	}
+	return b.httpLn.Addr()
+}
 
 // Router returns the data model, for embedding programs and tests that
 // change topology at run time.
@@ -157,10 +195,15 @@ func (b *Broker) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), b.opts.ShutdownTimeout)
 		defer cancel()
 		lnErr := b.ln.Close()
+		var httpErr error
+		if b.httpS != nil {
+			httpErr = b.httpS.Shutdown(ctx)
+		}
 		err := b.srv.Shutdown(ctx)
 		<-b.serveDone
+		<-b.httpDone
 		b.router.Close()
-		b.closeErr = errors.Join(lnErr, err)
+		b.closeErr = errors.Join(lnErr, httpErr, err)
 	})
 	return b.closeErr
 }

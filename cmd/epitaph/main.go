@@ -73,6 +73,12 @@ func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 		_ = b.Close()
 		return fmt.Errorf("announce address: %w", err)
 	}
+	if ha := b.HTTPAddr(); ha != nil {
+		if _, err := fmt.Fprintf(stdout, "http listening on %s\n", ha); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("announce address: %w", err)
+		}
+	}
 
 	<-ctx.Done()
 	stop() // a second signal now kills the process the default way
@@ -99,11 +105,9 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		// --in-memory means the same thing; say so rather than refuse.
 		log.Info("no persistent store is available yet; messages are kept in memory and lost on restart")
 	}
-	if cfg.HTTPListen != "" {
-		log.Debug("http-listen is not implemented yet; ignoring it", "http_listen", cfg.HTTPListen)
-	}
 	return epitaph.Options{
 		Listen:           cfg.Listen,
+		HTTPListen:       cfg.HTTPListen,
 		Logger:           log,
 		Definitions:      defs,
 		InMemory:         true, // see above

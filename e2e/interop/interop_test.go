@@ -42,6 +42,16 @@ const definitions = `{
     {"name": "interop-rhea", "vhost": "/", "durable": true, "auto_delete": false,
      "arguments": {"x-queue-type": "classic"}},
     {"name": "interop-proton", "vhost": "/", "durable": true, "auto_delete": false,
+     "arguments": {"x-queue-type": "classic"}},
+    {"name": "interop-rhea-dl", "vhost": "/", "durable": true, "auto_delete": false,
+     "arguments": {"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                   "x-dead-letter-routing-key": "interop-rhea-dlq"}},
+    {"name": "interop-rhea-dlq", "vhost": "/", "durable": true, "auto_delete": false,
+     "arguments": {"x-queue-type": "classic"}},
+    {"name": "interop-proton-dl", "vhost": "/", "durable": true, "auto_delete": false,
+     "arguments": {"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                   "x-dead-letter-routing-key": "interop-proton-dlq"}},
+    {"name": "interop-proton-dlq", "vhost": "/", "durable": true, "auto_delete": false,
      "arguments": {"x-queue-type": "classic"}}
   ]
 }`
@@ -59,6 +69,9 @@ type event struct {
 	Where                 string         `json:"where"`
 	Error                 any            `json:"error"`
 	Description           any            `json:"description"`
+	// dead_lettered events (rhea_dl_probe.js, proton_dl_probe.py)
+	Deaths json.RawMessage `json:"deaths"`
+	TTL    any             `json:"ttl"`
 }
 
 // need skips the test, or fails it when EPITAPH_REQUIRE_INTEROP=1, because a
@@ -211,4 +224,210 @@ func TestProton(t *testing.T) {
 	host, port := startBroker(t)
 	events := runProbe(t, pythonPath, "proton_probe.py", "--host", host, "--port", port, "--queue", "interop-proton", "--timeout", "10")
 	checkEvents(t, events, "proton", "proton")
+}
+
+// dlEvents splits a dead-letter probe's events: it must have published m
+// (accepted), rejected it, and read exactly one dead-lettered copy.
+func dlEvents(t *testing.T, events []event, id string) event {
+	t.Helper()
+	var kinds []string
+	var dl []event
+	for _, e := range events {
+		kinds = append(kinds, e.Event)
+		if e.Event == "dead_lettered" {
+			dl = append(dl, e)
+		}
+		if e.Event == "sent" {
+			require.Equal(t, "accepted", e.Outcome)
+		}
+	}
+	require.Equal(t, []string{"open", "sent", "rejected", "dead_lettered", "accepted", "closed"}, sortedDL(kinds))
+	require.Len(t, dl, 1)
+	require.Equal(t, id, dl[0].ID)
+	require.Equal(t, "dead-letter me", dl[0].Body)
+	return dl[0]
+}
+
+// sortedDL orders the events that may interleave (sent/rejected both follow
+// open; the publish outcome can arrive after the rejection).
+func sortedDL(kinds []string) []string {
+	rank := map[string]int{"open": 0, "sent": 1, "rejected": 2, "dead_lettered": 3, "accepted": 4, "closed": 5}
+	out := append([]string(nil), kinds...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && rank[out[j]] < rank[out[j-1]]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// pyValue is a value described by proton_dl_probe.py.
+type pyValue struct {
+	Type        string          `json:"type"`
+	Value       json.RawMessage `json:"value"`
+	ElementType string          `json:"element_type"`
+	Elements    []pyValue       `json:"elements"`
+	Entries     [][2]pyValue    `json:"entries"`
+}
+
+func (v pyValue) str(t *testing.T) string {
+	t.Helper()
+	var s string
+	require.NoError(t, json.Unmarshal(v.Value, &s), "value %s", v.Value)
+	return s
+}
+
+func (v pyValue) num(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, json.Unmarshal(v.Value, &n), "value %s", v.Value)
+	return n
+}
+
+// TestProtonDeadLetter checks the exact AMQP types of every x-opt-deaths
+// field as Qpid Proton decodes them.
+func TestProtonDeadLetter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), probeTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, pythonPath, "-c", "import proton").CombinedOutput(); err != nil {
+		need(t, "python3-qpid-proton not importable by "+pythonPath+": "+strings.TrimSpace(string(out)),
+			"apt-get install -y python3-qpid-proton")
+	}
+	host, port := startBroker(t)
+	before := time.Now()
+	events := runProbe(t, pythonPath, "proton_dl_probe.py", "--host", host, "--port", port,
+		"--queue", "interop-proton-dl", "--dlq", "interop-proton-dlq", "--timeout", "10")
+	dl := dlEvents(t, events, "proton-dl")
+	require.NotNil(t, dl.DeliveryCount)
+	require.EqualValues(t, 1, *dl.DeliveryCount)
+	require.False(t, *dl.FirstAcquirer)
+	require.EqualValues(t, 0, dl.TTL) // proton reports an absent ttl as 0
+
+	var deaths pyValue
+	require.NoError(t, json.Unmarshal(dl.Deaths, &deaths))
+	require.Equal(t, "Array", deaths.Type, "x-opt-deaths must be an AMQP array")
+	require.Equal(t, "map", deaths.ElementType, "x-opt-deaths element type")
+	require.Len(t, deaths.Elements, 1)
+	death := deaths.Elements[0]
+	require.Equal(t, "dict", death.Type)
+
+	var keys []string
+	fields := map[string]pyValue{}
+	for _, kv := range death.Entries {
+		require.Equal(t, "symbol", kv[0].Type, "death keys are symbols")
+		k := kv[0].str(t)
+		keys = append(keys, k)
+		fields[k] = kv[1]
+	}
+	require.Equal(t, []string{"queue", "reason", "count", "first-time", "last-time", "exchange", "routing-keys"}, keys)
+	require.Equal(t, "str", fields["queue"].Type)
+	require.Equal(t, "interop-proton-dl", fields["queue"].str(t))
+	require.Equal(t, "symbol", fields["reason"].Type)
+	require.Equal(t, "rejected", fields["reason"].str(t))
+	require.Equal(t, "ulong", fields["count"].Type)
+	require.EqualValues(t, 1, fields["count"].num(t))
+	for _, k := range []string{"first-time", "last-time"} {
+		require.Equal(t, "timestamp", fields[k].Type, k)
+		require.InDelta(t, before.UnixMilli(), fields[k].num(t), 5000, k)
+	}
+	require.Equal(t, fields["first-time"].num(t), fields["last-time"].num(t))
+	require.Equal(t, "str", fields["exchange"].Type)
+	require.Equal(t, "", fields["exchange"].str(t))
+	rks := fields["routing-keys"]
+	require.Equal(t, "Array", rks.Type, "routing-keys must be an AMQP array")
+	require.Equal(t, "string", rks.ElementType)
+	require.Len(t, rks.Elements, 1)
+	require.Equal(t, "str", rks.Elements[0].Type)
+	require.Equal(t, "interop-proton-dl", rks.Elements[0].str(t))
+
+	// The six first/last annotations and epitaph's error annotations are strings.
+	var anns map[string]pyValue
+	raw, err := json.Marshal(dl.Annotations)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &anns))
+	for k, want := range map[string]string{
+		"x-first-death-queue": "interop-proton-dl", "x-first-death-reason": "rejected", "x-first-death-exchange": "",
+		"x-last-death-queue": "interop-proton-dl", "x-last-death-reason": "rejected", "x-last-death-exchange": "",
+		"x-last-death-error-condition": "app:bad-order", "x-last-death-error-description": "rejected by proton_dl_probe",
+		"x-exchange": "", "x-routing-key": "interop-proton-dlq", "x-opt-probe": "proton",
+	} {
+		require.Contains(t, anns, k)
+		require.Equal(t, "str", anns[k].Type, "%s must be a string", k)
+		require.Equal(t, want, anns[k].str(t), k)
+	}
+}
+
+// jsField is a death field described by rhea_dl_probe.js.
+type jsField struct {
+	JSType         string          `json:"js_type"`
+	Value          json.RawMessage `json:"value"`
+	ElementJSTypes []string        `json:"element_js_types"`
+}
+
+// TestRheaDeadLetter checks the x-opt-deaths values as rhea reads them
+// (symbols become strings, timestamps Dates).
+func TestRheaDeadLetter(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
+	}
+	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
+		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
+	}
+	host, port := startBroker(t)
+	before := time.Now()
+	events := runProbe(t, node, "rhea_dl_probe.js", "--host", host, "--port", port,
+		"--queue", "interop-rhea-dl", "--dlq", "interop-rhea-dlq", "--timeout", "10000")
+	dl := dlEvents(t, events, "rhea-dl")
+	require.NotNil(t, dl.DeliveryCount)
+	require.EqualValues(t, 1, *dl.DeliveryCount)
+	require.False(t, *dl.FirstAcquirer)
+	require.Nil(t, dl.TTL)
+
+	var deaths []map[string]jsField
+	require.NoError(t, json.Unmarshal(dl.Deaths, &deaths), "x-opt-deaths must decode as an array: %s", dl.Deaths)
+	require.Len(t, deaths, 1)
+	d := deaths[0]
+	require.Len(t, d, 7, "no ttl key: %v", d)
+	val := func(k string, into any) {
+		t.Helper()
+		require.Contains(t, d, k)
+		require.NoError(t, json.Unmarshal(d[k].Value, into), k)
+	}
+	var s string
+	val("queue", &s)
+	require.Equal(t, "interop-rhea-dl", s)
+	require.Equal(t, "string", d["reason"].JSType)
+	val("reason", &s)
+	require.Equal(t, "rejected", s)
+	require.Equal(t, "number", d["count"].JSType)
+	var n int64
+	val("count", &n)
+	require.EqualValues(t, 1, n)
+	var ft, lt int64
+	require.Equal(t, "Date", d["first-time"].JSType)
+	require.Equal(t, "Date", d["last-time"].JSType)
+	val("first-time", &ft)
+	val("last-time", &lt)
+	require.InDelta(t, before.UnixMilli(), ft, 5000)
+	require.Equal(t, ft, lt)
+	val("exchange", &s)
+	require.Equal(t, "", s)
+	require.Equal(t, "Array", d["routing-keys"].JSType)
+	require.Equal(t, []string{"string"}, d["routing-keys"].ElementJSTypes)
+	var rks []string
+	val("routing-keys", &rks)
+	require.Equal(t, []string{"interop-rhea-dl"}, rks)
+
+	for k, want := range map[string]string{
+		"x-first-death-queue": "interop-rhea-dl", "x-first-death-reason": "rejected", "x-first-death-exchange": "",
+		"x-last-death-queue": "interop-rhea-dl", "x-last-death-reason": "rejected", "x-last-death-exchange": "",
+		"x-last-death-error-condition": "app:bad-order", "x-last-death-error-description": "rejected by rhea_dl_probe",
+		"x-exchange": "", "x-routing-key": "interop-rhea-dlq", "x-opt-probe": "rhea",
+	} {
+		f, ok := dl.Annotations[k].(map[string]any)
+		require.True(t, ok, "annotation %s missing: %v", k, dl.Annotations)
+		require.Equal(t, "string", f["js_type"], k)
+		require.Equal(t, want, f["value"], k)
+	}
 }

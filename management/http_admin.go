@@ -1,0 +1,669 @@
+package management
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// httpNoAccess is the permission pattern stored for RabbitMQ's "" (grants
+// nothing): router.SetPermission turns "" into ".*", so the API stores a
+// pattern that matches no name and shows it as "" again.
+const httpNoAccess = `[^\s\S]`
+
+func httpPermIn(p string) string {
+	if p == "" {
+		return httpNoAccess
+	}
+	return p
+}
+
+func httpPermOut(p string) string {
+	if p == httpNoAccess {
+		return ""
+	}
+	return p
+}
+
+// ---- health, overview, whoami ----
+
+func (s *httpServer) httpHealth(req *httpReq) error {
+	return req.ok(map[string]string{"status": "ok"})
+}
+
+func (s *httpServer) httpWhoami(req *httpReq) error {
+	return req.ok(map[string]any{"name": req.user, "tags": httpTags(req.tags)})
+}
+
+func httpTags(tags []string) []string {
+	if tags == nil {
+		return []string{}
+	}
+	return tags
+}
+
+func (s *httpServer) httpOverview(req *httpReq) error {
+	out := map[string]any{
+		"product_name":       "epitaph",
+		"product_version":    s.version,
+		"rabbitmq_version":   httpRabbitVersion,
+		"management_version": httpRabbitVersion,
+		"cluster_name":       "epitaph",
+		"node":               "epitaph@localhost",
+		"erlang_version":     "",
+		"message_stats":      map[string]any{},
+	}
+	if req.admin {
+		var queues, exchanges, consumers, ready, unacked int
+		for _, v := range s.visibleVHosts(req) {
+			exchanges += len(v.Exchanges())
+			for _, q := range v.Queues() {
+				info := q.Info()
+				queues++
+				consumers += info.Consumers
+				ready += info.Messages
+				unacked += info.MessagesUnacknowledged
+			}
+		}
+		out["object_totals"] = map[string]int{"queues": queues, "exchanges": exchanges, "consumers": consumers}
+		out["queue_totals"] = map[string]int{
+			"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+		}
+		if s.dl != nil {
+			totals := map[string]uint64{}
+			for _, c := range s.dl.Stats() {
+				totals["dead_lettered"] += c.DeadLettered
+				totals["dropped_no_dlx"] += c.DroppedNoDLX
+				totals["dropped_no_route"] += c.DroppedNoRoute
+				totals["dropped_cycle"] += c.DroppedCycle
+			}
+			out["dead_lettering_totals"] = totals
+		}
+	}
+	return req.ok(out)
+}
+
+// ---- vhosts ----
+
+func (s *httpServer) httpVHostJSON(v *router.VHost) map[string]any {
+	var ready, unacked int
+	for _, q := range v.Queues() {
+		info := q.Info()
+		ready += info.Messages
+		unacked += info.MessagesUnacknowledged
+	}
+	return map[string]any{
+		"name": v.Name(), "description": "", "tags": []string{}, "default_queue_type": "classic",
+		"metadata": map[string]any{"description": "", "tags": []string{}, "default_queue_type": "classic"},
+		"tracing":  false, "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+	}
+}
+
+func (s *httpServer) httpListVHosts(req *httpReq) error {
+	out := []map[string]any{}
+	for _, v := range s.visibleVHosts(req) {
+		out = append(out, s.httpVHostJSON(v))
+	}
+	return req.ok(out)
+}
+
+func (s *httpServer) httpGetVHost(req *httpReq) error {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	return req.ok(s.httpVHostJSON(v))
+}
+
+func (s *httpServer) httpPutVHost(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	name := req.args[0]
+	if name == "" {
+		return httpErrorf(http.StatusBadRequest, "vhost name is empty")
+	}
+	var body struct {
+		Description      string `json:"description"`
+		Tags             any    `json:"tags"`
+		DefaultQueueType string `json:"default_queue_type"`
+		Tracing          bool   `json:"tracing"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	_, existed := s.b.VHost(name)
+	s.b.AddVHost(name)
+	if !existed && len(s.b.Permissions()) > 0 {
+		// RabbitMQ grants the creating user full access to a new vhost.
+		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+			s.log.Debug("no permission granted on new vhost", "vhost", name, "user", req.user, "err", err)
+		}
+	}
+	return req.created(!existed)
+}
+
+func (s *httpServer) httpDeleteVHost(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	if err := s.b.DeleteVHost(req.args[0]); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+// ---- users ----
+
+func httpUserJSON(u router.User) map[string]any {
+	return map[string]any{
+		"name": u.Name, "password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm,
+		"tags": httpTags(u.Tags), "limits": map[string]any{},
+	}
+}
+
+// httpUsers lists the users, the implicit guest included while no user is defined.
+func (s *httpServer) httpUsers() []router.User {
+	users := s.b.Users()
+	if len(users) == 0 {
+		return []router.User{{Name: "guest", HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}}}
+	}
+	return users
+}
+
+func (s *httpServer) httpListUsers(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, u := range s.httpUsers() {
+		out = append(out, httpUserJSON(u))
+	}
+	return req.ok(out)
+}
+
+func (s *httpServer) httpGetUser(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	for _, u := range s.httpUsers() {
+		if u.Name == req.args[0] {
+			return req.ok(httpUserJSON(u))
+		}
+	}
+	return httpErrorf(http.StatusNotFound, "no user '%s'", req.args[0])
+}
+
+// ensureGuest turns the implicit guest/guest user into a real one (tag
+// administrator) before the first user is defined, as RabbitMQ's default
+// user is real: defining another user must not lock guest out.
+func (s *httpServer) ensureGuest() error {
+	if len(s.b.Users()) > 0 {
+		return nil
+	}
+	h, err := router.HashPassword(router.HashSHA256, "guest")
+	if err != nil {
+		return err
+	}
+	return s.b.PutUser(router.User{Name: "guest", PasswordHash: h, HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}})
+}
+
+// ensureGuestPermissions grants guest what it had implicitly (every
+// vhost) before the first permission is defined, so that defining one does
+// not lock guest out.
+func (s *httpServer) ensureGuestPermissions() {
+	if len(s.b.Permissions()) > 0 {
+		return
+	}
+	for _, vh := range s.b.VHosts() {
+		_ = s.b.SetPermission(router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"}) // fails when there is no guest: fine
+	}
+}
+
+func (s *httpServer) httpPutUser(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	name := req.args[0]
+	if name == "" {
+		return httpErrorf(http.StatusBadRequest, "user name is empty")
+	}
+	var body struct {
+		Password         *string         `json:"password"`
+		PasswordHash     *string         `json:"password_hash"`
+		HashingAlgorithm string          `json:"hashing_algorithm"`
+		Tags             json.RawMessage `json:"tags"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	tags, err := httpParseTags(body.Tags)
+	if err != nil {
+		return err
+	}
+	old, existed := s.b.User(name)
+	u := router.User{Name: name, HashingAlgorithm: body.HashingAlgorithm, Tags: tags}
+	switch {
+	case body.Password != nil:
+		if u.HashingAlgorithm == "" {
+			u.HashingAlgorithm = router.HashSHA256
+		}
+		if u.PasswordHash, err = router.HashPassword(u.HashingAlgorithm, *body.Password); err != nil {
+			return err
+		}
+	case body.PasswordHash != nil:
+		u.PasswordHash = *body.PasswordHash
+	case existed:
+		u.PasswordHash, u.HashingAlgorithm = old.PasswordHash, old.HashingAlgorithm
+	default:
+		return httpErrorf(http.StatusBadRequest, "Must specify password or password_hash")
+	}
+	if name != "guest" {
+		if err := s.ensureGuest(); err != nil {
+			return err
+		}
+	}
+	if err := s.b.PutUser(u); err != nil {
+		return err
+	}
+	return req.created(!existed)
+}
+
+// httpParseTags accepts a list or RabbitMQ's comma-separated string.
+func httpParseTags(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return nil, httpErrorf(http.StatusBadRequest, "tags must be a list or a comma-separated string")
+	}
+	var out []string
+	for t := range strings.SplitSeq(str, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (s *httpServer) httpDeleteUser(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	if err := s.b.DeleteUser(req.args[0]); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+// ---- permissions ----
+
+func httpPermJSON(p router.Permission) map[string]string {
+	return map[string]string{"user": p.User, "vhost": p.VHost,
+		"configure": httpPermOut(p.Configure), "write": httpPermOut(p.Write), "read": httpPermOut(p.Read)}
+}
+
+func (s *httpServer) httpPermissions(keep func(router.Permission) bool) []map[string]string {
+	out := []map[string]string{}
+	perms := s.b.Permissions()
+	if len(perms) == 0 && len(s.b.Users()) == 0 {
+		// Implicitly, guest may use every vhost.
+		for _, vh := range s.b.VHosts() {
+			perms = append(perms, router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"})
+		}
+	}
+	for _, p := range perms {
+		if keep(p) {
+			out = append(out, httpPermJSON(p))
+		}
+	}
+	return out
+}
+
+func (s *httpServer) httpListPermissions(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	return req.ok(s.httpPermissions(func(router.Permission) bool { return true }))
+}
+
+func (s *httpServer) httpVHostPermissions(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	if _, ok := s.b.VHost(req.args[0]); !ok {
+		return httpErrorf(http.StatusNotFound, "no vhost '%s'", req.args[0])
+	}
+	return req.ok(s.httpPermissions(func(p router.Permission) bool { return p.VHost == req.args[0] }))
+}
+
+func (s *httpServer) httpUserPermissions(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	return req.ok(s.httpPermissions(func(p router.Permission) bool { return p.User == req.args[0] }))
+}
+
+func (s *httpServer) httpGetPermission(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	list := s.httpPermissions(func(p router.Permission) bool { return p.VHost == req.args[0] && p.User == req.args[1] })
+	if len(list) == 0 {
+		return httpErrorf(http.StatusNotFound, "no permission for user '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return req.ok(list[0])
+}
+
+func (s *httpServer) httpPutPermission(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	var body struct {
+		Configure *string `json:"configure"`
+		Write     *string `json:"write"`
+		Read      *string `json:"read"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	if body.Configure == nil || body.Write == nil || body.Read == nil {
+		return httpErrorf(http.StatusBadRequest, "configure, write and read are required")
+	}
+	p := router.Permission{VHost: req.args[0], User: req.args[1],
+		Configure: httpPermIn(*body.Configure), Write: httpPermIn(*body.Write), Read: httpPermIn(*body.Read)}
+	if _, ok := s.b.VHost(p.VHost); !ok {
+		return httpErrorf(http.StatusNotFound, "no vhost '%s'", p.VHost)
+	}
+	for _, re := range []string{p.Configure, p.Write, p.Read} {
+		if err := httpCheckRegexp(re); err != nil {
+			return err
+		}
+	}
+	_, existed := s.b.Permission(p.User, p.VHost)
+	s.ensureGuestPermissions()
+	if err := s.b.SetPermission(p); err != nil {
+		return err
+	}
+	return req.created(!existed)
+}
+
+func (s *httpServer) httpDeletePermission(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	if err := s.b.DeletePermission(req.args[1], req.args[0]); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+// ---- policies ----
+
+func httpPolicyJSON(p router.Policy) map[string]any {
+	return map[string]any{"vhost": p.VHost, "name": p.Name, "pattern": p.Pattern, "apply-to": p.ApplyTo,
+		"priority": p.Priority, "definition": httpMapJSON(p.Definition)}
+}
+
+func (s *httpServer) httpListPolicies(req *httpReq) error {
+	if err := req.requireTag("policymaker"); err != nil {
+		return err
+	}
+	var vhosts []*router.VHost
+	if len(req.args) == 1 {
+		v, err := s.vhost(req, req.args[0])
+		if err != nil {
+			return err
+		}
+		vhosts = []*router.VHost{v}
+	} else {
+		vhosts = s.visibleVHosts(req)
+	}
+	out := []map[string]any{}
+	for _, v := range vhosts {
+		for _, p := range v.Policies() {
+			out = append(out, httpPolicyJSON(p))
+		}
+	}
+	return req.ok(out)
+}
+
+func (s *httpServer) httpGetPolicy(req *httpReq) error {
+	if err := req.requireTag("policymaker"); err != nil {
+		return err
+	}
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	p, ok := v.Policy(req.args[1])
+	if !ok {
+		return httpErrorf(http.StatusNotFound, "no policy '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return req.ok(httpPolicyJSON(p))
+}
+
+func (s *httpServer) httpPutPolicy(req *httpReq) error {
+	if err := req.requireTag("policymaker"); err != nil {
+		return err
+	}
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Pattern    *string        `json:"pattern"`
+		Definition map[string]any `json:"definition"`
+		Priority   json.Number    `json:"priority"`
+		ApplyTo    string         `json:"apply-to"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	if body.Pattern == nil {
+		return httpErrorf(http.StatusBadRequest, "pattern is required")
+	}
+	if body.Definition == nil {
+		return httpErrorf(http.StatusBadRequest, "definition is required")
+	}
+	prio := int64(0)
+	if body.Priority != "" {
+		if prio, err = body.Priority.Int64(); err != nil || prio < -1<<31 || prio > 1<<31-1 {
+			return httpErrorf(http.StatusBadRequest, "priority %s is not an integer", body.Priority)
+		}
+	}
+	def, err := httpArgs("policy definition", body.Definition)
+	if err != nil {
+		return err
+	}
+	_, existed := v.Policy(req.args[1])
+	err = v.PutPolicy(router.Policy{Name: req.args[1], Pattern: *body.Pattern, ApplyTo: body.ApplyTo, Priority: int(prio), Definition: def})
+	if err != nil {
+		return err
+	}
+	return req.created(!existed)
+}
+
+func (s *httpServer) httpDeletePolicy(req *httpReq) error {
+	if err := req.requireTag("policymaker"); err != nil {
+		return err
+	}
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	if err := v.DeletePolicy(req.args[1]); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+// ---- definitions ----
+
+// httpVHostScoped are the definitions sections that belong to a vhost.
+var httpVHostScoped = []string{"policies", "queues", "exchanges", "bindings"}
+
+func (s *httpServer) httpExportDefinitions(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	raw, err := s.b.ExportDefinitions()
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := httpUnmarshal(raw, &doc); err != nil {
+		return err
+	}
+	doc["rabbitmq_version"] = httpRabbitVersion
+	doc["product_name"] = "epitaph"
+	doc["product_version"] = s.version
+	if perms, ok := doc["permissions"].([]any); ok {
+		for _, p := range perms {
+			if pm, ok := p.(map[string]any); ok {
+				for _, k := range []string{"configure", "write", "read"} {
+					if str, ok := pm[k].(string); ok {
+						pm[k] = httpPermOut(str)
+					}
+				}
+			}
+		}
+	}
+	if len(req.args) == 1 {
+		vh := req.args[0]
+		if _, ok := s.b.VHost(vh); !ok {
+			return httpErrorf(http.StatusNotFound, "no vhost '%s'", vh)
+		}
+		delete(doc, "users")
+		delete(doc, "vhosts")
+		delete(doc, "permissions")
+		for _, sec := range httpVHostScoped {
+			items, _ := doc[sec].([]any)
+			kept := []any{}
+			for _, it := range items {
+				m, ok := it.(map[string]any)
+				if !ok || m["vhost"] != vh {
+					continue
+				}
+				delete(m, "vhost")
+				kept = append(kept, m)
+			}
+			doc[sec] = kept
+		}
+	}
+	if req.r.URL.Query().Has("download") {
+		name := strings.Map(func(r rune) rune {
+			if r == '"' || r == '\\' || r < 0x20 {
+				return '_'
+			}
+			return r
+		}, req.r.URL.Query().Get("download"))
+		req.w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	}
+	return req.ok(doc)
+}
+
+func (s *httpServer) httpImportDefinitions(req *httpReq) error {
+	if err := req.requireAdmin(); err != nil {
+		return err
+	}
+	raw, err := s.definitionsBody(req)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := httpUnmarshal(raw, &doc); err != nil {
+		return err
+	}
+	if doc == nil {
+		return httpErrorf(http.StatusBadRequest, "definitions must be a JSON object")
+	}
+	if len(req.args) == 1 {
+		vh := req.args[0]
+		if _, ok := s.b.VHost(vh); !ok {
+			return httpErrorf(http.StatusNotFound, "no vhost '%s'", vh)
+		}
+		delete(doc, "users")
+		delete(doc, "vhosts")
+		delete(doc, "permissions")
+		for _, sec := range httpVHostScoped {
+			items, _ := doc[sec].([]any)
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok {
+					m["vhost"] = vh
+				}
+			}
+		}
+	}
+	if users, _ := doc["users"].([]any); len(users) > 0 {
+		if err := s.ensureGuest(); err != nil {
+			return err
+		}
+	}
+	if perms, _ := doc["permissions"].([]any); len(perms) > 0 {
+		s.ensureGuestPermissions()
+		for _, p := range perms {
+			if pm, ok := p.(map[string]any); ok {
+				for _, k := range []string{"configure", "write", "read"} {
+					if str, ok := pm[k].(string); ok {
+						pm[k] = httpPermIn(str)
+					}
+				}
+			}
+		}
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return httpErrorf(http.StatusBadRequest, "definitions: %v", err)
+	}
+	if err := s.b.LoadDefinitions(out); err != nil {
+		he := httpFromRouter(err)
+		if he.status >= 500 {
+			he = httpErrorf(http.StatusBadRequest, "%s", he.reason)
+		}
+		return he
+	}
+	return req.noContent()
+}
+
+// definitionsBody reads a JSON body, or the "file" field of a multipart
+// upload (the management UI's form).
+func (s *httpServer) definitionsBody(req *httpReq) ([]byte, error) {
+	mt, _, _ := mime.ParseMediaType(req.r.Header.Get("Content-Type"))
+	if !strings.HasPrefix(mt, "multipart/") {
+		return req.readBody()
+	}
+	req.r.Body = http.MaxBytesReader(req.w, req.r.Body, httpMaxBody)
+	if err := req.r.ParseMultipartForm(httpMaxBody); err != nil {
+		return nil, httpErrorf(http.StatusBadRequest, "multipart body: %v", err)
+	}
+	f, _, err := req.r.FormFile("file")
+	if err != nil {
+		return nil, httpErrorf(http.StatusBadRequest, "multipart body without a 'file' field")
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, httpErrorf(http.StatusBadRequest, "multipart body: %v", err)
+	}
+	return b, nil
+}
+
+// httpCheckRegexp validates a permission pattern as the router compiles it.
+func httpCheckRegexp(re string) error {
+	if _, err := regexp.Compile("^(?:" + re + ")"); err != nil {
+		return httpErrorf(http.StatusBadRequest, "invalid regular expression %q: %v", re, err)
+	}
+	return nil
+}

@@ -1,0 +1,542 @@
+package management
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// httpMaxName is RabbitMQ's limit on queue and exchange names (bytes).
+const httpMaxName = 255
+
+func httpCheckName(kind, name string) error {
+	if name == "" {
+		return httpErrorf(http.StatusBadRequest, "%s name is empty", kind)
+	}
+	if len(name) > httpMaxName {
+		return httpErrorf(http.StatusBadRequest, "%s name is longer than %d bytes", kind, httpMaxName)
+	}
+	return nil
+}
+
+// ---- queues ----
+
+// httpQueueJSON is RabbitMQ's queue object plus epitaph's dead-letter
+// configuration and counters.
+func (s *httpServer) httpQueueJSON(q *router.Queue) map[string]any {
+	info := q.Info()
+	var policy any
+	if info.Policy != "" {
+		policy = info.Policy
+	}
+	args := httpMapJSON(info.Arguments)
+	if _, ok := args["x-queue-type"]; !ok {
+		// RabbitMQ 4 records the queue type among the arguments
+		// (rabbit_amqqueue:augment_declare_args), as definitions exports do.
+		args["x-queue-type"] = string(info.Type)
+	}
+	out := map[string]any{
+		"name": info.Name, "vhost": info.VHost, "type": string(info.Type),
+		"durable": info.Durable, "auto_delete": info.AutoDelete, "exclusive": info.Exclusive,
+		"arguments":                   args,
+		"messages":                    info.Messages + info.MessagesUnacknowledged,
+		"messages_ready":              info.Messages,
+		"messages_unacknowledged":     info.MessagesUnacknowledged,
+		"message_bytes_ready":         info.MessageBytes,
+		"consumers":                   info.Consumers,
+		"policy":                      policy,
+		"effective_policy_definition": httpMapJSON(info.EffectivePolicyDefinition),
+		"state":                       "running",
+		"node":                        "epitaph@localhost",
+	}
+	if dlx, ok := q.DeadLetterExchange(); ok {
+		out["dead_letter_exchange"] = dlx
+		if rk, ok := q.DeadLetterRoutingKey(); ok {
+			out["dead_letter_routing_key"] = rk
+		}
+		out["dead_letter_strategy"] = q.DeadLetterStrategy()
+	}
+	if l := q.DeliveryLimit(); l >= 0 {
+		out["delivery_limit"] = l
+	}
+	dl := map[string]any{}
+	if s.dl != nil {
+		for reason, c := range s.dl.QueueStats(info.VHost, info.Name) {
+			dl[string(reason)] = map[string]uint64{
+				"dead_lettered": c.DeadLettered, "dropped_no_dlx": c.DroppedNoDLX,
+				"dropped_no_route": c.DroppedNoRoute, "dropped_cycle": c.DroppedCycle,
+			}
+		}
+	}
+	out["dead_lettering"] = dl
+	return out
+}
+
+func (s *httpServer) httpListQueues(req *httpReq) error {
+	vhosts, err := s.scope(req)
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, v := range vhosts {
+		for _, q := range v.Queues() {
+			out = append(out, s.httpQueueJSON(q))
+		}
+	}
+	return req.ok(out)
+}
+
+// scope returns the vhost named in the path, or every visible vhost.
+func (s *httpServer) scope(req *httpReq) ([]*router.VHost, error) {
+	if len(req.args) == 0 {
+		return s.visibleVHosts(req), nil
+	}
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return nil, err
+	}
+	return []*router.VHost{v}, nil
+}
+
+// queue resolves the path's vhost and queue.
+func (s *httpServer) queue(req *httpReq) (*router.VHost, *router.Queue, error) {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	q, ok := v.Queue(req.args[1])
+	if !ok {
+		return nil, nil, httpErrorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return v, q, nil
+}
+
+func (s *httpServer) httpGetQueue(req *httpReq) error {
+	_, q, err := s.queue(req)
+	if err != nil {
+		return err
+	}
+	return req.ok(s.httpQueueJSON(q))
+}
+
+func (s *httpServer) httpPutQueue(req *httpReq) error {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	name := req.args[1]
+	if err := httpCheckName("queue", name); err != nil {
+		return err
+	}
+	var body struct {
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Arguments  map[string]any `json:"arguments"`
+		Type       string         `json:"type"`
+		Node       string         `json:"node"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	args, err := httpArgs("queue", body.Arguments)
+	if err != nil {
+		return err
+	}
+	vh := v.Name()
+	if err := s.authorize(req, vh, router.ResourceQueue, name, router.Configure); err != nil {
+		return err
+	}
+	if dlxArg, ok := args.Get("x-dead-letter-exchange"); ok {
+		// dlx.md: "in addition to the usual configure permissions on the
+		// declared queue, the user must have read permissions on that
+		// queue and write permissions on the dead letter exchange."
+		dlx, isStr := dlxArg.(string)
+		if !isStr {
+			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - invalid arg 'x-dead-letter-exchange' for queue '%s' in vhost '%s': must be a string", name, vh)
+		}
+		if err := s.authorize(req, vh, router.ResourceQueue, name, router.Read); err != nil {
+			return err
+		}
+		if err := s.authorize(req, vh, router.ResourceExchange, dlx, router.Write); err != nil {
+			return err
+		}
+	}
+	durable := body.Durable == nil || *body.Durable
+	_, created, err := v.DeclareQueue(router.QueueSpec{
+		Name: name, Type: router.QueueType(body.Type), Durable: durable, AutoDelete: body.AutoDelete, Arguments: args,
+	})
+	if err != nil {
+		return err
+	}
+	return req.created(created)
+}
+
+func (s *httpServer) httpDeleteQueue(req *httpReq) error {
+	v, q, err := s.queue(req)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Configure); err != nil {
+		return err
+	}
+	query := req.r.URL.Query()
+	if query.Get("if-empty") == "true" || query.Get("if-unused") == "true" {
+		info := q.Info()
+		if query.Get("if-empty") == "true" && info.Messages+info.MessagesUnacknowledged > 0 {
+			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s is not empty", q)
+		}
+		if query.Get("if-unused") == "true" && info.Consumers > 0 {
+			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s in use", q)
+		}
+	}
+	if _, err := v.DeleteQueue(q.Name()); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+func (s *httpServer) httpPurgeQueue(req *httpReq) error {
+	v, q, err := s.queue(req)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
+		return err
+	}
+	q.Purge()
+	return req.noContent()
+}
+
+func (s *httpServer) httpQueueBindings(req *httpReq) error {
+	v, q, err := s.queue(req)
+	if err != nil {
+		return err
+	}
+	return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+		return !b.DestinationIsExchange && b.Destination == q.Name()
+	}))
+}
+
+// ---- exchanges ----
+
+// httpExchangeName maps the URL name "amq.default" to the default exchange.
+func httpExchangeName(name string) string {
+	if name == "amq.default" {
+		return ""
+	}
+	return name
+}
+
+func httpExchangeJSON(x router.ExchangeInfo) map[string]any {
+	return map[string]any{
+		"name": x.Name, "vhost": x.VHost, "type": x.Type, "durable": x.Durable, "auto_delete": x.AutoDelete,
+		"internal": x.Internal, "arguments": httpMapJSON(x.Arguments), "user_who_performed_action": "",
+	}
+}
+
+func (s *httpServer) httpListExchanges(req *httpReq) error {
+	vhosts, err := s.scope(req)
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, v := range vhosts {
+		for _, x := range v.Exchanges() {
+			out = append(out, httpExchangeJSON(x))
+		}
+	}
+	return req.ok(out)
+}
+
+func (s *httpServer) httpGetExchange(req *httpReq) error {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	x, ok := v.Exchange(httpExchangeName(req.args[1]))
+	if !ok {
+		return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return req.ok(httpExchangeJSON(x))
+}
+
+func (s *httpServer) httpPutExchange(req *httpReq) error {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	name := httpExchangeName(req.args[1])
+	if len(name) > httpMaxName {
+		return httpErrorf(http.StatusBadRequest, "exchange name is longer than %d bytes", httpMaxName)
+	}
+	var body struct {
+		Type       *string        `json:"type"`
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Internal   bool           `json:"internal"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if err := req.decode(&body); err != nil {
+		return err
+	}
+	if body.Type == nil {
+		return httpErrorf(http.StatusBadRequest, "key_missing: type")
+	}
+	args, err := httpArgs("exchange", body.Arguments)
+	if err != nil {
+		return err
+	}
+	vh := v.Name()
+	if err := s.authorize(req, vh, router.ResourceExchange, name, router.Configure); err != nil {
+		return err
+	}
+	if ae, ok := args.Get("alternate-exchange"); ok {
+		// As rabbit_channel does: read on the exchange, write on its alternate.
+		aeName, _ := ae.(string)
+		if err := s.authorize(req, vh, router.ResourceExchange, name, router.Read); err != nil {
+			return err
+		}
+		if err := s.authorize(req, vh, router.ResourceExchange, aeName, router.Write); err != nil {
+			return err
+		}
+	}
+	created, err := v.DeclareExchange(router.ExchangeSpec{
+		Name: name, Type: *body.Type, Durable: body.Durable == nil || *body.Durable,
+		AutoDelete: body.AutoDelete, Internal: body.Internal, Arguments: args,
+	})
+	if err != nil {
+		return err
+	}
+	return req.created(created)
+}
+
+func (s *httpServer) httpDeleteExchange(req *httpReq) error {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return err
+	}
+	name := httpExchangeName(req.args[1])
+	if !v.HasExchange(name) {
+		return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	if err := s.authorize(req, v.Name(), router.ResourceExchange, name, router.Configure); err != nil {
+		return err
+	}
+	if req.r.URL.Query().Get("if-unused") == "true" {
+		for _, b := range v.Bindings() {
+			if b.Source == name && name != "" {
+				return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - exchange '%s' in vhost '%s' in use", name, v.Name())
+			}
+		}
+	}
+	if err := v.DeleteExchange(name); err != nil {
+		return err
+	}
+	return req.noContent()
+}
+
+func (s *httpServer) httpExchangeBindings(source bool) httpHandlerFunc {
+	return func(req *httpReq) error {
+		v, err := s.vhost(req, req.args[0])
+		if err != nil {
+			return err
+		}
+		name := httpExchangeName(req.args[1])
+		if !v.HasExchange(name) {
+			return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+		}
+		return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+			if source {
+				return b.Source == name
+			}
+			return b.DestinationIsExchange && b.Destination == name
+		}))
+	}
+}
+
+// ---- bindings ----
+
+// httpPropsKey is RabbitMQ's properties_key: the percent-encoded routing
+// key ("~" when empty), followed by "~" and a hash of the arguments when
+// there are any.
+func httpPropsKey(b router.Binding) string {
+	key := strings.ReplaceAll(url.PathEscape(b.Key), "~", "%7E")
+	if len(b.Arguments) == 0 {
+		if b.Key == "" {
+			return "~"
+		}
+		return key
+	}
+	enc, _ := json.Marshal(httpMapJSON(b.Arguments)) // map keys are sorted by encoding/json
+	sum := sha256.Sum256(enc)
+	return key + "~" + base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+func httpBindingJSON(vhost string, b router.Binding) map[string]any {
+	dt := "queue"
+	if b.DestinationIsExchange {
+		dt = "exchange"
+	}
+	return map[string]any{
+		"source": b.Source, "vhost": vhost, "destination": b.Destination, "destination_type": dt,
+		"routing_key": b.Key, "arguments": httpMapJSON(b.Arguments), "properties_key": httpPropsKey(b),
+	}
+}
+
+func httpBindingsJSON(v *router.VHost, keep func(router.Binding) bool) []map[string]any {
+	out := []map[string]any{}
+	for _, b := range v.Bindings() {
+		if keep(b) {
+			out = append(out, httpBindingJSON(v.Name(), b))
+		}
+	}
+	return out
+}
+
+func (s *httpServer) httpListBindings(req *httpReq) error {
+	vhosts, err := s.scope(req)
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, v := range vhosts {
+		out = append(out, httpBindingsJSON(v, func(router.Binding) bool { return true })...)
+	}
+	return req.ok(out)
+}
+
+// endpoints resolves the path's vhost, source exchange and destination,
+// checking that both exist.
+func (s *httpServer) endpoints(req *httpReq, toExchange bool) (*router.VHost, string, string, error) {
+	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return nil, "", "", err
+	}
+	src, dst := httpExchangeName(req.args[1]), req.args[2]
+	if toExchange {
+		dst = httpExchangeName(dst)
+	}
+	if !v.HasExchange(src) {
+		return nil, "", "", httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], v.Name())
+	}
+	if toExchange && !v.HasExchange(dst) {
+		return nil, "", "", httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[2], v.Name())
+	}
+	if _, ok := v.Queue(dst); !toExchange && !ok {
+		return nil, "", "", httpErrorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", dst, v.Name())
+	}
+	return v, src, dst, nil
+}
+
+func (s *httpServer) httpBindingsBetween(toExchange bool) httpHandlerFunc {
+	return func(req *httpReq) error {
+		v, src, dst, err := s.endpoints(req, toExchange)
+		if err != nil {
+			return err
+		}
+		return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+			return b.Source == src && b.Destination == dst && b.DestinationIsExchange == toExchange
+		}))
+	}
+}
+
+// checkBindPermissions is RabbitMQ's rule: write on the destination, read
+// on the source.
+func (s *httpServer) checkBindPermissions(req *httpReq, vh, src, dst string, toExchange bool) error {
+	kind := router.ResourceQueue
+	if toExchange {
+		kind = router.ResourceExchange
+	}
+	if err := s.authorize(req, vh, kind, dst, router.Write); err != nil {
+		return err
+	}
+	return s.authorize(req, vh, router.ResourceExchange, src, router.Read)
+}
+
+func (s *httpServer) httpPostBinding(toExchange bool) httpHandlerFunc {
+	return func(req *httpReq) error {
+		v, src, dst, err := s.endpoints(req, toExchange)
+		if err != nil {
+			return err
+		}
+		var body struct {
+			RoutingKey *string        `json:"routing_key"`
+			Arguments  map[string]any `json:"arguments"`
+		}
+		if err := req.decode(&body); err != nil {
+			return err
+		}
+		args, err := httpArgs("binding", body.Arguments)
+		if err != nil {
+			return err
+		}
+		if err := s.checkBindPermissions(req, v.Name(), src, dst, toExchange); err != nil {
+			return err
+		}
+		b := router.Binding{Source: src, Destination: dst, DestinationIsExchange: toExchange, Arguments: args}
+		if body.RoutingKey != nil {
+			b.Key = *body.RoutingKey
+		}
+		if err := v.Bind(b); err != nil {
+			return err
+		}
+		kind := "q"
+		if toExchange {
+			kind = "e"
+		}
+		req.w.Header().Set("Location", "/api/bindings/"+url.PathEscape(v.Name())+"/e/"+url.PathEscape(src)+"/"+kind+"/"+
+			url.PathEscape(dst)+"/"+httpPropsKey(b))
+		req.w.WriteHeader(http.StatusCreated)
+		return nil
+	}
+}
+
+// findBinding finds the binding whose properties_key is the path's last segment.
+func (s *httpServer) findBinding(req *httpReq, toExchange bool) (*router.VHost, router.Binding, error) {
+	v, src, dst, err := s.endpoints(req, toExchange)
+	if err != nil {
+		return nil, router.Binding{}, err
+	}
+	props := req.args[3]
+	for _, b := range v.Bindings() {
+		if b.Source != src || b.Destination != dst || b.DestinationIsExchange != toExchange {
+			continue
+		}
+		pk := httpPropsKey(b)
+		if un, err := url.PathUnescape(pk); (err == nil && un == props) || pk == props {
+			return v, b, nil
+		}
+	}
+	return nil, router.Binding{}, httpErrorf(http.StatusNotFound, "no binding '%s' from exchange '%s' to '%s' in vhost '%s'", props, req.args[1], req.args[2], v.Name())
+}
+
+func (s *httpServer) httpGetBinding(toExchange bool) httpHandlerFunc {
+	return func(req *httpReq) error {
+		v, b, err := s.findBinding(req, toExchange)
+		if err != nil {
+			return err
+		}
+		return req.ok(httpBindingJSON(v.Name(), b))
+	}
+}
+
+func (s *httpServer) httpDeleteBinding(toExchange bool) httpHandlerFunc {
+	return func(req *httpReq) error {
+		v, b, err := s.findBinding(req, toExchange)
+		if err != nil {
+			return err
+		}
+		if err := s.checkBindPermissions(req, v.Name(), b.Source, b.Destination, toExchange); err != nil {
+			return err
+		}
+		if err := v.Unbind(b); err != nil {
+			return err
+		}
+		return req.noContent()
+	}
+}
