@@ -243,6 +243,37 @@ func TestMalformedInput(t *testing.T) {
 		}
 	})
 
+	t.Run("aborted multi-frame transfer is discarded", func(t *testing.T) {
+		ab := startBroker(t, oneQueue)
+		r := rawDial(t, ab)
+		r.open()
+		r.write(0, &amqp10.Begin{IncomingWindow: 10, OutgoingWindow: 10})
+		r.read()
+		r.write(0, &amqp10.Attach{Name: "l", Handle: 0, Role: amqp10.RoleSender,
+			Target: &amqp10.Target{Address: "/queues/q", HasAddress: true}})
+		r.read() // attach
+		r.read() // flow: credit
+		first := &amqp10.Transfer{Handle: 0, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1},
+			HasMessageFormat: true, More: true}
+		_, err := r.nc.Write(amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, 0, first, []byte{0x00, 0x53, 0x75, 0xa0}))
+		require.NoError(t, err)
+		r.write(0, &amqp10.Transfer{Handle: 0, Aborted: true, Settled: true, HasSettled: true})
+		// The next delivery on the same link goes through; the aborted one left nothing.
+		payload := []byte{0x00, 0x53, 0x75, 0xa0, 0x02, 'o', 'k'}
+		next := &amqp10.Transfer{Handle: 0, DeliveryID: 1, HasDeliveryID: true, DeliveryTag: []byte{2}, HasMessageFormat: true}
+		_, err = r.nc.Write(amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, 0, next, payload))
+		require.NoError(t, err)
+		for {
+			_, p := r.read()
+			if d, ok := p.(*amqp10.Disposition); ok {
+				assert.Equal(t, uint32(1), d.First)
+				assert.Equal(t, amqp10.StateAccepted, d.State.Kind)
+				break
+			}
+		}
+		assert.Equal(t, 1, queueLen(t, ab, "q"))
+	})
+
 	t.Run("undecodable message", func(t *testing.T) {
 		r := rawDial(t, b)
 		r.open()
