@@ -49,26 +49,11 @@ func (r *rawConn) write(ch uint16, p amqp10.Performative) {
 	require.NoError(r.t, err)
 }
 
-// read returns the next non-heartbeat frame.
+// read returns the next non-heartbeat frame (readFrame without the payload).
 func (r *rawConn) read() (uint16, amqp10.Performative) {
 	r.t.Helper()
-	for {
-		var hb [8]byte
-		_, err := io.ReadFull(r.nc, hb[:])
-		require.NoError(r.t, err)
-		fh, err := amqp10.ParseFrameHeader(hb[:])
-		require.NoError(r.t, err)
-		body := make([]byte, fh.Size-8)
-		_, err = io.ReadFull(r.nc, body)
-		require.NoError(r.t, err)
-		body = body[int(fh.DataOffset)*4-8:]
-		if len(body) == 0 {
-			continue
-		}
-		p, _, err := amqp10.ParsePerformative(body)
-		require.NoError(r.t, err)
-		return fh.Channel, p
-	}
+	ch, p, _ := r.readFrame()
+	return ch, p
 }
 
 // expectClose reads until a close and returns its error condition, then
