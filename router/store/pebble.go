@@ -1,0 +1,798 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// PebbleOptions configures OpenPebble. The zero value is a sensible default.
+type PebbleOptions struct {
+	// FS is the filesystem (nil: the real disk). Tests pass vfs.NewCrashableMem()
+	// or an errorfs wrapper to simulate power loss and I/O errors.
+	FS vfs.FS
+	// MemTableSize in bytes (default 32 MiB).
+	MemTableSize uint64
+	// CacheSize is the block cache size in bytes (default 32 MiB).
+	CacheSize int64
+	// MaxGroupBytes caps the payload of one group commit (default 8 MiB); a
+	// single larger batch is still committed alone.
+	MaxGroupBytes int
+	// RangeDeleteMin is the smallest head advance (in seqs) that is removed with
+	// one range delete rather than point deletes (default 2).
+	RangeDeleteMin uint64
+	// CompactEvery: after this many messages of a queue have been settled
+	// through range deletes, the settled prefix of that queue is compacted
+	// in the background so tombstones do not pile up (default 1<<20; 0 = default;
+	// negative disables).
+	CompactEvery int64
+	// Logger receives Pebble's informational (Debug) and error (Error)
+	// messages; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *PebbleOptions) defaults() {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = 32 << 20
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = 32 << 20
+	}
+	if o.MaxGroupBytes == 0 {
+		o.MaxGroupBytes = 8 << 20
+	}
+	if o.RangeDeleteMin == 0 {
+		o.RangeDeleteMin = 2
+	}
+	if o.CompactEvery == 0 {
+		o.CompactEvery = 1 << 20
+	}
+}
+
+// ErrUnavailable is returned by reads while the store is recovering from a
+// failed commit and could not reopen its database yet.
+var ErrUnavailable = errors.New("store: unavailable after a write failure")
+
+// Pebble is the durable Store.
+//
+// Group commit: one committer goroutine takes every pending batch (up to
+// MaxGroupBytes), writes them as one Pebble batch with pebble.Sync (one WAL
+// fsync), then calls their done callbacks in submission order. While it waits
+// for the fsync, new batches queue up and form the next group, so concurrent
+// publishers share fsyncs; no timer is involved.
+//
+// Failure protocol (fsync error, write error, ENOSPC): Pebble treats a WAL
+// error as fatal (it calls Logger.Fatalf, which by default exits the
+// process). The store installs a logger whose Fatalf panics with a private
+// value that the committer recovers. Then:
+//  1. every batch of the failed group gets done(err), err wrapping ErrNotDurable;
+//  2. the database is closed and reopened from what is on disk (never trusting
+//     the page cache state of the failed handle), and every key is read once
+//     so block checksums are verified;
+//  3. the failed group is made definite in one synced batch: batches that
+//     append or put metadata are undone (their keys deleted, pre-images of
+//     the keys they deleted restored), so a rejected publish or a failed
+//     dead-letter move never resurfaces; batches of only deletions/updates
+//     (settles, requeue state, queue deletes) are completed.
+//
+// If reopening fails (disk still full, device gone), the store stays broken:
+// each new group first retries the reopen and fails with the reason if it
+// still cannot, so publishing resumes without a restart once the disk
+// recovers. A fatal error on one of Pebble's background goroutines (e.g. a
+// MANIFEST sync failing during a flush) panics that goroutine and ends the
+// process; a restart recovers from disk.
+type Pebble struct {
+	dir   string
+	opts  PebbleOptions
+	popts *pebble.Options
+	cache interface{ Unref() }
+
+	dbMu sync.RWMutex
+	db   *pebble.DB // nil while broken
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	pending []pendingBatch
+	spare   []pendingBatch
+	closed  bool
+	exited  chan struct{}
+
+	// committer-only state
+	wins     map[QueueID]*window
+	settled  map[QueueID]int64 // range-deleted since the last compaction
+	repairs  []repair
+	deferred map[QueueID]*deferredSettle
+
+	compactCtx    context.Context
+	compactCancel context.CancelFunc
+	compactStop   context.CancelFunc // the running compaction's
+	compactWG     sync.WaitGroup
+	compacting    atomic.Int32
+
+	syncs, batches, failures, reopens, compactions atomic.Uint64
+}
+
+type pendingBatch struct {
+	b    *Batch
+	done func(error)
+}
+
+type kv struct {
+	key, value []byte // value nil: delete
+}
+
+// repair makes a failed batch definite after the reopen.
+type repair struct {
+	redo *Batch // roll forward
+	undo []kv   // roll back (applied in reverse)
+}
+
+type deferredSettle struct {
+	h0   uint64
+	seqs []uint64
+	max  uint64
+}
+
+var _ Store = (*Pebble)(nil)
+
+type fatalError struct{ msg string }
+
+func (e fatalError) Error() string { return "pebble fatal: " + e.msg }
+
+// storeLogger adapts slog to pebble.Logger; Fatalf panics so the committer
+// can turn Pebble's fatal WAL errors into failed batches (see commitGroup).
+type storeLogger struct{ log *slog.Logger }
+
+func (l storeLogger) Infof(format string, args ...any) {
+	if l.log != nil && l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("pebble", "detail", fmt.Sprintf(format, args...))
+	}
+}
+func (l storeLogger) Errorf(format string, args ...any) {
+	if l.log != nil {
+		l.log.Error("pebble error", "detail", fmt.Sprintf(format, args...))
+	}
+}
+func (l storeLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.Errorf("fatal: %s", msg)
+	panic(fatalError{msg})
+}
+
+// OpenPebble opens (creating if needed) the store in dir and starts its
+// committer goroutine.
+func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
+	opts.defaults()
+	cache := pebble.NewCache(opts.CacheSize)
+	popts := &pebble.Options{
+		FS:           opts.FS,
+		Cache:        cache,
+		MemTableSize: opts.MemTableSize,
+		Logger:       storeLogger{opts.Logger},
+		// Tombstone-heavy FIFO keyspace: let L0 compact early.
+		L0CompactionThreshold: 2,
+	}
+	p := &Pebble{
+		dir: dir, opts: opts, popts: popts, cache: cache,
+		exited:   make(chan struct{}),
+		wins:     map[QueueID]*window{},
+		settled:  map[QueueID]int64{},
+		deferred: map[QueueID]*deferredSettle{},
+	}
+	p.cond.L = &p.mu
+	p.compactCtx, p.compactCancel = context.WithCancel(context.Background())
+	if err := p.reopen(false); err != nil {
+		cache.Unref()
+		return nil, err
+	}
+	go p.run()
+	return p, nil
+}
+
+// PebbleStats are counters for tests, benchmarks and metrics.
+type PebbleStats struct {
+	Syncs       uint64 // successful synced group commits (one WAL fsync each)
+	Batches     uint64 // batches committed
+	Failures    uint64 // failed group commits
+	Reopens     uint64 // reopens after a failure
+	Compactions uint64 // background compactions of settled prefixes
+}
+
+// Stats returns the counters.
+func (p *Pebble) Stats() PebbleStats {
+	return PebbleStats{p.syncs.Load(), p.batches.Load(), p.failures.Load(), p.reopens.Load(), p.compactions.Load()}
+}
+
+// DB exposes the underlying database for metrics (Metrics()) and tests.
+// Callers must not write to it. Nil while broken.
+func (p *Pebble) DB() *pebble.DB {
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	return p.db
+}
+
+// Commit queues b for the next group commit.
+func (p *Pebble) Commit(b *Batch, done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		done(ErrClosed)
+		return
+	}
+	p.pending = append(p.pending, pendingBatch{b, done})
+	if len(p.pending) == 1 {
+		p.cond.Signal()
+	}
+	p.mu.Unlock()
+}
+
+func (p *Pebble) Append(recs []Record, done func(error)) { p.Commit(new(Batch).Append(recs...), done) }
+func (p *Pebble) Settle(q QueueID, seqs []uint64, done func(error)) {
+	p.Commit(new(Batch).Settle(q, seqs...), done)
+}
+func (p *Pebble) Move(from QueueID, seqs []uint64, to []Record, done func(error)) {
+	p.Commit(new(Batch).Settle(from, seqs...).Append(to...), done)
+}
+func (p *Pebble) Update(q QueueID, seq uint64, state []byte, done func(error)) {
+	p.Commit(new(Batch).Update(q, seq, state), done)
+}
+func (p *Pebble) DeleteQueue(q QueueID, done func(error)) { p.Commit(new(Batch).DeleteQueue(q), done) }
+func (p *Pebble) PutMeta(key string, value []byte, done func(error)) {
+	p.Commit(new(Batch).PutMeta(key, value), done)
+}
+func (p *Pebble) DeleteMeta(key string, done func(error)) { p.Commit(new(Batch).DeleteMeta(key), done) }
+
+// Close commits what is pending, stops the committer and closes the database.
+func (p *Pebble) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.exited
+		return nil
+	}
+	p.closed = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	<-p.exited
+	p.compactCancel()
+	p.compactWG.Wait()
+	p.dbMu.Lock()
+	db := p.db
+	p.db = nil
+	p.dbMu.Unlock()
+	var err error
+	if db != nil {
+		err = closeDB(db)
+	}
+	p.cache.Unref()
+	return err
+}
+
+func (p *Pebble) run() {
+	defer close(p.exited)
+	for {
+		p.mu.Lock()
+		for len(p.pending) == 0 && !p.closed {
+			p.cond.Wait()
+		}
+		if len(p.pending) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		group := p.pending
+		n, size := 0, 0
+		for n < len(group) && (n == 0 || size+group[n].b.bytes <= p.opts.MaxGroupBytes) {
+			size += group[n].b.bytes
+			n++
+		}
+		if n == len(group) {
+			p.pending = p.spare[:0]
+		} else {
+			p.pending = append(p.spare[:0], group[n:]...)
+			group = group[:n]
+		}
+		p.spare = nil
+		p.mu.Unlock()
+
+		p.commitGroup(group)
+
+		clear(group)
+		p.mu.Lock()
+		p.spare = group[:0]
+		p.mu.Unlock()
+	}
+}
+
+func (p *Pebble) commitGroup(group []pendingBatch) {
+	if p.db == nil {
+		if err := p.reopen(true); err != nil {
+			err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+			for _, g := range group {
+				g.done(err)
+			}
+			return
+		}
+	}
+	pb := p.db.NewBatch()
+	undos := make([][]kv, len(group))
+	for i, g := range group {
+		if !g.b.rollForward() {
+			undos[i] = p.undoOf(g.b)
+		}
+		p.addOps(pb, g.b)
+	}
+	p.flushDeferred(pb)
+	err := p.apply(pb)
+	_ = pb.Close()
+	if err == nil {
+		p.syncs.Add(1)
+		p.batches.Add(uint64(len(group)))
+		for _, g := range group {
+			g.done(nil)
+		}
+		p.maybeCompact()
+		return
+	}
+	p.failures.Add(1)
+	err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+	for i, g := range group {
+		if undos[i] != nil || !g.b.rollForward() {
+			p.repairs = append(p.repairs, repair{undo: undos[i]})
+		} else {
+			p.repairs = append(p.repairs, repair{redo: g.b})
+		}
+	}
+	for _, g := range group {
+		g.done(err)
+	}
+	p.breakDB()
+	if err := p.reopen(true); err != nil { // the next group retries
+		p.popts.Logger.Errorf("reopen after failure: %v", err)
+	}
+}
+
+// apply commits pb with a synced WAL write, turning Pebble's fatal commit
+// error into an error.
+func (p *Pebble) apply(pb *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fe
+		}
+	}()
+	return p.db.Apply(pb, pebble.Sync)
+}
+
+func closeDB(db *pebble.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store: close after failure: %v", r)
+		}
+	}()
+	return db.Close()
+}
+
+func (p *Pebble) breakDB() {
+	p.dbMu.Lock()
+	db := p.db
+	p.db = nil
+	p.dbMu.Unlock()
+	if p.compactStop != nil {
+		p.compactStop()
+	}
+	p.compactWG.Wait()
+	if db != nil {
+		if err := closeDB(db); err != nil {
+			p.popts.Logger.Infof("close after failure: %v", err)
+		}
+	}
+	clear(p.wins)
+	clear(p.deferred)
+	clear(p.settled)
+}
+
+// reopen opens the database, verifies every block by reading every key, and
+// applies pending repairs in one synced batch.
+func (p *Pebble) reopen(afterFailure bool) error {
+	if err := p.popts.FS.MkdirAll(p.dir, 0o755); err != nil {
+		return err
+	}
+	db, err := pebble.Open(p.dir, p.popts)
+	if err != nil {
+		return err
+	}
+	if afterFailure {
+		if err := verify(db); err != nil {
+			_ = closeDB(db)
+			return err
+		}
+	}
+	if len(p.repairs) > 0 {
+		rb := db.NewBatch()
+		for _, r := range p.repairs {
+			if r.redo != nil {
+				addPlain(rb, r.redo)
+			}
+		}
+		for i := len(p.repairs) - 1; i >= 0; i-- {
+			u := p.repairs[i].undo
+			for j := len(u) - 1; j >= 0; j-- {
+				if u[j].value == nil {
+					_ = rb.Delete(u[j].key, nil)
+				} else {
+					_ = rb.Set(u[j].key, u[j].value, nil)
+				}
+			}
+		}
+		p.dbMu.Lock()
+		p.db = db
+		p.dbMu.Unlock()
+		err := p.apply(rb)
+		_ = rb.Close()
+		if err != nil {
+			p.breakDB()
+			return err
+		}
+		p.repairs = nil
+	} else {
+		p.dbMu.Lock()
+		p.db = db
+		p.dbMu.Unlock()
+	}
+	if afterFailure {
+		p.reopens.Add(1)
+	}
+	return nil
+}
+
+// verify reads every key and value so that corrupt blocks are detected now.
+func verify(db *pebble.DB) error {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if _, err := it.ValueAndErr(); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// addPlain writes b's operations without the window optimisation (repairs).
+func addPlain(pb *pebble.Batch, b *Batch) {
+	for _, o := range b.ops {
+		switch o.kind {
+		case opAppend:
+			for _, r := range o.recs {
+				_ = pb.Set(queueKey(r.Queue, r.Seq, kindMsg), r.Msg, nil)
+				if r.State != nil {
+					_ = pb.Set(queueKey(r.Queue, r.Seq, kindState), r.State, nil)
+				}
+			}
+		case opSettle:
+			for _, s := range o.seqs {
+				_ = pb.Delete(queueKey(o.queue, s, kindMsg), nil)
+				_ = pb.Delete(queueKey(o.queue, s, kindState), nil)
+			}
+		case opUpdate:
+			// A state key without its message is ignored by Iterate.
+			_ = pb.Set(queueKey(o.queue, o.seq, kindState), o.value, nil)
+		case opDeleteQueue:
+			lo, hi := queueBounds(o.queue)
+			_ = pb.DeleteRange(lo, hi, nil)
+		case opPutMeta:
+			_ = pb.Set(metaKey(o.key), o.value, nil)
+		case opDeleteMeta:
+			_ = pb.Delete(metaKey(o.key), nil)
+		}
+	}
+}
+
+// undoOf computes what restores the state before b (pre-images are read from
+// the database as committed before this group).
+func (p *Pebble) undoOf(b *Batch) []kv {
+	var u []kv
+	pre := func(k []byte) {
+		v, c, err := p.db.Get(k)
+		if err == nil {
+			u = append(u, kv{k, append([]byte{}, v...)})
+			_ = c.Close()
+		} else {
+			u = append(u, kv{k, nil})
+		}
+	}
+	for _, o := range b.ops {
+		switch o.kind {
+		case opAppend:
+			for _, r := range o.recs {
+				u = append(u, kv{queueKey(r.Queue, r.Seq, kindMsg), nil}, kv{queueKey(r.Queue, r.Seq, kindState), nil})
+			}
+		case opSettle:
+			for _, s := range o.seqs {
+				pre(queueKey(o.queue, s, kindMsg))
+				pre(queueKey(o.queue, s, kindState))
+			}
+		case opUpdate:
+			pre(queueKey(o.queue, o.seq, kindState))
+		case opPutMeta, opDeleteMeta:
+			pre(metaKey(o.key))
+		case opDeleteQueue:
+			// completed rather than undone (no pre-image of a whole queue)
+		}
+	}
+	return u
+}
+
+// win returns q's window, loading it from the database on first use.
+func (p *Pebble) win(q QueueID) *window {
+	if w := p.wins[q]; w != nil {
+		return w
+	}
+	w := &window{}
+	lo, hi := queueBounds(q)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err == nil {
+		for it.First(); it.Valid(); it.Next() {
+			if _, seq, kind, ok := parseQueueKey(it.Key()); ok && kind == kindMsg {
+				w.add(seq)
+			}
+		}
+		_ = it.Close()
+	}
+	p.wins[q] = w
+	return w
+}
+
+func (p *Pebble) addOps(pb *pebble.Batch, b *Batch) {
+	for _, o := range b.ops {
+		switch o.kind {
+		case opAppend:
+			for _, r := range o.recs {
+				w := p.win(r.Queue)
+				if d := p.deferred[r.Queue]; d != nil && r.Seq <= d.max {
+					p.flushQueue(pb, r.Queue, d)
+				}
+				existed := w.has(r.Seq)
+				_ = pb.Set(queueKey(r.Queue, r.Seq, kindMsg), r.Msg, nil)
+				if r.State != nil {
+					_ = pb.Set(queueKey(r.Queue, r.Seq, kindState), r.State, nil)
+				} else if existed {
+					_ = pb.Delete(queueKey(r.Queue, r.Seq, kindState), nil)
+				}
+				w.add(r.Seq)
+			}
+		case opSettle:
+			w := p.win(o.queue)
+			d := p.deferred[o.queue]
+			for _, s := range o.seqs {
+				h := w.head
+				if !w.remove(s) {
+					continue
+				}
+				if d == nil {
+					d = &deferredSettle{h0: h}
+					p.deferred[o.queue] = d
+				}
+				d.seqs = append(d.seqs, s)
+				d.max = max(d.max, s)
+			}
+		case opUpdate:
+			if p.win(o.queue).has(o.seq) {
+				if o.value == nil {
+					_ = pb.Delete(queueKey(o.queue, o.seq, kindState), nil)
+				} else {
+					_ = pb.Set(queueKey(o.queue, o.seq, kindState), o.value, nil)
+				}
+			}
+		case opDeleteQueue:
+			delete(p.deferred, o.queue)
+			lo, hi := queueBounds(o.queue)
+			_ = pb.DeleteRange(lo, hi, nil)
+			p.wins[o.queue] = &window{}
+			delete(p.settled, o.queue)
+		case opPutMeta:
+			_ = pb.Set(metaKey(o.key), o.value, nil)
+		case opDeleteMeta:
+			_ = pb.Delete(metaKey(o.key), nil)
+		}
+	}
+}
+
+func (p *Pebble) flushDeferred(pb *pebble.Batch) {
+	for q, d := range p.deferred {
+		p.flushQueue(pb, q, d)
+	}
+}
+
+// flushQueue emits the deletes of q's settled seqs: one range delete for the
+// part below the (new) head when the head moved far enough, point deletes
+// for the rest.
+func (p *Pebble) flushQueue(pb *pebble.Batch, q QueueID, d *deferredSettle) {
+	delete(p.deferred, q)
+	h1 := p.wins[q].head
+	ranged := h1 > d.h0 && h1-d.h0 >= p.opts.RangeDeleteMin
+	if ranged {
+		_ = pb.DeleteRange(seqBound(q, d.h0), seqBound(q, h1), nil)
+		p.settled[q] += int64(h1 - d.h0)
+	}
+	for _, s := range d.seqs {
+		if ranged && s >= d.h0 && s < h1 {
+			continue
+		}
+		_ = pb.Delete(queueKey(q, s, kindMsg), nil)
+		_ = pb.Delete(queueKey(q, s, kindState), nil)
+	}
+}
+
+// maybeCompact compacts the settled prefix of queues that have range-deleted
+// CompactEvery messages since their last compaction (one at a time, in the
+// background, cancelled by Close).
+func (p *Pebble) maybeCompact() {
+	if p.opts.CompactEvery < 0 {
+		return
+	}
+	for q, n := range p.settled {
+		if n < p.opts.CompactEvery || !p.compacting.CompareAndSwap(0, 1) {
+			continue
+		}
+		p.settled[q] = 0
+		lo, _ := queueBounds(q)
+		hi := seqBound(q, p.wins[q].head)
+		db := p.db
+		ctx, stop := context.WithCancel(p.compactCtx)
+		p.compactStop = stop
+		p.compactWG.Add(1)
+		go func() {
+			defer p.compactWG.Done()
+			defer p.compacting.Store(0)
+			defer stop()
+			defer func() {
+				if r := recover(); r != nil { // the db was closed under us after a failure
+					if _, ok := r.(fatalError); !ok {
+						if _, ok := r.(error); !ok {
+							panic(r)
+						}
+					}
+				}
+			}()
+			if err := db.Compact(ctx, lo, hi, false); err == nil {
+				p.compactions.Add(1)
+			}
+		}()
+		return
+	}
+}
+
+// Iterate visits q's messages in seq order.
+func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	if p.db == nil {
+		return ErrUnavailable
+	}
+	lo, hi := queueBounds(queue)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	var state []byte
+	stateSeq, haveState := uint64(0), false
+	for it.First(); it.Valid(); it.Next() {
+		_, seq, kind, ok := parseQueueKey(it.Key())
+		if !ok {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if kind == kindState {
+			state = append(state[:0], v...)
+			stateSeq, haveState = seq, true
+			continue
+		}
+		var st []byte
+		if haveState && stateSeq == seq {
+			st = state
+		}
+		haveState = false
+		if err := fn(seq, v, st); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// Queues visits the IDs of non-empty queues in order.
+func (p *Pebble) Queues(fn func(QueueID) error) error {
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	if p.db == nil {
+		return ErrUnavailable
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixQueue}, UpperBound: []byte{prefixQueue + 1}})
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; {
+		q, _, kind, ok := parseQueueKey(it.Key())
+		if !ok {
+			valid = it.Next()
+			continue
+		}
+		if kind == kindMsg {
+			if err := fn(q); err != nil {
+				_ = it.Close()
+				return err
+			}
+			if q == ^QueueID(0) {
+				break
+			}
+			_, next := queueBounds(q)
+			valid = it.SeekGE(next)
+			continue
+		}
+		valid = it.Next() // orphan state key: keep looking in this queue
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// Meta visits metadata in key order.
+func (p *Pebble) Meta(fn func(key string, value []byte) error) error {
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	if p.db == nil {
+		return ErrUnavailable
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMeta}, UpperBound: []byte{prefixMeta + 1}})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if err := fn(string(it.Key()[1:]), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return err
+	}
+	return it.Close()
+}
