@@ -13,10 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // Version is epitaph's own version.
@@ -67,6 +71,17 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
+	// Telemetry configures tracing and metrics from settings and the
+	// OTEL_* environment; the zero value has tracing follow the
+	// environment and metrics off.
+	Telemetry TelemetryOptions
+	// TracerProvider, when set, receives the broker's spans (tests inject
+	// an SDK provider with an in-memory exporter); it overrides
+	// Telemetry.Tracing. nil: from Telemetry, else off (no-op).
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, also receives the broker's metric
+	// instruments (besides the /metrics reader of Telemetry.Metrics).
+	MeterProvider metric.MeterProvider
 }
 
 // Broker is a running broker.
@@ -79,6 +94,10 @@ type Broker struct {
 	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
 	opts   Options
+
+	providers *telemetry.Providers
+	tracer    *telemetry.Tracer
+	counters  *link.Counters
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,18 +124,25 @@ func Start(opts Options) (*Broker, error) {
 	default:
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
-	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity})
+	b := &Broker{serveDone: make(chan struct{}), httpDone: make(chan struct{})}
+	if err := b.setupTelemetry(&opts); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity,
+		Tracer: b.tracer})
 	rt := router.New(router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl})
 	if len(opts.Definitions) > 0 {
 		if err := rt.LoadDefinitions(opts.Definitions); err != nil {
 			rt.Close()
+			_ = b.providers.Shutdown(context.Background())
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		rt.Close()
+		_ = b.providers.Shutdown(context.Background())
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	srv := link.NewServer(link.Options{
@@ -132,20 +158,32 @@ func Start(opts Options) (*Broker, error) {
 		AutoCreateQueues: opts.AutoCreateQueues,
 		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),
-		Product: "epitaph",
-		Version: Version,
+		Product:  "epitaph",
+		Version:  Version,
+		Tracer:   b.tracer,
+		Counters: b.counters,
 	})
-	b := &Broker{ln: ln, srv: srv, router: rt, dl: dl, log: opts.Logger, opts: opts, serveDone: make(chan struct{}),
-		httpDone: make(chan struct{})}
+	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
+	if err := b.registerMetrics(&opts); err != nil {
+		ln.Close()
+		rt.Close()
+		_ = b.providers.Shutdown(context.Background())
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	var metrics http.Handler
+	if b.providers.Reader != nil {
+		metrics = telemetry.PrometheusHandler(b.providers.Reader)
+	}
 	if opts.HTTPListen != "" {
 		if b.httpLn, err = net.Listen("tcp", opts.HTTPListen); err != nil {
 			ln.Close()
 			rt.Close()
+			_ = b.providers.Shutdown(context.Background())
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 		b.httpS = &http.Server{
 			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
-				Logger: opts.Logger.With("component", "http"), ProductVersion: Version}),
+				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 		}
@@ -203,7 +241,8 @@ func (b *Broker) Close() error {
 		<-b.serveDone
 		<-b.httpDone
 		b.router.Close()
-		b.closeErr = errors.Join(lnErr, httpErr, err)
+		telErr := b.providers.Shutdown(ctx) // flushes spans still batched
+		b.closeErr = errors.Join(lnErr, httpErr, err, telErr)
 	})
 	return b.closeErr
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -51,6 +52,24 @@ const (
 	KeyHandshakeTimeout = "handshake-timeout"
 	KeyLogLevel         = "log-level"
 	KeyLogFormat        = "log-format"
+	KeyTracing          = "tracing"
+	KeyOTLPEndpoint     = "otlp-endpoint"
+	KeyOTLPProtocol     = "otlp-protocol"
+	KeyMetrics          = "metrics"
+	KeyOTLPMetrics      = "otlp-metrics"
+)
+
+// Tracing modes accepted by the tracing key.
+const (
+	TracingAuto = "auto"
+	TracingOn   = "on"
+	TracingOff  = "off"
+)
+
+// OTLP protocols accepted by the otlp-protocol key ("" follows OTEL_EXPORTER_OTLP_PROTOCOL).
+const (
+	OTLPGRPC = "grpc"
+	OTLPHTTP = "http/protobuf"
 )
 
 // keyConfig is the flag naming the YAML file; it is not a Config field.
@@ -111,6 +130,18 @@ type Config struct {
 	LogLevel string `mapstructure:"log-level"`
 	// LogFormat is "text" or "json".
 	LogFormat string `mapstructure:"log-format"`
+	// Tracing is "auto" (on when OTEL_TRACES_EXPORTER=otlp), "on" or "off".
+	Tracing string `mapstructure:"tracing"`
+	// OTLPEndpoint is the OTLP collector's base URL; empty follows
+	// OTEL_EXPORTER_OTLP_ENDPOINT and the exporters' defaults.
+	OTLPEndpoint string `mapstructure:"otlp-endpoint"`
+	// OTLPProtocol is "grpc" or "http/protobuf"; empty follows
+	// OTEL_EXPORTER_OTLP_PROTOCOL (default http/protobuf).
+	OTLPProtocol string `mapstructure:"otlp-protocol"`
+	// Metrics serves Prometheus metrics on the HTTP listener's /metrics.
+	Metrics bool `mapstructure:"metrics"`
+	// OTLPMetrics also pushes metrics over OTLP.
+	OTLPMetrics bool `mapstructure:"otlp-metrics"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -131,6 +162,11 @@ func Default() Config {
 		HandshakeTimeout: 10 * time.Second,
 		LogLevel:         "info",
 		LogFormat:        LogFormatText,
+		Tracing:          TracingAuto,
+		OTLPEndpoint:     "",
+		OTLPProtocol:     "",
+		Metrics:          true,
+		OTLPMetrics:      false,
 	}
 }
 
@@ -156,6 +192,11 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
+	fs.String(KeyTracing, d.Tracing, "OpenTelemetry tracing: auto (on when OTEL_TRACES_EXPORTER=otlp), on or off")
+	fs.String(KeyOTLPEndpoint, d.OTLPEndpoint, "OTLP collector base `URL` (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost)")
+	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
+	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
+	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
 	return fs
 }
 
@@ -209,6 +250,11 @@ func Load(args []string) (*Config, error) {
 		KeyHandshakeTimeout: d.HandshakeTimeout,
 		KeyLogLevel:         d.LogLevel,
 		KeyLogFormat:        d.LogFormat,
+		KeyTracing:          d.Tracing,
+		KeyOTLPEndpoint:     d.OTLPEndpoint,
+		KeyOTLPProtocol:     d.OTLPProtocol,
+		KeyMetrics:          d.Metrics,
+		KeyOTLPMetrics:      d.OTLPMetrics,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -243,6 +289,9 @@ func Load(args []string) (*Config, error) {
 	c.Anonymous = strings.ToLower(strings.TrimSpace(c.Anonymous))
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
 	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
+	c.Tracing = strings.ToLower(strings.TrimSpace(c.Tracing))
+	c.OTLPProtocol = strings.ToLower(strings.TrimSpace(c.OTLPProtocol))
+	c.OTLPEndpoint = strings.TrimSpace(c.OTLPEndpoint)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -292,6 +341,25 @@ func (c *Config) Validate() error {
 	case LogFormatText, LogFormatJSON:
 	default:
 		return invalid(KeyLogFormat, c.LogFormat, "want text or json")
+	}
+	switch c.Tracing {
+	case TracingAuto, TracingOn, TracingOff:
+	default:
+		return invalid(KeyTracing, c.Tracing, "want auto, on or off")
+	}
+	switch c.OTLPProtocol {
+	case "", OTLPGRPC, OTLPHTTP:
+	default:
+		return invalid(KeyOTLPProtocol, c.OTLPProtocol, "want grpc or http/protobuf")
+	}
+	if c.OTLPEndpoint != "" {
+		raw := c.OTLPEndpoint
+		if !strings.Contains(raw, "://") {
+			raw = "http://" + raw
+		}
+		if u, err := url.Parse(raw); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return invalid(KeyOTLPEndpoint, c.OTLPEndpoint, "want http(s)://host:port or host:port")
+		}
 	}
 	return nil
 }

@@ -88,6 +88,8 @@ log-format: json
 		HandshakeTimeout: 2 * time.Second,
 		LogLevel:         "debug",
 		LogFormat:        "json",
+		Tracing:          TracingAuto,
+		Metrics:          true,
 	}, c)
 }
 
@@ -146,6 +148,8 @@ func TestEnv(t *testing.T) {
 		HandshakeTimeout: 500 * time.Millisecond,
 		LogLevel:         "warn",
 		LogFormat:        "json",
+		Tracing:          TracingAuto,
+		Metrics:          true,
 	}, c)
 }
 

@@ -10,13 +10,18 @@
 package deadletter
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // Options configure a DeadLetterer. Zero values mean defaults.
@@ -28,6 +33,9 @@ type Options struct {
 	// x-last-death-error-condition and -description annotations), for strict
 	// RabbitMQ 4.3 parity.
 	Strict bool
+	// Tracer records a span per dead-letter hop and writes its context into
+	// the copy's x-opt-traceparent annotation; nil is tracing off.
+	Tracer *telemetry.Tracer
 }
 
 // Counts are what happened to the messages that died in one queue for one reason.
@@ -50,15 +58,32 @@ type Key struct {
 	Reason router.Reason
 }
 
+// Strategy labels, as RabbitMQ's dead_letter_strategy metric label.
+const (
+	StrategyDisabled    = "disabled"     // no dead-letter exchange: the message is dropped
+	StrategyAtMostOnce  = "at_most_once" // the only strategy epitaph applies today
+	StrategyAtLeastOnce = "at_least_once"
+)
+
+// GlobalKey identifies a counter of RabbitMQ's global dead-letter family
+// (rabbitmq_global_messages_dead_lettered_<reason>_total).
+type GlobalKey struct {
+	QueueType router.QueueType
+	Strategy  string // StrategyDisabled or StrategyAtMostOnce
+	Reason    router.Reason
+}
+
 // DeadLetterer dead-letters messages at most once (RabbitMQ's default
 // strategy): the source queue has already removed the message.
 type DeadLetterer struct {
 	log    *slog.Logger
 	now    func() time.Time
 	strict bool
+	tr     *telemetry.Tracer
 
 	mu     sync.Mutex
 	counts map[Key]*Counts
+	global map[GlobalKey]uint64
 }
 
 // New returns a DeadLetterer.
@@ -69,7 +94,8 @@ func New(opts Options) *DeadLetterer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, counts: make(map[Key]*Counts)}
+	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, tr: opts.Tracer,
+		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64)}
 }
 
 // Stats returns a snapshot of the counters.
@@ -79,6 +105,21 @@ func (d *DeadLetterer) Stats() map[Key]Counts {
 	out := make(map[Key]Counts, len(d.counts))
 	for k, c := range d.counts {
 		out[k] = *c
+	}
+	return out
+}
+
+// GlobalStats returns a snapshot of RabbitMQ's global dead-letter counters:
+// every message that died, by source queue type, strategy and reason, as
+// rabbit_global_counters counts them (a message dropped for want of a
+// dead-letter exchange counts under StrategyDisabled; one dead-lettered,
+// or dropped for no route or as a cycle, under StrategyAtMostOnce).
+func (d *DeadLetterer) GlobalStats() map[GlobalKey]uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[GlobalKey]uint64, len(d.global))
+	for k, n := range d.global {
+		out[k] = n
 	}
 	return out
 }
@@ -98,13 +139,19 @@ func (d *DeadLetterer) QueueStats(vhost, queue string) map[router.Reason]Counts 
 
 func (d *DeadLetterer) count(src *router.Queue, reason router.Reason, f func(*Counts)) {
 	k := Key{VHost: src.VHost().Name(), Queue: src.Name(), Reason: reason}
+	strategy := StrategyAtMostOnce
 	d.mu.Lock()
 	c := d.counts[k]
 	if c == nil {
 		c = new(Counts)
 		d.counts[k] = c
 	}
+	before := c.DroppedNoDLX
 	f(c)
+	if c.DroppedNoDLX != before {
+		strategy = StrategyDisabled
+	}
+	d.global[GlobalKey{QueueType: src.Type(), Strategy: strategy, Reason: reason}]++
 	d.mu.Unlock()
 }
 
@@ -117,23 +164,60 @@ func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
 }
 
 func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
+	var (
+		ctx  = context.Background()
+		span trace.Span
+		hop  *telemetry.DeadLetter
+	)
 	dlx, ok := src.DeadLetterExchange()
+	if d.tr != nil {
+		hop = &telemetry.DeadLetter{Source: src, Reason: dm.Reason, Exchange: dlx, HasExchange: ok,
+			Strategy: src.DeadLetterStrategy(), RoutingKeys: dm.Msg.RoutingKeys}
+		if !ok {
+			hop.Strategy = StrategyDisabled
+			hop.Count = deathCount(dm.Msg.Anns, src.Name(), dm.Reason)
+			_, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Wire, hop)
+		}
+	}
 	if !ok {
 		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
+		if span != nil {
+			telemetry.EndDeadLetter(span, nil, nil, telemetry.DropNoDLX, nil)
+		}
 		return
 	}
 	cp, h := d.Copy(src, dm, dlx)
+	if hop != nil {
+		hop.RoutingKeys = cp.RoutingKeys
+		if len(h.Deaths) > 0 {
+			hop.Count = h.Deaths[0].Count // Record puts this death's {queue, reason} entry first
+		}
+		ctx, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Wire, hop)
+		// The copy carries this hop's context: its deliveries, and any
+		// further dead-lettering, continue the producer's trace from here.
+		cp.Anns = telemetry.Inject(cp.Anns, span.SpanContext())
+	}
 	targets, err := src.VHost().Route(dlx, cp)
 	if err != nil || len(targets) == 0 {
 		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
-		d.log.Debug("dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
+		d.log.DebugContext(ctx, "dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
 			"reason", string(dm.Reason), "dlx", dlx, "err", err)
+		if span != nil {
+			if err == nil {
+				err = errors.New("the dead-letter exchange routed the message to no queue")
+			}
+			telemetry.EndDeadLetter(span, nil, nil, telemetry.DropNoRoute, err)
+		}
 		return
 	}
 	// §2.6: drop targets that would be a cycle; the others still get it.
+	var cycles []*router.Queue
 	n := 0
 	for _, q := range targets {
 		if annotations.IsCycle(h, q.Name()) {
+			if span != nil {
+				cycles = append(cycles, q)
+			}
 			continue
 		}
 		targets[n] = q
@@ -141,8 +225,11 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 	}
 	if n == 0 {
 		d.count(src, dm.Reason, func(c *Counts) { c.DroppedCycle++ })
-		d.log.Warn("dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
+		d.log.WarnContext(ctx, "dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
 			"reason", string(dm.Reason), "dlx", dlx)
+		if span != nil {
+			telemetry.EndDeadLetter(span, nil, cycles, telemetry.DropCycle, errors.New("dead-letter cycle"))
+		}
 		return
 	}
 	for _, q := range targets[:n] {
@@ -150,6 +237,25 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 		q.Enqueue(cp)
 	}
 	d.count(src, dm.Reason, func(c *Counts) { c.DeadLettered++ })
+	if span != nil {
+		telemetry.EndDeadLetter(span, targets[:n], cycles, "", nil)
+	}
+}
+
+// deathCount is the x-opt-deaths count for {queue, reason} once this death
+// is recorded (for the span of a message dropped without a DLX, which gets
+// no copy).
+func deathCount(anns amqp10.Map, queue string, reason router.Reason) uint64 {
+	h, _, err := annotations.Decode(anns)
+	if err != nil {
+		return 1
+	}
+	for _, d := range h.Deaths {
+		if d.Queue == queue && d.Reason == string(reason) {
+			return d.Count + 1
+		}
+	}
+	return 1
 }
 
 // Copy builds the dead-letter copy of dm leaving src for exchange dlx

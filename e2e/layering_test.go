@@ -30,10 +30,11 @@ var allowed = map[string][]string{
 	"annotations": {"amqp10"},
 	"config":      nil,
 	"router":      {"amqp10", "annotations"},
-	"deadletter":  {"amqp10", "annotations", "router"},
-	"link":        {"amqp10", "router"},
+	"telemetry":   {"amqp10", "router"},
+	"deadletter":  {"amqp10", "annotations", "router", "telemetry"},
+	"link":        {"amqp10", "router", "telemetry"},
 	"management":  {"amqp10", "annotations", "router", "deadletter"},
-	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management"},
+	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry"},
 }
 
 // anything lists the top-level directories whose packages may import any
@@ -49,7 +50,7 @@ var thirdParty = map[string][]string{
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", root}
+var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

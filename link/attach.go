@@ -141,7 +141,7 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 		}
 	}
 	l.deliveryCount = a.InitialDeliveryCount
-	s.links[a.Handle] = l
+	s.addLink(a.Handle, l)
 	s.c.write(s.local, s.reply(a), nil)
 	l.grant()
 	return nil
@@ -199,13 +199,24 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 		return s.refuse(a, routerError(err))
 	}
 	l.sub = sub
-	s.links[a.Handle] = l
+	if ctr := s.c.srv.opts.Counters; ctr != nil {
+		l.qc = ctr.queue(q)
+	}
+	s.addLink(a.Handle, l)
 	r := s.reply(a)
 	r.Source = src
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
 	r.MaxMessageSize = 0
 	s.c.write(s.local, r, nil)
 	return nil
+}
+
+// addLink registers an attached link.
+func (s *session) addLink(h uint32, l endpoint) {
+	s.links[h] = l
+	if ctr := s.c.srv.opts.Counters; ctr != nil {
+		ctr.linkAdded(l, 1)
+	}
 }
 
 func randomHex(n int) string {

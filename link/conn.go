@@ -96,6 +96,10 @@ func (c *conn) serve() {
 		return
 	}
 	c.log.Debug("connection open", "user", c.user, "vhost", c.vhost.Name(), "container", c.containerID)
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.connections.Add(1)
+		defer ctr.connections.Add(-1)
+	}
 	var wg sync.WaitGroup
 	wg.Go(c.readLoop)  // exits when nc is closed or done is closed
 	wg.Go(c.writeLoop) // exits when out is closed and flushed, or on a write error
@@ -332,6 +336,9 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 	s := newSession(c, ch, uint16(local), b)
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.sessions.Add(1)
+	}
 	c.write(s.local, &amqp10.Begin{
 		RemoteChannel:    ch,
 		HasRemoteChannel: true,
@@ -344,6 +351,9 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 }
 
 func (c *conn) removeSession(s *session) {
+	if ctr := c.srv.opts.Counters; ctr != nil && c.sessions[s.remote] == s {
+		ctr.sessions.Add(-1)
+	}
 	delete(c.sessions, s.remote)
 	delete(c.localChans, s.local)
 }
@@ -356,6 +366,9 @@ func (c *conn) cleanup() {
 	}
 	for _, s := range c.sessions {
 		s.releaseLinks(reason)
+	}
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.sessions.Add(-int64(len(c.sessions)))
 	}
 	c.sessions, c.localChans = nil, nil
 	c.vhost.DeleteExclusive(c)

@@ -85,7 +85,7 @@ func (s *session) mgmtResponse(name string, resp []byte) {
 func (s *session) attachMgmtSender(a *amqp10.Attach) error {
 	l := &mgmtLink{s: s, handle: a.Handle, name: a.Name, pending: s.mgmtWaiting}
 	s.mgmtWaiting = nil
-	s.links[a.Handle] = l
+	s.addLink(a.Handle, l)
 	r := s.reply(a)
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
 	r.MaxMessageSize = 0

@@ -3,8 +3,11 @@ package link
 import (
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // publisherCredit is the link credit granted to publishers, topped up when
@@ -177,11 +180,48 @@ func (l *receiverLink) publish(body []byte) {
 	m.Exchange = exch
 	m.RoutingKeys = append(make([]string, 0, 1+len(cc)), key)
 	m.RoutingKeys = append(m.RoutingKeys, cc...)
-	st, err := vh.Publish(exch, m)
+	opts := &l.s.c.srv.opts
+	var span trace.Span
+	if opts.Tracer != nil {
+		span = opts.Tracer.StartPublish(vh.Name(), exch, key, wm)
+		// The message carries the publish span's context as its hop context
+		// (broker annotations override the publisher's on delivery).
+		m.Anns = telemetry.Inject(m.Anns, span.SpanContext())
+	}
+	st, queues, err := vh.PublishRoutes(exch, m)
 	if err != nil {
 		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
 	}
+	if ctr := opts.Counters; ctr != nil {
+		l.count(ctr, queues, st)
+	}
+	if span != nil {
+		telemetry.EndPublish(span, queues, st)
+	}
 	l.settle(st)
+}
+
+// count counts one publish as RabbitMQ's global counters do.
+func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, st amqp10.DeliveryState) {
+	ctr.received.Add(1)
+	if !l.settled {
+		ctr.receivedConfirm.Add(1)
+		if st.Kind == amqp10.StateAccepted {
+			ctr.confirmed.Add(1)
+		}
+	}
+	switch {
+	case len(queues) > 0:
+		ctr.routed.Add(uint64(len(queues)))
+		for _, q := range queues {
+			ctr.queue(q).Routed.Add(1)
+		}
+	case st.Kind != amqp10.StateReleased:
+	case l.settled:
+		ctr.unroutableDropped.Add(1)
+	default:
+		ctr.unroutableRetd.Add(1)
+	}
 }
 
 func rejected(cond amqp10.ErrCond, format string, args ...any) amqp10.DeliveryState {

@@ -3,8 +3,11 @@ package link
 import (
 	"encoding/binary"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // transferOverhead bounds the frame header plus a first transfer
@@ -24,6 +27,7 @@ type senderLink struct {
 	deliveryCount uint32 // deliveries sent (the sender's delivery-count)
 	limit         uint32 // receiver's delivery-count + link-credit
 	detached      bool
+	qc            *QueueCounters // nil when counting is off
 }
 
 // Deliver implements router.Consumer.
@@ -79,6 +83,13 @@ func (l *senderLink) release(reason router.CancelReason) {
 // session window is too small for it now.
 func (l *senderLink) send(d *router.Delivery) bool {
 	s, c := l.s, l.s.c
+	var span trace.Span
+	if tr := c.srv.opts.Tracer; tr != nil {
+		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
+		// The consumer sees this delivery's context: its process span, and a
+		// dead-letter consumer's, continue the producer's trace.
+		d.Annotations = telemetry.Inject(d.Annotations, span.SpanContext())
+	}
 	body, err := d.Msg.Wire.AppendDelivery(c.msgBuf[:0], &d.Header, d.Annotations)
 	if err != nil {
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
@@ -88,11 +99,27 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	c.msgBuf = body
 	id, ok := s.sendMessage(l.handle, body, d.Tag, l.preSettled)
 	if !ok {
+		// Held back by the peer's window: the span is never ended, so never
+		// exported; the retry starts another.
 		return false
 	}
+	if span != nil {
+		defer span.End()
+	}
 	l.deliveryCount++
+	if l.qc != nil {
+		l.qc.Delivered.Add(1)
+		if l.preSettled {
+			l.qc.DeliveredAutoAck.Add(1)
+		}
+	}
 	if !l.preSettled {
-		s.unsettledOut[id] = outDelivery{l: l, tag: d.Tag}
+		od := outDelivery{l: l, tag: d.Tag}
+		if span != nil {
+			sc := span.SpanContext()
+			od.span = &sc
+		}
+		s.unsettledOut[id] = od
 	}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // AnonymousPolicy values for Options.Anonymous.
@@ -49,6 +50,11 @@ type Options struct {
 	// RabbitMQVersion is sent as the open properties' version, so RabbitMQ 4
 	// clients enable their features; default "4.3.0".
 	RabbitMQVersion string
+	// Tracer records publish, deliver and settle spans and propagates trace
+	// context through x-opt-traceparent; nil is tracing off.
+	Tracer *telemetry.Tracer
+	// Counters receive message and connection counts; nil counts nothing.
+	Counters *Counters
 }
 
 func (o *Options) setDefaults() {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -26,6 +28,8 @@ type endpoint interface {
 type outDelivery struct {
 	l   *senderLink
 	tag uint64
+	// span is the delivery span's context, for the settle span (tracing on).
+	span *trace.SpanContext
 }
 
 // pendingItem is outgoing work held back by the peer's incoming window.
@@ -141,6 +145,9 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 	for h, l := range s.links {
 		l.release(reason)
 		delete(s.links, h)
+		if ctr := s.c.srv.opts.Counters; ctr != nil {
+			ctr.linkAdded(l, -1)
+		}
 	}
 	clear(s.unsettledOut)
 	clear(s.unsettledIn)
@@ -265,7 +272,14 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 	for _, id := range ids {
 		od := s.unsettledOut[id]
 		delete(s.unsettledOut, id)
-		if err := od.l.sub.Settle(od.tag, o); err != nil {
+		err := od.l.sub.Settle(od.tag, o)
+		if od.l.qc != nil && err == nil {
+			od.l.qc.settled(&o)
+		}
+		if od.span != nil {
+			s.c.srv.opts.Tracer.Settle(*od.span, od.l.sub.Queue(), od.tag, o, err)
+		}
+		if err != nil {
 			if errors.Is(err, router.ErrInvalidArgument) {
 				return sessErr(amqp10.ErrCondInvalidField, "%v", err)
 			}
@@ -331,6 +345,9 @@ func (s *session) detach(d *amqp10.Detach) error {
 func (s *session) removeLink(h uint32, l endpoint, reason router.CancelReason) {
 	l.release(reason)
 	delete(s.links, h)
+	if ctr := s.c.srv.opts.Counters; ctr != nil {
+		ctr.linkAdded(l, -1)
+	}
 	if sl, ok := l.(*senderLink); ok {
 		for id, od := range s.unsettledOut {
 			if od.l == sl {

@@ -28,6 +28,9 @@ type HTTPOptions struct {
 	// ProductVersion is epitaph's version shown by /api/overview; "" shows
 	// "unknown".
 	ProductVersion string
+	// Metrics serves GET /metrics (Prometheus text, no authentication, as
+	// RabbitMQ's Prometheus endpoint); nil answers 404 there.
+	Metrics http.Handler
 }
 
 // httpRabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -43,6 +46,7 @@ type httpServer struct {
 	log     *slog.Logger
 	version string
 	routes  []httpRoute
+	metrics http.Handler
 }
 
 // httpHandlerFunc handles one matched request; a returned error is written
@@ -99,7 +103,8 @@ func httpErrorf(status int, format string, a ...any) *httpError {
 // HTTP basic authentication against the broker's users. Its paths, JSON
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
 func NewHTTPHandler(opts HTTPOptions) http.Handler {
-	s := &httpServer{b: opts.Router, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion}
+	s := &httpServer{b: opts.Router, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
+		metrics: opts.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -171,6 +176,10 @@ func (s *httpServer) httpRoutes() []httpRoute {
 // ServeHTTP routes a request: unknown paths get 404, known paths with
 // another method 405, and everything but the health checks needs basic auth.
 func (s *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.metrics != nil && r.URL.Path == "/metrics" {
+		s.metrics.ServeHTTP(w, r)
+		return
+	}
 	req := &httpReq{w: w, r: r}
 	if err := s.serve(req); err != nil {
 		s.writeError(w, r, err)

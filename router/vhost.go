@@ -479,15 +479,22 @@ func stringKeys(m amqp10.Map) amqp10.Map {
 // internal exchange fails with ErrAccessRefused. m.Exchange is set to
 // exchange on the enqueued message.
 func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
+	st, _, err := v.PublishRoutes(exchange, m)
+	return st, err
+}
+
+// PublishRoutes is Publish that also returns the queues the message was
+// routed to (for metrics and tracing).
+func (v *VHost) PublishRoutes(exchange string, m *Message) (amqp10.DeliveryState, []*Queue, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
 	queues, err := v.route(exchange, m)
 	if err != nil {
-		return amqp10.DeliveryState{}, err
+		return amqp10.DeliveryState{}, nil, err
 	}
 	if len(queues) == 0 {
-		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil, nil
 	}
 	if m.Exchange != exchange {
 		c := *m
@@ -509,11 +516,21 @@ func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, erro
 	}
 	switch {
 	case rejectedBy != nil:
-		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}, queues, nil
 	case accepted:
-		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}, queues, nil
 	}
-	return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil
+	return amqp10.DeliveryState{Kind: amqp10.StateReleased}, queues, nil
+}
+
+// PublishConfirm is Publish for publishers that wait for an outcome. When
+// m must first be made durable, it returns pending=true and later calls
+// confirm exactly once with the final outcome, from another goroutine;
+// confirm must not block. Otherwise it returns the outcome at once and never
+// calls confirm. With the in-memory store nothing is ever pending.
+func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, pending bool, err error) {
+	st, err = v.Publish(exchange, m)
+	return st, false, err
 }
 
 // Enqueue puts m on q as if a publish had routed it there; the dead-letter

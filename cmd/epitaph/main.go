@@ -120,6 +120,13 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		IdleTimeout:      cfg.IdleTimeout,
 		MaxMessageSize:   cfg.MaxMessageSize,
 		HandshakeTimeout: cfg.HandshakeTimeout,
+		Telemetry: epitaph.TelemetryOptions{
+			Tracing:      cfg.Tracing,
+			OTLPEndpoint: cfg.OTLPEndpoint,
+			OTLPProtocol: cfg.OTLPProtocol,
+			Metrics:      cfg.Metrics,
+			OTLPMetrics:  cfg.OTLPMetrics,
+		},
 	}, nil
 }
 

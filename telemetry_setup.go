@@ -1,0 +1,303 @@
+package epitaph
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/epitaph-mq/epitaph/deadletter"
+	"github.com/epitaph-mq/epitaph/link"
+	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
+)
+
+// TelemetryOptions configure tracing and metrics (the README's "Tracing and
+// metrics" section). The zero value has tracing follow the standard
+// OTEL_* environment variables (off unless OTEL_TRACES_EXPORTER=otlp) and
+// metrics off.
+type TelemetryOptions struct {
+	// Tracing is "auto" (or ""), "on" or "off".
+	Tracing string
+	// OTLPEndpoint is the collector's base URL; "" follows OTEL_EXPORTER_OTLP_ENDPOINT.
+	OTLPEndpoint string
+	// OTLPProtocol is "grpc" or "http/protobuf"; "" follows OTEL_EXPORTER_OTLP_PROTOCOL.
+	OTLPProtocol string
+	// Metrics collects metrics and serves them as Prometheus text at
+	// /metrics on the HTTP listener.
+	Metrics bool
+	// OTLPMetrics also pushes metrics over OTLP (as does OTEL_METRICS_EXPORTER=otlp).
+	OTLPMetrics bool
+}
+
+// setupTelemetry builds the providers from opts and returns the tracer (nil:
+// off) and the link counters (nil: no metrics). It wraps the logger so that
+// records logged with a span's context carry trace_id and span_id.
+func (b *Broker) setupTelemetry(opts *Options) error {
+	cfg := telemetry.Config{
+		Tracing:        opts.Telemetry.Tracing,
+		OTLPEndpoint:   opts.Telemetry.OTLPEndpoint,
+		OTLPProtocol:   opts.Telemetry.OTLPProtocol,
+		Metrics:        opts.Telemetry.Metrics && opts.HTTPListen != "", // /metrics needs the listener
+		OTLPMetrics:    opts.Telemetry.OTLPMetrics,
+		ServiceVersion: Version,
+		Logger:         opts.Logger.With("component", "telemetry"),
+	}
+	if opts.TracerProvider != nil {
+		cfg.Tracing = telemetry.TracingOff // the embedder's provider wins
+	}
+	p, err := telemetry.Setup(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	b.providers = p
+	tp := opts.TracerProvider
+	if tp == nil && p.TracerProvider != nil {
+		tp = p.TracerProvider
+	}
+	b.tracer = telemetry.NewTracer(tp)
+	if b.tracer != nil {
+		opts.Logger = slog.New(telemetry.NewLogHandler(opts.Logger.Handler()))
+	}
+	if p.MeterProvider != nil || opts.MeterProvider != nil {
+		b.counters = link.NewCounters()
+	}
+	return nil
+}
+
+// registerMetrics registers the broker's instruments on every meter
+// provider in use.
+func (b *Broker) registerMetrics(opts *Options) error {
+	if b.providers.MeterProvider != nil {
+		if err := registerMetrics(b.providers.MeterProvider.Meter(telemetry.ScopeName), b); err != nil {
+			return err
+		}
+	}
+	if opts.MeterProvider != nil {
+		return registerMetrics(opts.MeterProvider.Meter(telemetry.ScopeName), b)
+	}
+	return nil
+}
+
+const protocol = "amqp10"
+
+// rabbitQueueType is RabbitMQ's queue_type label value.
+func rabbitQueueType(t router.QueueType) string {
+	if t == router.Quorum {
+		return "rabbit_quorum_queue"
+	}
+	return "rabbit_classic_queue"
+}
+
+// deadLetterFamilies are RabbitMQ's global dead-letter counters and the
+// {queue_type, dead_letter_strategy} series rabbit_global_counters creates
+// for each at boot (so they exist, at zero, before anything dies).
+var deadLetterFamilies = []struct {
+	reason router.Reason
+	name   string
+	help   string
+	series [][2]string
+}{
+	{router.ReasonMaxLen, "rabbitmq_global_messages_dead_lettered_maxlen_total",
+		"Total number of messages dead-lettered due to overflow drop-head or reject-publish-dlx",
+		[][2]string{{"rabbit_classic_queue", "disabled"}, {"rabbit_classic_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "disabled"}, {"rabbit_quorum_queue", "at_most_once"}}},
+	{router.ReasonExpired, "rabbitmq_global_messages_dead_lettered_expired_total",
+		"Total number of messages dead-lettered due to message TTL exceeded",
+		[][2]string{{"rabbit_classic_queue", "disabled"}, {"rabbit_classic_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "disabled"}, {"rabbit_quorum_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "at_least_once"}}},
+	{router.ReasonRejected, "rabbitmq_global_messages_dead_lettered_rejected_total",
+		"Total number of messages dead-lettered due to basic.reject or basic.nack",
+		[][2]string{{"rabbit_classic_queue", "disabled"}, {"rabbit_classic_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "disabled"}, {"rabbit_quorum_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "at_least_once"}}},
+	{router.ReasonDeliveryLimit, "rabbitmq_global_messages_dead_lettered_delivery_limit_total",
+		"Total number of messages dead-lettered due to delivery-limit exceeded",
+		[][2]string{{"rabbit_quorum_queue", "disabled"}, {"rabbit_quorum_queue", "at_most_once"},
+			{"rabbit_quorum_queue", "at_least_once"}}},
+}
+
+// registerMetrics creates the observable instruments on m; one callback
+// reads the link counters, the dead-letter counters and the queues at each
+// collection, so the message paths pay only for atomic increments.
+func registerMetrics(m metric.Meter, b *Broker) error {
+	var insts []metric.Observable
+	var err error
+	counter := func(name, help string) metric.Int64ObservableCounter {
+		c, e := m.Int64ObservableCounter(name, metric.WithDescription(help))
+		if e != nil && err == nil {
+			err = e
+		}
+		insts = append(insts, c)
+		return c
+	}
+	gauge := func(name, help string) metric.Int64ObservableGauge {
+		g, e := m.Int64ObservableGauge(name, metric.WithDescription(help))
+		if e != nil && err == nil {
+			err = e
+		}
+		insts = append(insts, g)
+		return g
+	}
+	// RabbitMQ's global families (rabbit_global_counters), protocol="amqp10".
+	received := counter("rabbitmq_global_messages_received_total", "Total number of messages received from publishers")
+	receivedConfirm := counter("rabbitmq_global_messages_received_confirm_total",
+		"Total number of messages received from publishers expecting confirmations")
+	routed := counter("rabbitmq_global_messages_routed_total", "Total number of messages routed to queues or streams")
+	unroutableDropped := counter("rabbitmq_global_messages_unroutable_dropped_total",
+		"Total number of messages published as non-mandatory into an exchange and dropped as unroutable")
+	unroutableReturned := counter("rabbitmq_global_messages_unroutable_returned_total",
+		"Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable")
+	confirmed := counter("rabbitmq_global_messages_confirmed_total", "Total number of messages confirmed to publishers")
+	publishers := gauge("rabbitmq_global_publishers", "Current number of publishers")
+	consumers := gauge("rabbitmq_global_consumers", "Current number of consumers")
+	delivered := counter("rabbitmq_global_messages_delivered_total", "Total number of messages delivered to consumers")
+	deliveredManual := counter("rabbitmq_global_messages_delivered_consume_manual_ack_total",
+		"Total number of messages delivered to consumers using basic.consume with manual acknowledgment")
+	deliveredAuto := counter("rabbitmq_global_messages_delivered_consume_auto_ack_total",
+		"Total number of messages delivered to consumers using basic.consume with automatic acknowledgment")
+	getManual := counter("rabbitmq_global_messages_delivered_get_manual_ack_total",
+		"Total number of messages delivered to consumers using basic.get with manual acknowledgment")
+	getAuto := counter("rabbitmq_global_messages_delivered_get_auto_ack_total",
+		"Total number of messages delivered to consumers using basic.get with automatic acknowledgment")
+	getEmpty := counter("rabbitmq_global_messages_get_empty_total",
+		"Total number of times basic.get operations fetched no message")
+	acknowledged := counter("rabbitmq_global_messages_acknowledged_total",
+		"Total number of messages acknowledged by consumers")
+	dlFamilies := make([]metric.Int64ObservableCounter, len(deadLetterFamilies))
+	for i, f := range deadLetterFamilies {
+		dlFamilies[i] = counter(f.name, f.help)
+	}
+	dlConfirmed := counter("rabbitmq_global_messages_dead_lettered_confirmed_total",
+		"Total number of messages dead-lettered and confirmed by target queues")
+
+	// epitaph's own series.
+	connections := gauge("epitaph_connections", "Open AMQP connections")
+	sessions := gauge("epitaph_sessions", "Open AMQP sessions")
+	links := gauge("epitaph_links", "Attached AMQP links (publishers, consumers and management links)")
+	qReady := gauge("epitaph_queue_messages_ready", "Messages ready for delivery, per queue")
+	qReadyBytes := gauge("epitaph_queue_messages_ready_bytes", "Size of the ready messages (bare message and footer), per queue")
+	qUnacked := gauge("epitaph_queue_messages_unacked", "Messages delivered and not yet settled, per queue")
+	qConsumers := gauge("epitaph_queue_consumers", "Consumers, per queue")
+	qRouted := counter("epitaph_queue_messages_routed_total", "Messages routed into the queue by publishes (dead-letter copies excluded)")
+	qDelivered := counter("epitaph_queue_messages_delivered_total", "Messages delivered from the queue to consumers")
+	qAcked := counter("epitaph_queue_messages_acknowledged_total", "Deliveries settled accepted")
+	qRequeued := counter("epitaph_queue_messages_requeued_total",
+		"Deliveries settled released, or modified without undeliverable-here (returned to the queue unless over a delivery limit)")
+	qRejected := counter("epitaph_queue_messages_rejected_total", "Deliveries settled rejected, or modified with undeliverable-here")
+	qDead := counter("epitaph_queue_messages_dead_lettered_total",
+		"Messages that died in the queue and reached at least one dead-letter target, by reason")
+	qDropped := counter("epitaph_queue_messages_dead_letter_dropped_total",
+		"Messages that died in the queue and were dropped, by reason and cause (no_dlx, no_route, cycle)")
+	if err != nil {
+		return err
+	}
+
+	proto := attribute.String("protocol", protocol)
+	protoSet := metric.WithAttributes(proto)
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var snap link.Snapshot
+		if b.counters != nil {
+			snap = b.counters.Snapshot()
+		}
+		o.ObserveInt64(received, int64(snap.Received), protoSet)
+		o.ObserveInt64(receivedConfirm, int64(snap.ReceivedConfirm), protoSet)
+		o.ObserveInt64(routed, int64(snap.Routed), protoSet)
+		o.ObserveInt64(unroutableDropped, int64(snap.UnroutableDropped), protoSet)
+		o.ObserveInt64(unroutableReturned, int64(snap.UnroutableReturned), protoSet)
+		o.ObserveInt64(confirmed, int64(snap.Confirmed), protoSet)
+		o.ObserveInt64(publishers, snap.Publishers, protoSet)
+		o.ObserveInt64(consumers, snap.Consumers, protoSet)
+		o.ObserveInt64(connections, snap.Connections)
+		o.ObserveInt64(sessions, snap.Sessions)
+		o.ObserveInt64(links, snap.Links)
+
+		// Per queue: link counters (including queues since deleted) and
+		// the live queues' depths.
+		type qstate struct {
+			link.QueueSnapshot
+			info   *router.QueueInfo
+			hasCtr bool
+		}
+		queues := map[link.QueueKey]*qstate{}
+		for _, qs := range snap.Queues {
+			queues[qs.QueueKey] = &qstate{QueueSnapshot: qs, hasCtr: true}
+		}
+		for _, vn := range b.router.VHosts() {
+			vh, ok := b.router.VHost(vn)
+			if !ok {
+				continue
+			}
+			for _, q := range vh.Queues() {
+				info := q.Info()
+				k := link.QueueKey{VHost: vn, Queue: q.Name()}
+				st := queues[k]
+				if st == nil {
+					st = &qstate{QueueSnapshot: link.QueueSnapshot{QueueKey: k, Type: q.Type()}}
+					queues[k] = st
+				}
+				st.info = &info
+			}
+		}
+		type typeTotals struct{ delivered, auto, acked int64 }
+		byType := map[string]*typeTotals{"rabbit_classic_queue": {}, "rabbit_quorum_queue": {}}
+		for k, st := range queues {
+			attrs := metric.WithAttributes(attribute.String("vhost", k.VHost), attribute.String("queue", k.Queue))
+			if st.info != nil {
+				o.ObserveInt64(qReady, int64(st.info.Messages), attrs)
+				o.ObserveInt64(qReadyBytes, st.info.MessageBytes, attrs)
+				o.ObserveInt64(qUnacked, int64(st.info.MessagesUnacknowledged), attrs)
+				o.ObserveInt64(qConsumers, int64(st.info.Consumers), attrs)
+			}
+			o.ObserveInt64(qRouted, int64(st.Routed), attrs)
+			o.ObserveInt64(qDelivered, int64(st.Delivered), attrs)
+			o.ObserveInt64(qAcked, int64(st.Acknowledged), attrs)
+			o.ObserveInt64(qRequeued, int64(st.Requeued), attrs)
+			o.ObserveInt64(qRejected, int64(st.Rejected), attrs)
+			t := byType[rabbitQueueType(st.Type)]
+			t.delivered += int64(st.Delivered)
+			t.auto += int64(st.DeliveredAutoAck)
+			t.acked += int64(st.Acknowledged)
+		}
+		for qt, t := range byType {
+			attrs := metric.WithAttributes(proto, attribute.String("queue_type", qt))
+			o.ObserveInt64(delivered, t.delivered, attrs)
+			o.ObserveInt64(deliveredManual, t.delivered-t.auto, attrs)
+			o.ObserveInt64(deliveredAuto, t.auto, attrs)
+			o.ObserveInt64(getManual, 0, attrs) // AMQP 1.0 has no basic.get
+			o.ObserveInt64(getAuto, 0, attrs)
+			o.ObserveInt64(getEmpty, 0, attrs)
+			o.ObserveInt64(acknowledged, t.acked, attrs)
+		}
+
+		for k, c := range b.dl.Stats() {
+			base := []attribute.KeyValue{attribute.String("vhost", k.VHost), attribute.String("queue", k.Queue),
+				attribute.String("reason", string(k.Reason))}
+			o.ObserveInt64(qDead, int64(c.DeadLettered), metric.WithAttributes(base...))
+			for _, d := range []struct {
+				cause string
+				n     uint64
+			}{{telemetry.DropNoDLX, c.DroppedNoDLX}, {telemetry.DropNoRoute, c.DroppedNoRoute}, {telemetry.DropCycle, c.DroppedCycle}} {
+				o.ObserveInt64(qDropped, int64(d.n), metric.WithAttributes(append(base, attribute.String("cause", d.cause))...))
+			}
+		}
+		global := b.dl.GlobalStats()
+		for i, f := range deadLetterFamilies {
+			for _, s := range f.series {
+				qt := router.Classic
+				if s[0] == "rabbit_quorum_queue" {
+					qt = router.Quorum
+				}
+				n := global[deadletter.GlobalKey{QueueType: qt, Strategy: s[1], Reason: f.reason}]
+				o.ObserveInt64(dlFamilies[i], int64(n), metric.WithAttributes(
+					attribute.String("queue_type", s[0]), attribute.String("dead_letter_strategy", s[1])))
+			}
+		}
+		o.ObserveInt64(dlConfirmed, 0, metric.WithAttributes(
+			attribute.String("queue_type", "rabbit_quorum_queue"), attribute.String("dead_letter_strategy", "at_least_once")))
+		return nil
+	}, insts...)
+	return err
+}
