@@ -1,0 +1,145 @@
+// Command epitaph-perf is a load tool for any AMQP 1.0 broker (like
+// RabbitMQ's PerfTest): throughput, dead-letter, fixed-rate latency and fill
+// scenarios with two client engines, go-amqp and a fast pipelining client on
+// epitaph's amqp10 codec. Every message carries a sequence number; lost,
+// duplicated and beyond-credit deliveries are reported and make it exit 1.
+//
+//	epitaph-perf -engine fast -scenario throughput -url amqp://127.0.0.1:5672 -queue plain -size 1024 -duration 10s
+//	epitaph-perf -scenario latency -rate 1000 -duration 10s
+//	epitaph-perf -scenario deadletter -queue work -dlq dlq
+//	epitaph-perf -scenario fill -count 100000 -broker-pid $(pidof epitaph) -drain
+//	epitaph-perf -url amqp://127.0.0.1:5673 -target /amq/queue/plain -source /amq/queue/plain -credit-mode exhausted   # RabbitMQ 3.10
+//
+// Exit status: 0 clean, 1 loss/duplicates/beyond-credit/refused publishes
+// or run errors, 2 bad usage or the run could not start.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/cmd/epitaph-perf/perf"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("epitaph-perf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c perf.Config
+	var queue, dlq string
+	var asJSON, quiet bool
+	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes) or goamqp (github.com/Azure/go-amqp)")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency or fill")
+	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port)")
+	fs.StringVar(&c.SASL, "sasl", "auto", "auto (PLAIN with user info, else ANONYMOUS), anonymous, plain or none")
+	fs.StringVar(&queue, "queue", "", "queue name: target and source default to /queues/NAME (default plain; work for deadletter)")
+	fs.StringVar(&dlq, "dlq", "dlq", "deadletter: the dead-letter queue to drain")
+	fs.StringVar(&c.Target, "target", "", "sender target address (overrides -queue; e.g. /amq/queue/NAME for RabbitMQ 3.10)")
+	fs.StringVar(&c.Source, "source", "", "receiver source address (overrides -queue)")
+	fs.StringVar(&c.DLQSource, "dlq-source", "", "deadletter: source address of the dead-letter queue (overrides -dlq)")
+	fs.IntVar(&c.Size, "size", 1024, "message body size in bytes (>= 16)")
+	fs.DurationVar(&c.Duration, "duration", 0, "publish for this long (default 10s when -count is not given)")
+	fs.Uint64Var(&c.Count, "count", 0, "publish this many messages (with -duration: whichever ends first)")
+	fs.IntVar(&c.Senders, "senders", 1, "sender links (one connection each)")
+	fs.IntVar(&c.Receivers, "receivers", 1, "receiver links (one connection each)")
+	fs.IntVar(&c.Window, "window", 100, "unsettled transfers in flight per sender")
+	var credit uint
+	fs.UintVar(&credit, "credit", 1000, "link credit per receiver")
+	fs.StringVar(&c.CreditMode, "credit-mode", "half", "half: top up when half the credit is used; exhausted: grant again only at zero (RabbitMQ 3.10)")
+	fs.Float64Var(&c.Rate, "rate", 0, "latency: messages per second in total")
+	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "latency: leave out messages intended in the first part of the run")
+	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report broker CPU per message and RSS from /proc")
+	fs.BoolVar(&c.Drain, "drain", false, "fill: consume (and check) the messages after measuring")
+	fs.DurationVar(&c.Settle, "settle", time.Second, "fill: wait this long after the last publish settles before sampling RSS")
+	fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "hard bound on the whole run")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	c.Credit = uint32(credit)
+	if queue == "" {
+		queue = "plain"
+		if c.Scenario == "deadletter" {
+			queue = "work"
+		}
+	}
+	if c.Target == "" {
+		c.Target = "/queues/" + queue
+	}
+	if c.Source == "" {
+		c.Source = "/queues/" + queue
+	}
+	if c.DLQSource == "" {
+		c.DLQSource = "/queues/" + dlq
+	}
+	if c.Duration == 0 && c.Count == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Duration > time.Hour || c.Count > 1<<32 {
+		fmt.Fprintln(stderr, "epitaph-perf: keep runs bounded: -duration at most 1h, -count at most 2^32")
+		return 2
+	}
+	if !quiet {
+		c.Progress = stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := perf.Run(ctx, c)
+	if err != nil {
+		fmt.Fprintln(stderr, "epitaph-perf:", err)
+		return 2
+	}
+	if asJSON {
+		e := json.NewEncoder(stdout)
+		e.SetIndent("", "  ")
+		_ = e.Encode(res)
+	} else {
+		printTable(stdout, res)
+	}
+	if res.Failed() {
+		fmt.Fprintf(stderr, "epitaph-perf: FAILED: lost %d, duplicated %d, beyond credit %d, undecodable %d, publishes refused %d, errors %v\n",
+			res.Lost, res.Duplicated, res.BeyondCredit, res.Undecodable, res.PubRejected+res.PubReleased+res.PubOther, res.Errors)
+		return 1
+	}
+	return 0
+}
+
+func printTable(w io.Writer, r *perf.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(k, f string, v ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, v...)...) }
+	p("scenario", "%s (engine %s, %s)", r.Scenario, r.Engine, r.URL)
+	p("shape", "%d B, %d sender(s) window %d, %d receiver(s) credit %d (%s)", r.Size, r.Senders, r.Window, r.Receivers, r.Credit, r.CreditMode)
+	p("messages", "sent %d, received %d in %.3f s", r.Sent, r.Received, r.Elapsed)
+	p("rate", "%.0f msg/s", r.Rate)
+	p("publish outcomes", "accepted %d, rejected %d, released %d, other %d", r.PubAccepted, r.PubRejected, r.PubReleased, r.PubOther)
+	p("integrity", "lost %d, duplicated %d, beyond credit %d, undecodable %d", r.Lost, r.Duplicated, r.BeyondCredit, r.Undecodable)
+	if r.LatN > 0 {
+		p("latency (ms)", "p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f  (%d samples, from intended send time)", r.LatP50, r.LatP90, r.LatP99, r.LatMax, r.LatMean, r.LatN)
+	}
+	if r.ClientCPUSeconds > 0 && r.Elapsed > 0 {
+		p("client CPU", "%.3f s (%.0f%% of one core)", r.ClientCPUSeconds, 100*r.ClientCPUSeconds/r.Elapsed)
+	}
+	if r.BrokerRSSAfter > 0 {
+		p("broker CPU", "%.3f s (%.0f%% of one core), %.2f µs/msg", r.BrokerCPUSeconds, 100*r.BrokerCPUSeconds/max(r.Elapsed, 1e-9), r.BrokerCPUPerMsg)
+		p("broker RSS", "%.1f MiB -> %.1f MiB", float64(r.BrokerRSSBefore)/(1<<20), float64(r.BrokerRSSAfter)/(1<<20))
+		if r.BrokerRSSPerMsg != 0 {
+			p("broker RSS/msg", "%.0f B", r.BrokerRSSPerMsg)
+		}
+	}
+	for _, e := range r.Errors {
+		p("error", "%s", e)
+	}
+	tw.Flush()
+}
