@@ -2,6 +2,7 @@ package link
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -115,9 +116,13 @@ func (c *conn) readLoop() {
 	defer close(c.inc)
 	idle := c.srv.opts.IdleTimeout
 	for {
-		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
-			c.send(inFrame{err: err})
-			return
+		// The idle deadline only matters when reading the next frame may wait
+		// for the peer: a frame already wholly buffered needs no new deadline.
+		if !frameBuffered(c.br) {
+			if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+				c.send(inFrame{err: err})
+				return
+			}
 		}
 		fh, body, err := readFrame(c.br, c.srv.opts.MaxFrameSize)
 		if err != nil {
@@ -146,6 +151,17 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// frameBuffered reports whether the next frame is wholly in r's buffer, so
+// reading it makes no system call.
+func frameBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n < 8 {
+		return false
+	}
+	h, err := r.Peek(8)
+	return err == nil && int64(binary.BigEndian.Uint32(h)) <= int64(n)
 }
 
 func (c *conn) send(f inFrame) bool {
@@ -405,13 +421,16 @@ func (c *conn) writeLoop() {
 		closed := c.out.closed
 		c.out.mu.Unlock()
 		if len(spare) > 0 {
-			if err := c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second)); err == nil {
+			// One deadline per batch: a peer that stops reading for 30 s is cut off.
+			err := c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if err == nil {
 				_, err = c.nc.Write(spare)
 			}
-			wrote = true
-			if err := c.nc.SetWriteDeadline(time.Time{}); err != nil {
+			if err != nil {
+				c.log.Debug("write failed; closing", "err", err)
 				closed = true
 			}
+			wrote = true
 			c.out.mu.Lock()
 			c.out.pending -= len(spare)
 			c.out.mu.Unlock()

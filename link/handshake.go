@@ -25,11 +25,17 @@ var (
 // readFrame reads one frame, refusing frames larger than max before
 // allocating. body is the frame body after the extended header.
 func readFrame(r *bufio.Reader, max uint32) (amqp10.FrameHeader, []byte, error) {
-	var hb [8]byte
-	if _, err := io.ReadFull(r, hb[:]); err != nil {
+	hb, err := r.Peek(8)
+	if err != nil {
+		if errors.Is(err, io.EOF) && r.Buffered() > 0 {
+			err = io.ErrUnexpectedEOF
+		}
 		return amqp10.FrameHeader{}, nil, err
 	}
-	fh, err := amqp10.ParseFrameHeader(hb[:])
+	fh, err := amqp10.ParseFrameHeader(hb)
+	if _, derr := r.Discard(8); derr != nil {
+		return fh, nil, derr
+	}
 	if err != nil {
 		return fh, nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
 			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "bad frame header: %v", err), Cause: err}

@@ -112,6 +112,9 @@ func (s *session) handle(p amqp10.Performative, payload []byte) error {
 	default:
 		return connErr(amqp10.ErrCondIllegalState, "unexpected %T", p)
 	}
+	if err == nil {
+		return nil
+	}
 	var pe *amqp10.ProtocolError
 	if errors.As(err, &pe) && pe.Scope == amqp10.ScopeSession {
 		s.c.log.Info("ending session with error", "channel", s.remote, "condition", string(pe.Err.Condition),
