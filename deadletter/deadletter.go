@@ -159,6 +159,9 @@ func (d *DeadLetterer) count(src *router.Queue, reason router.Reason, f func(*Co
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
 	for i := range dead {
+		if d.deadLetterDurable(src, &dead[i]) { // atleastonce.go: stored and at-least-once dead messages (atomic moves)
+			continue
+		}
 		d.deadLetter(src, &dead[i])
 	}
 }

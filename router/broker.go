@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 // Options configure a Broker. Zero values mean defaults.
@@ -21,6 +22,28 @@ type Options struct {
 	DeadLetterer DeadLetterer
 	// AutoCreateQueues makes Resolve of a bare address declare a classic queue.
 	AutoCreateQueues bool
+
+	// Store keeps durable queues' durable messages and the broker's
+	// metadata. Nil means no persistence at all (store.NewMemory semantics:
+	// today's in-memory behaviour, nothing is encoded). See persist.go.
+	Store store.Store
+	// DeadLetterRetryInterval is how often retained at-least-once dead
+	// messages are retried (RabbitMQ's
+	// dead_letter_worker_publisher_confirm_timeout); 0 means 180 s.
+	DeadLetterRetryInterval time.Duration
+
+	// Alarms (alarm.go). DiskFreeLimit: publishers are blocked while the
+	// free space of DataDir's filesystem is below it (0: no disk alarm).
+	// MemoryHighWatermark: blocked while the process's memory is above it
+	// in bytes (0: no memory alarm). AlarmInterval: how often both are
+	// checked (0 means 1 s). DiskFree and MemoryUsed replace the readers
+	// (tests).
+	DataDir             string
+	DiskFreeLimit       uint64
+	MemoryHighWatermark uint64
+	AlarmInterval       time.Duration
+	DiskFree            func(dir string) (uint64, error)
+	MemoryUsed          func() uint64
 }
 
 // DeadLetterer takes messages that died in src, in the order they died. It
@@ -30,12 +53,35 @@ type DeadLetterer interface {
 }
 
 // Dead is one message leaving a queue to be dead-lettered.
+//
+// With a durable store a dead message may still be stored in its source
+// queue (Durable): the DeadLetterer should then hand the copy to
+// src.ForwardDead, which enqueues it into the targets and removes the
+// source's stored copy in one atomic store batch. If it does not, the router
+// removes the stored copy itself once DeadLetter returns (at most once).
+//
+// Retained dead messages (at-least-once, quorum queues) stay in the source
+// queue until src.ForwardDead reports that at least one target took the copy;
+// until then the router hands them over again on every topology or policy
+// change and every Options.DeadLetterRetryInterval.
 type Dead struct {
 	Msg    *Message // a copy carrying the queue's delivery count and merged annotations
 	Reason Reason
 	// Error is the consumer's rejected error, if any (issue 3's x-last-death-error-*).
 	Error *amqp10.Error
+	// Retained: at-least-once; the message stays in the source queue until
+	// ForwardDead moves it.
+	Retained bool
+	// Time is when the message died (for a retained message: the first
+	// time, kept across retries and restarts). Zero when unknown.
+	Time time.Time
+
+	e *entry // the source entry when stored or retained
 }
+
+// Durable reports whether the dead message still has a stored copy in its
+// source queue (or is retained): use Queue.ForwardDead.
+func (d *Dead) Durable() bool { return d.e != nil }
 
 // Broker is the root of the data model. Call Close to stop its timers.
 type Broker struct {
@@ -45,6 +91,21 @@ type Broker struct {
 	dl   atomic.Pointer[dlHolder]
 
 	closed atomic.Bool
+
+	// Persistence: st is nil without a store.
+	st      store.Store
+	loading atomic.Bool // Recover: metadata is being read back, not written
+	nextQID atomic.Uint64
+	qidMu   sync.Mutex
+	qidRes  uint64 // next queue id reserved in the metadata
+
+	// At-least-once retry timer.
+	retained   atomic.Int64 // retained messages, all queues
+	retryMu    sync.Mutex
+	retryTimer *time.Timer
+	retryEvery time.Duration
+
+	alarms alarmState
 
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
@@ -76,9 +137,18 @@ func New(opts Options) *Broker {
 	if opts.DeadLetterer != nil {
 		b.dl.Store(&dlHolder{opts.DeadLetterer})
 	}
+	b.st = opts.Store
+	b.retryEvery = opts.DeadLetterRetryInterval
+	if b.retryEvery <= 0 {
+		b.retryEvery = 180 * time.Second
+	}
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
+	b.startAlarms()
 	return b
 }
+
+// Store returns the broker's store (nil without persistence).
+func (b *Broker) Store() store.Store { return b.st }
 
 // SetDeadLetterer replaces the DeadLetterer (nil drops dead messages). It
 // lets the dead-letter component, which needs the broker, be wired after New.
@@ -106,6 +176,12 @@ func (b *Broker) Close() {
 	if b.closed.Swap(true) {
 		return
 	}
+	b.retryMu.Lock()
+	if b.retryTimer != nil {
+		b.retryTimer.Stop()
+	}
+	b.retryMu.Unlock()
+	b.stopAlarms()
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()
@@ -113,7 +189,7 @@ func (b *Broker) Close() {
 		for _, q := range v.Queues() {
 			q.mu.Lock()
 			q.stopTimerLocked()
-			q.mu.Unlock()
+			q.unlock()
 		}
 	}
 }
@@ -135,6 +211,7 @@ func (b *Broker) AddVHost(name string) *VHost {
 	}
 	v := newVHost(b, name)
 	b.vhosts[name] = v
+	b.putMeta(metaVHost+name, nil)
 	return v
 }
 
@@ -155,9 +232,14 @@ func (b *Broker) DeleteVHost(name string) error {
 		return fmt.Errorf("%w: no vhost '%s'", ErrNotFound, name)
 	}
 	delete(b.vhosts, name)
-	for _, pv := range b.perms {
+	mb := new(store.Batch)
+	for u, pv := range b.perms {
+		if _, ok := pv[name]; ok {
+			mb.DeleteMeta(joinKey(metaPermission, u, name))
+		}
 		delete(pv, name)
 	}
+	mb.DeleteMeta(metaVHost + name)
 	b.mu.Unlock()
 
 	type gone struct {
@@ -170,13 +252,29 @@ func (b *Broker) DeleteVHost(name string) error {
 	for _, q := range v.queues {
 		q.mu.Lock()
 		_, subs := q.deleteLocked()
-		q.mu.Unlock()
+		q.unlock()
 		deleted = append(deleted, gone{q, subs})
+		if q.persist {
+			mb.DeleteMeta(joinKey(metaQueue, v.name, q.name)).DeleteMeta(seqKey(q.id)).DeleteQueue(q.id)
+		}
+	}
+	for n, x := range v.exchanges {
+		if x.spec.Durable && n != "" && !isReserved(n) {
+			mb.DeleteMeta(joinKey(metaExchange, v.name, n))
+		}
+		for _, bd := range x.bindings {
+			mb.DeleteMeta(bindingKey(v.name, bd.Binding))
+		}
+	}
+	for n := range v.policies {
+		mb.DeleteMeta(joinKey(metaPolicy, v.name, n))
 	}
 	clear(v.queues)
 	clear(v.exchanges)
 	clear(v.policies)
+	wait := b.commitMeta(mb)
 	v.mu.Unlock()
+	wait()
 	for _, g := range deleted {
 		notifyDeleted(g.q, g.subs)
 	}

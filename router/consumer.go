@@ -80,7 +80,7 @@ type Subscription struct {
 // Subscribe adds a consumer. It starts with no credit: call Flow.
 func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.deleted {
 		return nil, fmt.Errorf("%w: %s was deleted", ErrNotFound, q)
 	}
@@ -131,7 +131,7 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 	q := s.q
 	q.mu.Lock()
 	if s.cancelled {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	s.deliveryCount, s.linkCredit = deliveryCount, linkCredit
@@ -148,7 +148,7 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 		s.c.Drained(s.handedOut)
 	}
 	q.armTimerLocked(now)
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 }
 
@@ -166,12 +166,12 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 	q := s.q
 	q.mu.Lock()
 	if s.cancelled {
-		q.mu.Unlock()
+		q.unlock()
 		return fmt.Errorf("%w: subscription to %s has ended", ErrNotFound, q)
 	}
 	e, ok := s.unsettled[tag]
 	if !ok {
-		q.mu.Unlock()
+		q.unlock()
 		return fmt.Errorf("%w: no unsettled delivery with tag %d", ErrNotFound, tag)
 	}
 	var anns amqp10.Map
@@ -181,12 +181,12 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 		if q.typ == Quorum && len(o.Annotations) > 0 {
 			var err error
 			if anns, err = modifiedAnnotations(o.Annotations); err != nil {
-				q.mu.Unlock()
+				q.unlock()
 				return err
 			}
 		}
 	default:
-		q.mu.Unlock()
+		q.unlock()
 		return fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, o.Kind)
 	}
 	delete(s.unsettled, tag)
@@ -194,6 +194,7 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 	requeued := false
 	switch o.Kind {
 	case amqp10.StateAccepted:
+		q.settleStoredLocked(e)
 	case amqp10.StateReleased:
 		e.acquired++
 		q.requeueLocked(e)
@@ -228,7 +229,7 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 		q.afterRequeueLocked(now)
 	}
 	q.armTimerLocked(now)
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	return nil
 }
@@ -256,7 +257,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 	q := s.q
 	q.mu.Lock()
 	if s.cancelled {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	s.cancelled = true
@@ -296,7 +297,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		q.lastUsed = now
 	}
 	q.armTimerLocked(now)
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	if autoDelete {
 		q.vh.autoDeleteQueue(q)
@@ -346,6 +347,12 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 	if !s.preSettled {
 		s.unsettled[tag] = e
 		q.unacked++
+		if e.stored {
+			e.delivered = true
+			q.updateStoredLocked(e)
+		}
+	} else {
+		q.settleStoredLocked(e)
 	}
 	s.c.Deliver(d)
 }

@@ -284,7 +284,7 @@ func (v *VHost) reconfigureLocked() []reconfigured {
 		cfg, def, notes := v.effectiveConfigLocked(q.name, q.typ, q.args)
 		q.mu.Lock()
 		changed := q.setConfigLocked(cfg, def)
-		q.mu.Unlock()
+		q.unlock()
 		if changed {
 			out = append(out, reconfigured{q, notes})
 		}
@@ -331,6 +331,11 @@ func (q *Queue) setConfigLocked(cfg queueConfig, policyDef amqp10.Map) bool {
 	q.eff.Store(&c)
 	if q.deleted {
 		return true
+	}
+	if old.dlStrategy == StrategyAtLeastOnce && cfg.dlStrategy != StrategyAtLeastOnce {
+		// rabbit_fifo_dlx: switching away from at-least-once deletes the
+		// retained messages.
+		q.dropRetainedLocked()
 	}
 	now := q.nowNano()
 	if old.expires != cfg.expires && len(q.subs) == 0 {

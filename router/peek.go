@@ -65,7 +65,7 @@ func (q *Queue) Peek(n int) []PeekedMessage {
 	}
 	q.mu.Lock()
 	if q.deleted {
-		q.mu.Unlock()
+		q.unlock()
 		return nil
 	}
 	q.expireLocked(q.nowNano())
@@ -74,7 +74,7 @@ func (q *Queue) Peek(n int) []PeekedMessage {
 	for i, e := range es {
 		out[i] = q.peekedLocked(e, q.readyCount-i-1)
 	}
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	return out
 }
@@ -83,7 +83,10 @@ func (q *Queue) Peek(n int) []PeekedMessage {
 // consumer had received and accepted them, and returns them as they were
 // delivered. Like a basic.get, it counts as use of the queue (x-expires).
 func (q *Queue) Take(n int) []PeekedMessage {
-	return q.get(n, func(*entry) bool { return false })
+	return q.get(n, func(e *entry) bool {
+		q.settleStoredLocked(e)
+		return false
+	})
 }
 
 // Release returns up to n ready messages as if a consumer had received them
@@ -121,7 +124,7 @@ func (q *Queue) get(n int, settle func(*entry) bool) []PeekedMessage {
 	}
 	q.mu.Lock()
 	if q.deleted {
-		q.mu.Unlock()
+		q.unlock()
 		return nil
 	}
 	now := q.nowNano()
@@ -151,7 +154,7 @@ func (q *Queue) get(n int, settle func(*entry) bool) []PeekedMessage {
 		q.lastUsed = now
 	}
 	q.armTimerLocked(now)
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	return out
 }

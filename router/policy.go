@@ -128,8 +128,10 @@ func (v *VHost) PutPolicy(p Policy) error {
 	}
 	v.mu.Lock()
 	v.policies[p.Name] = p
+	v.putPolicyMetaLocked(p)
+	v.topoChanged = true
 	rs := v.reconfigureLocked()
-	v.mu.Unlock()
+	v.unlockMeta()
 	v.finishReconfigure(rs)
 	return nil
 }
@@ -139,12 +141,16 @@ func (v *VHost) PutPolicy(p Policy) error {
 func (v *VHost) DeletePolicy(name string) error {
 	v.mu.Lock()
 	if _, ok := v.policies[name]; !ok {
-		v.mu.Unlock()
+		v.unlockMeta()
 		return fmt.Errorf("%w: no policy '%s' in vhost '%s'", ErrNotFound, name, v.name)
 	}
 	delete(v.policies, name)
+	if v.b.metaOn() {
+		v.meta.DeleteMeta(joinKey(metaPolicy, v.name, name))
+	}
+	v.topoChanged = true
 	rs := v.reconfigureLocked()
-	v.mu.Unlock()
+	v.unlockMeta()
 	v.finishReconfigure(rs)
 	return nil
 }

@@ -1,12 +1,15 @@
 package router
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 // QueueSpec declares a queue. Arguments hold x-arguments as AMQP values
@@ -19,6 +22,8 @@ type QueueSpec struct {
 	AutoDelete bool
 	Owner      any
 	Arguments  amqp10.Map
+
+	recoverID store.QueueID // Recover: the stored queue's ID
 }
 
 // QueueInfo describes a queue and its counters.
@@ -36,7 +41,12 @@ type QueueInfo struct {
 	MessageBytes int64
 	// MessagesUnacknowledged were delivered and are not settled yet.
 	MessagesUnacknowledged int
-	Consumers              int
+	// Retained (RabbitMQ's "dlx" messages) are at-least-once dead messages
+	// still in the queue, waiting to be dead-lettered; they count toward
+	// the queue's length limits. RetainedBytes is their size.
+	Retained      int
+	RetainedBytes int64
+	Consumers     int
 	// Policy is the name of the policy applied to the queue ("" for none),
 	// EffectivePolicyDefinition its definition (RabbitMQ's management
 	// fields "policy" and "effective_policy_definition").
@@ -86,6 +96,20 @@ type Queue struct {
 	timerAt     int64
 	outbox      []Dead
 	flushing    bool
+
+	// Persistence (persist.go, store.go). id names the queue in the store
+	// and orders multi-queue locking (lower id first); persist: durable
+	// messages are stored (a durable queue with a broker store). pend
+	// collects store operations made under mu; unlock submits them, so the
+	// store sees a queue's operations in the order they happened.
+	id      store.QueueID
+	persist bool
+	pend    store.Batch
+	seqRes  uint64 // seqs up to here are reserved in the metadata
+
+	// At-least-once: dead messages kept until forwarded, in death order.
+	retained      []*entry
+	retainedBytes int64
 }
 
 // Name returns the queue name.
@@ -158,7 +182,7 @@ func (q *Queue) EffectivePolicy() (name string, ok bool) {
 // Deleted reports whether the queue was deleted.
 func (q *Queue) Deleted() bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.deleted
 }
 
@@ -169,7 +193,7 @@ func (q *Queue) Len() int {
 		q.expireLocked(q.nowNano())
 	}
 	n := q.readyCount
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	return n
 }
@@ -187,11 +211,13 @@ func (q *Queue) Info() QueueInfo {
 		Messages:                  q.readyCount,
 		MessageBytes:              q.readyBytes,
 		MessagesUnacknowledged:    q.unacked,
+		Retained:                  len(q.retained),
+		RetainedBytes:             q.retainedBytes,
 		Consumers:                 len(q.subs),
 		Policy:                    q.cfg.policy,
 		EffectivePolicyDefinition: cloneMap(q.policyDef),
 	}
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	return info
 }
@@ -200,8 +226,13 @@ func (q *Queue) Info() QueueInfo {
 // many there were.
 func (q *Queue) Purge() int {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	n := q.readyCount
+	if q.persist {
+		for _, l := range []*readyList{&q.returns, &q.main} {
+			l.each(q.settleStoredLocked)
+		}
+	}
 	q.clearReadyLocked()
 	q.blocked = false
 	q.armTimerLocked(q.nowNano())
@@ -232,7 +263,9 @@ const (
 
 func (q *Queue) newEntry(m *Message, now int64) *entry {
 	q.seq++
-	e := &entry{msg: m, seq: q.seq, dc: m.DeliveryCount, anns: cloneMap(m.Anns), size: m.size(), heapIdx: -1}
+	// anns shares m.Anns (never modified in place; a merge makes a new map),
+	// which tells encodeState that they are unchanged.
+	e := &entry{msg: m, seq: q.seq, dc: m.DeliveryCount, anns: m.Anns, size: m.size(), heapIdx: -1}
 	ttl := q.cfg.messageTTL
 	if m.Header.HasTTL && (ttl < 0 || int64(m.Header.TTL) < ttl) {
 		ttl = int64(m.Header.TTL)
@@ -246,13 +279,33 @@ func (q *Queue) newEntry(m *Message, now int64) *entry {
 	return e
 }
 
-// enqueue stores m, applying TTL and overflow rules, and dispatches.
+// enqueue stores m, applying TTL and overflow rules, and dispatches. A
+// durable message on a persisting queue is stored with its own batch.
 func (q *Queue) enqueue(m *Message) enqueueResult {
+	var enc []byte
+	if q.persist && m.Header.Durable {
+		enc = q.b.encode(m)
+	}
+	var recs []store.Record
 	q.mu.Lock()
+	res := q.enqueueLocked(m, enc, &recs)
+	if len(recs) > 0 {
+		q.b.st.Commit(new(store.Batch).Append(recs...), q.b.logStoreErr)
+	}
+	q.unlock()
+	q.flushDead()
+	return res
+}
+
+// enqueueLocked is enqueue with q.mu held. When enc is not nil (m is
+// durable) and q persists, the stored record is appended to recs: the
+// caller must commit recs before q.unlock submits q.pend (which may hold
+// operations on the new seq).
+func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqueueResult {
 	if q.deleted {
-		q.mu.Unlock()
 		return enqueueGone
 	}
+	persist := q.persist && enc != nil
 	now := q.nowNano()
 	q.expireLocked(now)
 	res := enqueued
@@ -273,13 +326,22 @@ func (q *Queue) enqueue(m *Message) enqueueResult {
 				s = q.nextSubLocked()
 			}
 			if s != nil {
+				e.stored = persist && !s.preSettled
 				q.deliverLocked(s, e)
 			} else {
+				e.stored = persist && q.retainsLocked(ReasonExpired)
 				q.deadLocked(e, ReasonExpired, nil)
+			}
+			if e.stored {
+				*recs = append(*recs, q.recordLocked(e, enc))
 			}
 			break
 		}
 		q.addReadyLocked(e)
+		if persist {
+			e.stored = true
+			*recs = append(*recs, q.recordLocked(e, enc))
+		}
 		q.dispatchLocked()
 		if q.dropsHead() {
 			q.dropHeadLocked()
@@ -289,9 +351,46 @@ func (q *Queue) enqueue(m *Message) enqueueResult {
 		}
 	}
 	q.armTimerLocked(now)
-	q.mu.Unlock()
-	q.flushDead()
 	return res
+}
+
+// recordLocked returns e's store record and reserves seqs in the metadata
+// when e.seq passes the reservation (so seqs are never reused, even after
+// the messages holding the highest ones were settled before a restart).
+func (q *Queue) recordLocked(e *entry, enc []byte) store.Record {
+	if e.seq >= q.seqRes {
+		q.seqRes = e.seq + seqReserve
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], q.seqRes)
+		q.pend.PutMeta(seqKey(q.id), v[:])
+	}
+	return store.Record{Queue: q.id, Seq: e.seq, Msg: enc, State: encodeState(e)}
+}
+
+// settleStoredLocked removes e's stored copy (accepted, dropped, purged).
+func (q *Queue) settleStoredLocked(e *entry) {
+	if e.stored && !e.forwarded {
+		e.forwarded = true
+		q.pend.Settle(q.id, e.seq)
+	}
+}
+
+// updateStoredLocked rewrites e's stored state.
+func (q *Queue) updateStoredLocked(e *entry) {
+	if e.stored && !e.forwarded {
+		q.pend.Update(q.id, e.seq, encodeState(e))
+	}
+}
+
+// unlock submits the store operations collected under q.mu, then unlocks.
+func (q *Queue) unlock() {
+	if q.pend.Len() > 0 {
+		b := new(store.Batch)
+		*b = q.pend
+		q.pend = store.Batch{}
+		q.b.st.Commit(b, q.b.logStoreErr)
+	}
+	q.mu.Unlock()
 }
 
 func (q *Queue) hasLimit() bool { return q.cfg.maxLen >= 0 || q.cfg.maxBytes >= 0 }
@@ -303,10 +402,10 @@ func (q *Queue) dropsHead() bool {
 	return q.cfg.overflow == OverflowDropHead || (q.typ == Quorum && q.cfg.overflow == OverflowRejectPublishDLX)
 }
 
-// overLocked reports whether the ready messages exceed a limit.
+// overLocked reports whether the ready (and retained) messages exceed a limit.
 func (q *Queue) overLocked() bool {
-	return (q.cfg.maxLen >= 0 && int64(q.readyCount) > q.cfg.maxLen) ||
-		(q.cfg.maxBytes >= 0 && q.readyBytes > q.cfg.maxBytes)
+	return (q.cfg.maxLen >= 0 && int64(q.readyCount+len(q.retained)) > q.cfg.maxLen) ||
+		(q.cfg.maxBytes >= 0 && q.readyBytes+q.retainedBytes > q.cfg.maxBytes)
 }
 
 // rejectsLocked decides reject-publish overflow for a new message of size.
@@ -317,8 +416,8 @@ func (q *Queue) rejectsLocked(size int) bool {
 	switch {
 	case q.typ == Classic && (q.cfg.overflow == OverflowRejectPublish || q.cfg.overflow == OverflowRejectPublishDLX):
 		// A classic queue rejects the message that would exceed the limit.
-		return (q.cfg.maxLen >= 0 && int64(q.readyCount)+1 > q.cfg.maxLen) ||
-			(q.cfg.maxBytes >= 0 && q.readyBytes+int64(size) > q.cfg.maxBytes)
+		return (q.cfg.maxLen >= 0 && int64(q.readyCount+len(q.retained))+1 > q.cfg.maxLen) ||
+			(q.cfg.maxBytes >= 0 && q.readyBytes+q.retainedBytes+int64(size) > q.cfg.maxBytes)
 	case q.typ == Quorum && q.cfg.overflow == OverflowRejectPublish:
 		// A quorum queue accepts while not over the limit (the message that
 		// crosses it is accepted), then refuses until it is back at 80 %.
@@ -336,7 +435,7 @@ func (q *Queue) rejectsLocked(size int) bool {
 // belowSoftLimitLocked is rabbit_fifo's is_below_soft_limit (?LOW_LIMIT 0.8).
 func (q *Queue) belowSoftLimitLocked() bool {
 	below := func(limit, n int64) bool { return limit < 0 || n <= int64(float64(limit)*0.8) }
-	return below(q.cfg.maxLen, int64(q.readyCount)) && below(q.cfg.maxBytes, q.readyBytes)
+	return below(q.cfg.maxLen, int64(q.readyCount+len(q.retained))) && below(q.cfg.maxBytes, q.readyBytes+q.retainedBytes)
 }
 
 // dropHeadLocked drops ready messages from the head while over a limit.
@@ -364,6 +463,8 @@ func (q *Queue) addReadyLocked(e *entry) {
 // puts it back at its original position, a quorum queue into its returns
 // (delivered before the other ready messages).
 func (q *Queue) requeueLocked(e *entry) {
+	e.delivered = false
+	q.updateStoredLocked(e)
 	e.ready = true
 	q.readyCount++
 	q.readyBytes += int64(e.size)
@@ -414,36 +515,116 @@ func (q *Queue) expireLocked(now int64) {
 
 // ---- dead path ----
 
+// retainsLocked reports whether a message dying for r is retained
+// (at-least-once; RabbitMQ never applies it to maxlen).
+func (q *Queue) retainsLocked(r Reason) bool {
+	return q.typ == Quorum && q.cfg.dlStrategy == StrategyAtLeastOnce && r != ReasonMaxLen && q.b.deadLetterer() != nil
+}
+
 // deadLocked queues e for the DeadLetterer; flushDead hands the batch over
-// after the lock is released.
+// after the lock is released. An at-least-once queue keeps e (retained)
+// until the DeadLetterer forwards it. A stored at-most-once entry keeps its
+// stored copy until ForwardDead moves it or flushDead settles it.
 func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 	if q.b.deadLetterer() == nil {
+		q.settleStoredLocked(e)
 		return
 	}
-	q.outbox = append(q.outbox, Dead{Msg: e.msg.withState(e.dc, e.anns), Reason: r, Error: err})
+	now := q.nowNano()
+	if q.retainsLocked(r) {
+		e.retained, e.inFlight, e.delivered = true, true, false
+		e.deadReason, e.deadErr, e.deadAt = r, err, now
+		q.retained = append(q.retained, e)
+		q.retainedBytes += int64(e.size)
+		q.b.retained.Add(1)
+		q.updateStoredLocked(e)
+		q.outbox = append(q.outbox, q.retainedDead(e))
+		q.b.armRetry()
+		return
+	}
+	d := Dead{Msg: e.msg.withState(e.dc, e.anns), Reason: r, Error: err, Time: time.Unix(0, now)}
+	if e.stored {
+		d.e = e
+	}
+	q.outbox = append(q.outbox, d)
+}
+
+func (q *Queue) retainedDead(e *entry) Dead {
+	return Dead{Msg: e.msg.withState(e.dc, e.anns), Reason: e.deadReason, Error: e.deadErr,
+		Retained: true, Time: timeFromNano(e.deadAt), e: e}
+}
+
+// unretainLocked removes e from the retained list (forwarded or dropped).
+func (q *Queue) unretainLocked(e *entry) {
+	if !e.retained {
+		return
+	}
+	e.retained = false
+	if i := slices.Index(q.retained, e); i >= 0 {
+		q.retained = slices.Delete(q.retained, i, i+1)
+	}
+	q.retainedBytes -= int64(e.size)
+	q.b.retained.Add(-1)
+}
+
+// dropRetainedLocked drops every retained message (a switch to
+// at-most-once, as rabbit_fifo_dlx does, or a queue delete).
+func (q *Queue) dropRetainedLocked() {
+	for _, e := range q.retained {
+		e.retained = false
+		q.settleStoredLocked(e)
+	}
+	q.b.retained.Add(-int64(len(q.retained)))
+	q.retained, q.retainedBytes = nil, 0
+}
+
+// retryRetained hands the retained messages that are not already with the
+// DeadLetterer to it again.
+func (q *Queue) retryRetained() {
+	q.mu.Lock()
+	for _, e := range q.retained {
+		if !e.inFlight {
+			e.inFlight = true
+			q.outbox = append(q.outbox, q.retainedDead(e))
+		}
+	}
+	q.unlock()
+	q.flushDead()
 }
 
 // flushDead hands dead messages to the DeadLetterer in the order they died.
 // Only one goroutine flushes a queue at a time; a reentrant or concurrent
-// call leaves its messages to the active flusher.
+// call leaves its messages to the active flusher. Afterwards, stored
+// at-most-once messages that the DeadLetterer did not forward with
+// ForwardDead are settled, and retained ones become retryable.
 func (q *Queue) flushDead() {
 	q.mu.Lock()
 	if q.flushing || len(q.outbox) == 0 {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	q.flushing = true
 	for len(q.outbox) > 0 {
 		batch := q.outbox
 		q.outbox = nil
-		q.mu.Unlock()
+		q.unlock()
 		if dl := q.b.deadLetterer(); dl != nil {
 			dl.DeadLetter(q, batch)
 		}
 		q.mu.Lock()
+		for i := range batch {
+			e := batch[i].e
+			switch {
+			case e == nil:
+			case e.retained:
+				e.inFlight = false
+			case !batch[i].Retained:
+				q.settleStoredLocked(e)
+			}
+		}
 	}
 	q.flushing = false
-	q.mu.Unlock()
+	q.unlock()
 }
 
 // ---- timer (message TTL and x-expires) ----
@@ -489,7 +670,7 @@ func (q *Queue) expiresAtLocked() (int64, bool) {
 func (q *Queue) onTimer() {
 	q.mu.Lock()
 	if q.deleted {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	q.timerAt = 0
@@ -498,7 +679,7 @@ func (q *Queue) onTimer() {
 	at, ok := q.expiresAtLocked()
 	expired := ok && at <= now
 	q.armTimerLocked(now)
-	q.mu.Unlock()
+	q.unlock()
 	q.flushDead()
 	if expired {
 		q.vh.expireQueue(q)
@@ -517,6 +698,8 @@ func (q *Queue) stopTimerLocked() {
 func (q *Queue) deleteLocked() (int, []*Subscription) {
 	n := q.readyCount
 	q.deleted = true
+	q.dropRetainedLocked()
+	q.pend = store.Batch{} // the queue's stored messages go with one DeleteQueue
 	q.clearReadyLocked()
 	subs := q.subs
 	for _, s := range subs {

@@ -20,6 +20,22 @@ type entry struct {
 	ready     bool // in a ready list (false: delivered, or a tombstone)
 	inReturns bool // quorum: in the returns list
 	heapIdx   int  // index in the TTL heap, -1 when absent
+
+	// Persistence (persist.go). stored: the message is in the store under
+	// (queue id, seq) until settled; delivered: its stored state says so.
+	stored    bool
+	delivered bool
+	// forwarded: a dead entry's store copy has been settled or moved (the
+	// dead path must not settle it again).
+	forwarded bool
+
+	// At-least-once dead-lettering: the entry is held in the queue's
+	// retained list until the dead-letter component moves it.
+	retained   bool
+	inFlight   bool // handed to the DeadLetterer, not back yet
+	deadReason Reason
+	deadErr    *amqp10.Error
+	deadAt     int64 // unix ns of the (first) death
 }
 
 // readyList holds ready entries in delivery order. Entries removed from the

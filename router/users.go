@@ -11,6 +11,9 @@ import (
 	"hash"
 	"maps"
 	"slices"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 // Password hashing algorithms (RabbitMQ's hashing_algorithm values).
@@ -126,6 +129,11 @@ func (b *Broker) PutUser(u User) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.users[u.Name] = &u
+	tags := make(amqp10.List, len(u.Tags))
+	for i, t := range u.Tags {
+		tags[i] = t
+	}
+	b.putMeta(metaUser+u.Name, encodeList(amqp10.List{u.PasswordHash, u.HashingAlgorithm, tags}))
 	return nil
 }
 
@@ -137,6 +145,13 @@ func (b *Broker) DeleteUser(name string) error {
 		return fmt.Errorf("%w: no user '%s'", ErrNotFound, name)
 	}
 	delete(b.users, name)
+	if b.metaOn() {
+		mb := new(store.Batch).DeleteMeta(metaUser + name)
+		for vh := range b.perms[name] {
+			mb.DeleteMeta(joinKey(metaPermission, name, vh))
+		}
+		b.st.Commit(mb, b.logStoreErr)
+	}
 	delete(b.perms, name)
 	return nil
 }
@@ -197,6 +212,7 @@ func (b *Broker) SetPermission(p Permission) error {
 		b.perms[p.User] = map[string]Permission{}
 	}
 	b.perms[p.User][p.VHost] = p
+	b.putMeta(joinKey(metaPermission, p.User, p.VHost), encodeList(amqp10.List{p.Configure, p.Write, p.Read}))
 	return nil
 }
 
@@ -208,6 +224,9 @@ func (b *Broker) DeletePermission(user, vhost string) error {
 		return fmt.Errorf("%w: no permission for user '%s' in vhost '%s'", ErrNotFound, user, vhost)
 	}
 	delete(b.perms[user], vhost)
+	if b.metaOn() {
+		b.st.DeleteMeta(joinKey(metaPermission, user, vhost), b.logStoreErr)
+	}
 	if len(b.perms[user]) == 0 {
 		delete(b.perms, user)
 	}

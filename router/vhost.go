@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 // VHost is a virtual host: exchanges, queues, bindings and policies.
@@ -22,6 +23,12 @@ type VHost struct {
 	queues    map[string]*Queue
 	policies  map[string]Policy
 	deleted   bool
+
+	// meta collects metadata writes made under mu; unlockMeta submits them
+	// (in order) and waits for them after unlocking. topoChanged asks
+	// unlockMeta to retry retained dead messages.
+	meta        store.Batch
+	topoChanged bool
 }
 
 func newVHost(b *Broker, name string) *VHost {
@@ -70,7 +77,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 	}
 
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlockMeta()
 	if v.deleted {
 		return nil, false, fmt.Errorf("%w: vhost '%s' was deleted", ErrNotFound, v.name)
 	}
@@ -82,10 +89,10 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		now := old.nowNano()
 		old.lastUsed = now // a redeclare counts as use (x-expires)
 		old.armTimerLocked(now)
-		old.mu.Unlock()
+		old.unlock()
 		return old, false, nil
 	}
-	if isReserved(s.Name) && !generated {
+	if isReserved(s.Name) && !generated && s.recoverID == 0 {
 		return nil, false, fmt.Errorf("%w: queue name '%s' contains reserved prefix 'amq.*'", ErrAccessRefused, s.Name)
 	}
 	if s.Type == "" {
@@ -109,12 +116,22 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		vh: v, b: v.b, name: s.Name, typ: s.Type,
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
 		owner: s.Owner, args: args,
+		persist: v.b.st != nil && s.Durable && !s.Exclusive,
 	}
+	q.id = s.recoverID
+	if q.id == 0 {
+		q.id = v.b.allocQueueID(&v.meta, q.persist)
+	}
+	if q.persist && v.b.metaOn() {
+		v.meta.PutMeta(joinKey(metaQueue, v.name, q.name), encodeList(amqp10.List{
+			int64(q.id), string(q.typ), q.durable, q.exclusive, q.autoDelete, mapOrEmpty(args)}))
+	}
+	v.topoChanged = true
 	cfg, polDef, notes := v.effectiveConfigLocked(s.Name, s.Type, args)
 	q.lastUsed = q.nowNano()
 	q.mu.Lock()
 	q.setConfigLocked(cfg, polDef) // arms the timer
-	q.mu.Unlock()
+	q.unlock()
 	v.queues[s.Name] = q
 	q.logNotes(notes)
 	return q, true, nil
@@ -196,11 +213,11 @@ func (v *VHost) DeleteQueue(name string) (int, error) {
 	v.mu.Lock()
 	q, ok := v.queues[name]
 	if !ok {
-		v.mu.Unlock()
+		v.unlockMeta()
 		return 0, fmt.Errorf("%w: no queue '%s' in vhost '%s'", ErrNotFound, name, v.name)
 	}
 	n, subs := v.removeQueueLocked(q)
-	v.mu.Unlock()
+	v.unlockMeta()
 	notifyDeleted(q, subs)
 	return n, nil
 }
@@ -208,9 +225,14 @@ func (v *VHost) DeleteQueue(name string) (int, error) {
 // removeQueueLocked unregisters q, its bindings and its state.
 func (v *VHost) removeQueueLocked(q *Queue) (int, []*Subscription) {
 	delete(v.queues, q.name)
+	if q.persist && v.b.st != nil {
+		// One batch with the queue's data, after every operation of the
+		// queue (submitted under v.mu, before q.mu is released).
+		v.meta.DeleteMeta(joinKey(metaQueue, v.name, q.name)).DeleteMeta(seqKey(q.id)).DeleteQueue(q.id)
+	}
 	v.removeBindingsLocked(func(b *binding) bool { return !b.DestinationIsExchange && b.Destination == q.name })
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.deleteLocked()
 }
 
@@ -228,7 +250,7 @@ func (v *VHost) DeleteExclusive(owner any) {
 			deleted = append(deleted, gone{q, subs})
 		}
 	}
-	v.mu.Unlock()
+	v.unlockMeta()
 	for _, g := range deleted {
 		notifyDeleted(g.q, g.subs)
 	}
@@ -250,7 +272,7 @@ func (v *VHost) autoDeleteQueue(q *Queue) {
 func (v *VHost) deleteIf(q *Queue, cond func() bool) {
 	v.mu.Lock()
 	if v.queues[q.name] != q {
-		v.mu.Unlock()
+		v.unlockMeta()
 		return
 	}
 	q.mu.Lock()
@@ -258,12 +280,12 @@ func (v *VHost) deleteIf(q *Queue, cond func() bool) {
 	if !ok {
 		q.armTimerLocked(q.nowNano())
 	}
-	q.mu.Unlock()
+	q.unlock()
 	var subs []*Subscription
 	if ok {
 		_, subs = v.removeQueueLocked(q)
 	}
-	v.mu.Unlock()
+	v.unlockMeta()
 	if ok {
 		v.b.log.Debug("queue deleted", "queue", q.name, "vhost", v.name)
 		notifyDeleted(q, subs)
@@ -281,7 +303,7 @@ func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
 		return false, fmt.Errorf("%w: exchange name '%s' is reserved", ErrAccessRefused, s.Name)
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlockMeta()
 	if v.deleted {
 		return false, fmt.Errorf("%w: vhost '%s' was deleted", ErrNotFound, v.name)
 	}
@@ -293,6 +315,11 @@ func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
 		return false, err
 	}
 	v.exchanges[s.Name] = x
+	if s.Durable && v.b.metaOn() {
+		v.meta.PutMeta(joinKey(metaExchange, v.name, s.Name), encodeList(amqp10.List{
+			s.Type, s.Durable, s.AutoDelete, s.Internal, mapOrEmpty(s.Arguments)}))
+	}
+	v.topoChanged = true
 	return true, nil
 }
 
@@ -303,7 +330,7 @@ func (v *VHost) DeleteExchange(name string) error {
 		return fmt.Errorf("%w: exchange '%s' cannot be deleted", ErrAccessRefused, name)
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlockMeta()
 	if _, ok := v.exchanges[name]; !ok {
 		return fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, name, v.name)
 	}
@@ -312,6 +339,9 @@ func (v *VHost) DeleteExchange(name string) error {
 }
 
 func (v *VHost) deleteExchangeLocked(name string) {
+	if x, ok := v.exchanges[name]; ok && x.spec.Durable && v.b.metaOn() {
+		v.meta.DeleteMeta(joinKey(metaExchange, v.name, name))
+	}
 	delete(v.exchanges, name)
 	v.removeBindingsLocked(func(b *binding) bool {
 		return b.Source == name || (b.DestinationIsExchange && b.Destination == name)
@@ -360,7 +390,7 @@ func (v *VHost) Bind(b Binding) error {
 	}
 	b.Arguments = stringKeys(b.Arguments)
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlockMeta()
 	x, err := v.checkBindingLocked(b)
 	if err != nil {
 		return err
@@ -378,6 +408,10 @@ func (v *VHost) Bind(b Binding) error {
 		}
 	}
 	x.bindings = append(x.bindings, nb)
+	if v.b.metaOn() && x.spec.Durable && v.durableDestLocked(b) {
+		v.meta.PutMeta(bindingKey(v.name, b), encodeBinding(b))
+	}
+	v.topoChanged = true
 	return nil
 }
 
@@ -405,7 +439,7 @@ func (v *VHost) Unbind(b Binding) error {
 	}
 	b.Arguments = stringKeys(b.Arguments)
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlockMeta()
 	if _, err := v.checkBindingLocked(b); err != nil {
 		return err
 	}
@@ -422,7 +456,15 @@ func (v *VHost) removeBindingsLocked(drop func(*binding) bool) {
 		if n == 0 {
 			continue
 		}
-		x.bindings = slices.DeleteFunc(x.bindings, drop)
+		x.bindings = slices.DeleteFunc(x.bindings, func(b *binding) bool {
+			if !drop(b) {
+				return false
+			}
+			if v.b.metaOn() {
+				v.meta.DeleteMeta(bindingKey(v.name, b.Binding))
+			}
+			return true
+		})
 		if len(x.bindings) == 0 && x.spec.AutoDelete {
 			emptied = append(emptied, name)
 		}
@@ -478,28 +520,53 @@ func stringKeys(m amqp10.Map) amqp10.Map {
 // it (the others keep their copy), as RabbitMQ does. Publishing to an
 // internal exchange fails with ErrAccessRefused. m.Exchange is set to
 // exchange on the enqueued message.
+//
+// With a durable store, Publish of a durable message routed to a durable
+// queue blocks until the message is synced (see PublishConfirm, which does
+// not block).
 func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
 	st, _, err := v.PublishRoutes(exchange, m)
 	return st, err
 }
 
 // PublishRoutes is Publish that also returns the queues the message was
-// routed to (for metrics and tracing).
+// routed to (for metrics and tracing). Like Publish, it waits for the sync
+// of a durable message.
 func (v *VHost) PublishRoutes(exchange string, m *Message) (amqp10.DeliveryState, []*Queue, error) {
+	var ch chan amqp10.DeliveryState
+	st, queues, pending, err := v.publish(exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
+	if pending {
+		st = <-ch
+	}
+	return st, queues, err
+}
+
+// publish routes and enqueues m. Durable targets of a durable message get
+// it in one atomic store batch; then pending is true and confirm is called
+// once with the final outcome from the store's callback (prepare, if not
+// nil, runs first, before anything can call confirm).
+func (v *VHost) publish(exchange string, m *Message, confirm func(amqp10.DeliveryState), prepare func()) (amqp10.DeliveryState, []*Queue, bool, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
 	queues, err := v.route(exchange, m)
 	if err != nil {
-		return amqp10.DeliveryState{}, nil, err
+		return amqp10.DeliveryState{}, nil, false, err
 	}
 	if len(queues) == 0 {
-		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil, false, nil
 	}
 	if m.Exchange != exchange {
 		c := *m
 		c.Exchange = exchange
 		m = &c
+	}
+	if m.Header.Durable && v.b.st != nil && slices.ContainsFunc(queues, func(q *Queue) bool { return q.persist }) {
+		if prepare != nil {
+			prepare()
+		}
+		st, pending := v.b.publishDurable(m, queues, confirm)
+		return st, queues, pending, nil
 	}
 	var rejectedBy *Queue
 	accepted := false
@@ -514,23 +581,33 @@ func (v *VHost) PublishRoutes(exchange string, m *Message) (amqp10.DeliveryState
 		case enqueueGone:
 		}
 	}
+	return publishOutcome(rejectedBy, accepted), queues, false, nil
+}
+
+func publishOutcome(rejectedBy *Queue, accepted bool) amqp10.DeliveryState {
 	switch {
 	case rejectedBy != nil:
-		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}, queues, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}
 	case accepted:
-		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}, queues, nil
+		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}
 	}
-	return amqp10.DeliveryState{Kind: amqp10.StateReleased}, queues, nil
+	return amqp10.DeliveryState{Kind: amqp10.StateReleased}
 }
 
 // PublishConfirm is Publish for publishers that wait for an outcome. When
-// m must first be made durable, it returns pending=true and later calls
-// confirm exactly once with the final outcome, from another goroutine;
-// confirm must not block. Otherwise it returns the outcome at once and never
-// calls confirm. With the in-memory store nothing is ever pending.
+// m must first be made durable (a durable message routed to at least one
+// durable queue, with a store), it is appended to every durable target in
+// one atomic store batch and made visible to consumers at once (they may
+// receive it before the sync, as with RabbitMQ); PublishConfirm then
+// returns pending=true and later calls confirm exactly once with the final
+// outcome, from the store's goroutine; confirm must not block. The outcome
+// is the one Publish would give, or rejected with amqp:internal-error when
+// the store failed (the in-memory copies are then withdrawn where still
+// ready). Otherwise it returns the outcome at once and never calls confirm.
+// Without a store nothing is ever pending.
 func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, pending bool, err error) {
-	st, err = v.Publish(exchange, m)
-	return st, false, err
+	st, _, pending, err = v.publish(exchange, m, confirm, nil)
+	return st, pending, err
 }
 
 // Enqueue puts m on q as if a publish had routed it there; the dead-letter

@@ -1,0 +1,190 @@
+package deadletter
+
+import (
+	"sync"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/annotations"
+	"github.com/epitaph-mq/epitaph/router"
+)
+
+// Durable and at-least-once dead-lettering (dead-lettering.md §3.3, §4.2).
+//
+// DeadLetter hands every dead message with a store identity (Dead.Durable:
+// a stored message of a durable queue, or a retained at-least-once message)
+// to deadLetterDurable. Either way the copy reaches its targets through
+// router.Queue.ForwardDead, which enqueues it and removes the source's
+// stored copy in one atomic store batch: no loss and no duplicate on a
+// single node.
+//
+// At-most-once: as deadLetter, but the move is atomic.
+// At-least-once (Dead.Retained): when the dead-letter exchange is missing,
+// routes nowhere, or every target would be a cycle, or every target refuses
+// the copy, the message stays retained in its source queue (counted in
+// RetainedStats) and the router hands it over again on the next topology or
+// policy change and every retry interval. The death is recorded with the
+// time of the first attempt (Dead.Time), as rabbit_fifo_dlx_worker does.
+
+type retainedCounts struct {
+	mu sync.Mutex
+	n  map[Key]uint64
+}
+
+var retainedByDL sync.Map // *DeadLetterer → *retainedCounts
+
+func (d *DeadLetterer) retainedCounts() *retainedCounts {
+	if c, ok := retainedByDL.Load(d); ok {
+		return c.(*retainedCounts)
+	}
+	c, _ := retainedByDL.LoadOrStore(d, &retainedCounts{n: map[Key]uint64{}})
+	return c.(*retainedCounts)
+}
+
+// RetainedStats returns, per source queue and reason, how many times an
+// at-least-once dead message could not be forwarded and stayed retained
+// (each failed attempt counts).
+func (d *DeadLetterer) RetainedStats() map[Key]uint64 {
+	c := d.retainedCounts()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[Key]uint64, len(c.n))
+	for k, n := range c.n {
+		out[k] = n
+	}
+	return out
+}
+
+func (d *DeadLetterer) countRetained(src *router.Queue, dm *router.Dead, why string) {
+	c := d.retainedCounts()
+	k := Key{VHost: src.VHost().Name(), Queue: src.Name(), Reason: dm.Reason}
+	c.mu.Lock()
+	c.n[k]++
+	c.mu.Unlock()
+	d.log.Debug("dead-lettered message retained", "vhost", k.VHost, "queue", k.Queue, "reason", string(dm.Reason), "why", why)
+}
+
+func (d *DeadLetterer) countForwarded(src *router.Queue, dm *router.Dead, strategy string) {
+	k := Key{VHost: src.VHost().Name(), Queue: src.Name(), Reason: dm.Reason}
+	d.mu.Lock()
+	c := d.counts[k]
+	if c == nil {
+		c = new(Counts)
+		d.counts[k] = c
+	}
+	c.DeadLettered++
+	d.global[GlobalKey{QueueType: src.Type(), Strategy: strategy, Reason: dm.Reason}]++
+	d.mu.Unlock()
+}
+
+// deadLetterDurable handles dm when it has a store identity and reports
+// whether it did (otherwise deadLetter handles it).
+func (d *DeadLetterer) deadLetterDurable(src *router.Queue, dm *router.Dead) bool {
+	if !dm.Durable() {
+		return false
+	}
+	if !dm.Retained {
+		d.forwardAtMostOnce(src, dm)
+		return true
+	}
+	dlx, ok := src.DeadLetterExchange()
+	if !ok {
+		d.countRetained(src, dm, "no dead-letter exchange")
+		return true
+	}
+	at := dm.Time
+	if at.IsZero() {
+		at = d.now()
+	}
+	cp, h := d.copyAt(src, dm, dlx, at)
+	targets, err := src.VHost().Route(dlx, cp)
+	if err != nil || len(targets) == 0 {
+		d.countRetained(src, dm, "no route")
+		return true
+	}
+	targets = dropCycles(h, targets)
+	if len(targets) == 0 {
+		d.countRetained(src, dm, "cycle")
+		return true
+	}
+	states, moved := src.ForwardDead(dm, cp, targets)
+	switch {
+	case moved:
+		d.countForwarded(src, dm, StrategyAtLeastOnce)
+	case states != nil:
+		d.countRetained(src, dm, "rejected by every target")
+	}
+	return true
+}
+
+func (d *DeadLetterer) forwardAtMostOnce(src *router.Queue, dm *router.Dead) {
+	dlx, ok := src.DeadLetterExchange()
+	if !ok {
+		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
+		return // the router settles the stored copy
+	}
+	cp, h := d.Copy(src, dm, dlx)
+	targets, err := src.VHost().Route(dlx, cp)
+	if err != nil || len(targets) == 0 {
+		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
+		d.log.Debug("dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
+			"reason", string(dm.Reason), "dlx", dlx, "err", err)
+		return
+	}
+	targets = dropCycles(h, targets)
+	if len(targets) == 0 {
+		d.count(src, dm.Reason, func(c *Counts) { c.DroppedCycle++ })
+		d.log.Warn("dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
+			"reason", string(dm.Reason), "dlx", dlx)
+		return
+	}
+	src.ForwardDead(dm, cp, targets)
+	d.count(src, dm.Reason, func(c *Counts) { c.DeadLettered++ })
+}
+
+// dropCycles removes the targets that would be a dead-letter cycle (§2.6).
+func dropCycles(h annotations.History, targets []*router.Queue) []*router.Queue {
+	n := 0
+	for _, q := range targets {
+		if !annotations.IsCycle(h, q.Name()) {
+			targets[n] = q
+			n++
+		}
+	}
+	return targets[:n]
+}
+
+// copyAt is Copy with the death recorded at t (the first attempt).
+func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time) (*router.Message, annotations.History) {
+	m := dm.Msg
+	h, _, err := annotations.Decode(m.Anns)
+	if err != nil {
+		d.log.Error("unreadable dead-letter history; starting a new one", "queue", src.Name(), "err", err)
+		h = annotations.History{}
+	}
+	h = annotations.Record(h, annotations.Event{
+		Queue:       src.Name(),
+		Reason:      string(dm.Reason),
+		Exchange:    m.Exchange,
+		RoutingKeys: m.RoutingKeys,
+		TTL:         m.Header.TTL,
+		HasTTL:      m.Header.HasTTL,
+		Time:        amqp10.Timestamp(t.UnixMilli()),
+		Error:       dm.Error,
+	})
+	keys := m.RoutingKeys
+	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
+		keys = []string{dlrk}
+	}
+	hdr := m.Header
+	hdr.TTL, hdr.HasTTL = 0, false
+	cp := &router.Message{
+		Wire:          m.Wire,
+		Header:        hdr,
+		Exchange:      dlx,
+		RoutingKeys:   append([]string(nil), keys...),
+		DeliveryCount: m.DeliveryCount,
+		Anns:          annotations.Apply(append(amqp10.Map(nil), m.Anns...), h, d.strict),
+	}
+	return cp, h
+}

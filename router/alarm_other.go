@@ -1,0 +1,9 @@
+//go:build !unix
+
+package router
+
+import "errors"
+
+func diskFree(string) (uint64, error) {
+	return 0, errors.New("free disk space: not supported on this platform")
+}

@@ -1,0 +1,359 @@
+package router
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
+)
+
+// durableEnv is a broker on a Pebble store in dir; reopen simulates a
+// restart (or, without settling first, a crash after the last sync).
+type durableEnv struct {
+	*env
+	dir string
+	st  *store.Pebble
+}
+
+func openDurable(t *testing.T, dir string, opts ...func(*Options)) *durableEnv {
+	t.Helper()
+	st, err := store.OpenPebble(dir, store.PebbleOptions{})
+	require.NoError(t, err)
+	o := append([]func(*Options){func(o *Options) { o.Store = st }}, opts...)
+	e := newEnv(t, o...)
+	require.NoError(t, e.b.Recover())
+	d := &durableEnv{env: e, dir: dir, st: st}
+	t.Cleanup(func() { _ = st.Close() })
+	return d
+}
+
+func (d *durableEnv) close(t *testing.T) {
+	t.Helper()
+	d.b.Close()
+	require.NoError(t, d.st.Close())
+}
+
+func durableMsg(t *testing.T, body string, keys ...string) *Message {
+	t.Helper()
+	b, err := amqp10.AppendAMQPValue(nil, body)
+	require.NoError(t, err)
+	w, err := amqp10.ParseMessage(append(amqp10.AppendHeader(nil, &amqp10.Header{Durable: true, Priority: 4}), b...))
+	require.NoError(t, err)
+	m := NewMessage(w)
+	m.RoutingKeys = keys
+	return m
+}
+
+func bodyOf(t *testing.T, m *Message) string {
+	t.Helper()
+	b, err := m.Wire.Body()
+	require.NoError(t, err)
+	v, _, err := amqp10.ReadValue(b)
+	require.NoError(t, err)
+	if dv, ok := v.(*amqp10.Described); ok {
+		v = dv.Value
+	}
+	return fmt.Sprint(v)
+}
+
+func bodiesOf(t *testing.T, ds []Delivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, bodyOf(t, d.Msg))
+	}
+	return out
+}
+
+func TestDurableRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	d := openDurable(t, dir)
+	d.queue(t, "cq", Classic)
+	d.queue(t, "qq", Quorum)
+	_, _, err := d.v.DeclareQueue(QueueSpec{Name: "tq", Durable: false})
+	require.NoError(t, err)
+	deaths := amqp10.Map{{Key: amqp10.Symbol("x-opt-deaths"), Value: amqp10.List{amqp10.Map{
+		{Key: amqp10.Symbol("queue"), Value: "old"}, {Key: amqp10.Symbol("count"), Value: int64(2)}}}},
+		{Key: amqp10.Symbol("x-first-death-queue"), Value: "old"}}
+	for i := range 5 {
+		for _, q := range []string{"cq", "qq", "tq"} {
+			m := durableMsg(t, fmt.Sprintf("%s-%d", q, i), q)
+			if i == 2 {
+				m.Anns = deaths
+				m.DeliveryCount = 3
+			}
+			require.Equal(t, amqp10.StateAccepted, d.publish(t, "", m))
+		}
+	}
+	nd := durableMsg(t, "transient", "cq")
+	nd.Header.Durable = false
+	require.Equal(t, amqp10.StateAccepted, d.publish(t, "", nd))
+	d.close(t)
+
+	d2 := openDurable(t, dir)
+	_, ok := d2.v.Queue("tq")
+	require.False(t, ok, "non-durable queue recovered")
+	for _, name := range []string{"cq", "qq"} {
+		q, ok := d2.v.Queue(name)
+		require.True(t, ok)
+		require.Equal(t, 5, q.Len(), name)
+		_, c := subscribe(t, q, 10)
+		ds := c.all()
+		require.Equal(t, []string{name + "-0", name + "-1", name + "-2", name + "-3", name + "-4"}, bodiesOf(t, ds))
+		require.Equal(t, uint32(3), ds[2].Header.DeliveryCount)
+		require.False(t, ds[2].Header.FirstAcquirer)
+		require.True(t, ds[0].Header.FirstAcquirer)
+		require.True(t, ds[0].Header.Durable)
+		require.Equal(t, "old", ann(ds[2].Annotations, "x-first-death-queue"))
+		require.Equal(t, deaths, ds[2].Msg.Anns)
+		require.Equal(t, name, ds[0].Msg.RoutingKeys[0])
+	}
+	d2.close(t)
+}
+
+func TestDurableUnsettledAtCrashRequeuedWithDeliveryCount(t *testing.T) {
+	dir := t.TempDir()
+	d := openDurable(t, dir)
+	q := d.queue(t, "qq", Quorum)
+	for i := range 3 {
+		d.publish(t, "", durableMsg(t, fmt.Sprint(i), "qq"))
+	}
+	s, c := subscribe(t, q, 2)
+	require.Equal(t, 2, c.n())
+	require.NoError(t, s.Settle(c.all()[1].Tag, Outcome{Kind: amqp10.StateAccepted}))
+	// "crash": the store is closed with delivery 0 unsettled.
+	d.close(t)
+
+	d2 := openDurable(t, dir)
+	q2, _ := d2.v.Queue("qq")
+	require.Equal(t, 2, q2.Len())
+	_, c2 := subscribe(t, q2, 10)
+	ds := c2.all()
+	require.Equal(t, []string{"0", "2"}, bodiesOf(t, ds))
+	require.Equal(t, uint32(1), ds[0].Header.DeliveryCount)
+	require.False(t, ds[0].Header.FirstAcquirer)
+	require.Equal(t, int64(1), ann(ds[0].Annotations, "x-acquired-count"))
+	require.Equal(t, uint32(0), ds[1].Header.DeliveryCount)
+	d2.close(t)
+
+	// The recovered state was rewritten: a second restart counts once more only if delivered again.
+	d3 := openDurable(t, dir)
+	q3, _ := d3.v.Queue("qq")
+	_, c3 := subscribe(t, q3, 10)
+	require.Equal(t, uint32(2), c3.all()[0].Header.DeliveryCount)
+	require.Equal(t, uint32(1), c3.all()[1].Header.DeliveryCount)
+	d3.close(t)
+}
+
+func TestDurableTopologyRecovered(t *testing.T) {
+	dir := t.TempDir()
+	d := openDurable(t, dir)
+	v2 := d.b.AddVHost("v2")
+	_, err := d.v.DeclareExchange(ExchangeSpec{Name: "x", Type: ExchangeTopic, Durable: true,
+		Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "ae"}}})
+	require.NoError(t, err)
+	_, err = d.v.DeclareExchange(ExchangeSpec{Name: "tx", Type: ExchangeFanout})
+	require.NoError(t, err)
+	d.queue(t, "q1", Quorum, "x-max-length", int64(10))
+	require.NoError(t, d.v.Bind(Binding{Source: "x", Destination: "q1", Key: "a.#"}))
+	require.NoError(t, d.v.PutPolicy(Policy{Name: "p", Pattern: "^q", Priority: 3, Definition: amqp10.Map{{Key: "message-ttl", Value: int64(60000)}}}))
+	h, err := HashPassword("", "pw")
+	require.NoError(t, err)
+	require.NoError(t, d.b.PutUser(User{Name: "alice", PasswordHash: h, Tags: []string{"administrator"}}))
+	require.NoError(t, d.b.SetPermission(Permission{User: "alice", VHost: "v2", Configure: ".*", Write: ".*", Read: "^r"}))
+	_, _, err = v2.DeclareQueue(QueueSpec{Name: "gone", Durable: true})
+	require.NoError(t, err)
+	_, err = v2.DeleteQueue("gone")
+	require.NoError(t, err)
+	d.close(t)
+
+	d2 := openDurable(t, dir)
+	require.Equal(t, []string{"/", "v2"}, d2.b.VHosts())
+	xi, ok := d2.v.Exchange("x")
+	require.True(t, ok)
+	require.Equal(t, ExchangeTopic, xi.Type)
+	require.Equal(t, "ae", ann(stringKeysToSym(xi.Arguments), "alternate-exchange"))
+	_, ok = d2.v.Exchange("tx")
+	require.False(t, ok, "transient exchange recovered")
+	q, ok := d2.v.Queue("q1")
+	require.True(t, ok)
+	require.Equal(t, Quorum, q.Type())
+	pol, ok := q.EffectivePolicy()
+	require.True(t, ok)
+	require.Equal(t, "p", pol)
+	require.Contains(t, d2.v.Bindings(), Binding{Source: "x", Destination: "q1", Key: "a.#"})
+	require.True(t, d2.b.Authenticate("alice", "pw"))
+	u, _ := d2.b.User("alice")
+	require.Equal(t, []string{"administrator"}, u.Tags)
+	p, ok := d2.b.Permission("alice", "v2")
+	require.True(t, ok)
+	require.Equal(t, "^r", p.Read)
+	v2b, _ := d2.b.VHost("v2")
+	_, ok = v2b.Queue("gone")
+	require.False(t, ok)
+	// A publish routes through the recovered binding.
+	require.Equal(t, amqp10.StateAccepted, d2.publish(t, "x", durableMsg(t, "m", "a.b")))
+	d2.close(t)
+}
+
+func stringKeysToSym(m amqp10.Map) amqp10.Map {
+	out := amqp10.Map{}
+	for _, kv := range m {
+		if s, ok := kv.Key.(string); ok {
+			kv.Key = amqp10.Symbol(s)
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func TestDurableSeqsNotReusedAndOrphansDeleted(t *testing.T) {
+	dir := t.TempDir()
+	d := openDurable(t, dir)
+	q := d.queue(t, "q", Classic)
+	d.publish(t, "", durableMsg(t, "a", "q"))
+	_, c := subscribe(t, q, 1)
+	s := q.subs[0]
+	require.NoError(t, s.Settle(c.all()[0].Tag, Outcome{Kind: amqp10.StateAccepted}))
+	// An orphan: data for a queue id unknown to the metadata.
+	done := make(chan error, 1)
+	d.st.Append([]store.Record{{Queue: 999999, Seq: 1, Msg: []byte("x")}}, func(err error) { done <- err })
+	require.NoError(t, <-done)
+	id := q.id
+	d.close(t)
+
+	d2 := openDurable(t, dir)
+	q2, _ := d2.v.Queue("q")
+	require.Equal(t, id, q2.id)
+	require.Greater(t, q2.seq, uint64(1), "seqs continue past the reservation")
+	var ids []store.QueueID
+	require.NoError(t, d2.st.Queues(func(id store.QueueID) error { ids = append(ids, id); return nil }))
+	require.NotContains(t, ids, store.QueueID(999999))
+	nq := d2.queue(t, "new", Classic)
+	require.Greater(t, uint64(nq.id), uint64(id))
+	d2.close(t)
+}
+
+func TestPublishConfirmPending(t *testing.T) {
+	d := openDurable(t, t.TempDir())
+	d.queue(t, "q", Quorum)
+	d.queue(t, "cq", Classic)
+	_, _, err := d.v.DeclareQueue(QueueSpec{Name: "t", Durable: false})
+	require.NoError(t, err)
+	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "q"}))
+	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "cq"}))
+	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "t"}))
+	got := make(chan amqp10.DeliveryState, 1)
+	_, pending, err := d.v.PublishConfirm("amq.fanout", durableMsg(t, "x"), func(st amqp10.DeliveryState) { got <- st })
+	require.NoError(t, err)
+	require.True(t, pending)
+	require.Equal(t, amqp10.StateAccepted, (<-got).Kind)
+	// Non-durable message: never pending.
+	nd := durableMsg(t, "y")
+	nd.Header.Durable = false
+	st, pending, err := d.v.PublishConfirm("amq.fanout", nd, func(amqp10.DeliveryState) { t.Error("confirm called") })
+	require.NoError(t, err)
+	require.False(t, pending)
+	require.Equal(t, amqp10.StateAccepted, st.Kind)
+	// Both durable queues hold the durable message in the store, the transient one not.
+	for _, name := range []string{"q", "cq", "t"} {
+		q, _ := d.v.Queue(name)
+		n := 0
+		require.NoError(t, d.st.Iterate(q.id, func(uint64, []byte, []byte) error { n++; return nil }))
+		want := 1
+		if name == "t" {
+			want = 0
+		}
+		require.Equal(t, want, n, name)
+	}
+	d.close(t)
+}
+
+func TestPublishConfirmStoreFailureRejects(t *testing.T) {
+	st, err := store.OpenPebble(t.TempDir(), store.PebbleOptions{})
+	require.NoError(t, err)
+	e := newEnv(t, func(o *Options) { o.Store = st })
+	q := e.queue(t, "q", Quorum)
+	require.NoError(t, st.Close()) // every later batch fails with ErrClosed
+	got := make(chan amqp10.DeliveryState, 1)
+	s, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(s amqp10.DeliveryState) { got <- s })
+	require.NoError(t, err)
+	if pending { // a closed Pebble fails the batch at once: then the outcome is returned directly
+		s = <-got
+	}
+	require.Equal(t, amqp10.StateRejected, s.Kind)
+	require.Equal(t, amqp10.ErrCondInternalError, s.Error.Condition)
+	eventually(t, func() bool { return q.Len() == 0 }, 5*time.Second, "in-memory copy withdrawn")
+}
+
+func TestMemoryStoreKeepsBehaviour(t *testing.T) {
+	// An explicit Memory store: the durable path runs, nothing is pending.
+	e := newEnv(t, func(o *Options) { o.Store = store.NewMemory() })
+	e.queue(t, "q", Quorum)
+	st, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(amqp10.DeliveryState) { t.Error("confirm called") })
+	require.NoError(t, err)
+	require.False(t, pending)
+	require.Equal(t, amqp10.StateAccepted, st.Kind)
+}
+
+func TestAlarms(t *testing.T) {
+	var free, mem atomicU64
+	free.set(100 << 20)
+	mem.set(10 << 20)
+	e := newEnv(t, func(o *Options) {
+		o.DataDir = "/data"
+		o.DiskFreeLimit = 50 << 20
+		o.MemoryHighWatermark = 64 << 20
+		o.AlarmInterval = time.Hour // checked by hand below
+		o.DiskFree = func(dir string) (uint64, error) { require.Equal(t, "/data", dir); return free.get(), nil }
+		o.MemoryUsed = mem.get
+	})
+	blocked, ch := e.b.PublishBlocked()
+	require.False(t, blocked)
+	free.set(10 << 20)
+	a := e.b.CheckAlarms()
+	require.True(t, a.Disk)
+	require.False(t, a.Memory)
+	<-ch // closed on the change
+	blocked, ch = e.b.PublishBlocked()
+	require.True(t, blocked)
+	mem.set(100 << 20)
+	e.b.CheckAlarms()
+	<-ch
+	require.True(t, e.b.Alarms().Memory)
+	free.set(100 << 20)
+	e.b.CheckAlarms()
+	blocked, ch = e.b.PublishBlocked()
+	require.True(t, blocked, "memory alarm still set")
+	mem.set(1 << 20)
+	e.b.CheckAlarms()
+	<-ch
+	blocked, _ = e.b.PublishBlocked()
+	require.False(t, blocked)
+	// Consumers keep draining while blocked: the router never refuses deliveries.
+}
+
+func TestAlarmTimerClearsByItself(t *testing.T) {
+	var free atomicU64
+	free.set(1)
+	e := newEnv(t, func(o *Options) {
+		o.DiskFreeLimit = 10
+		o.AlarmInterval = time.Millisecond
+		o.DiskFree = func(string) (uint64, error) { return free.get(), nil }
+	})
+	blocked, ch := e.b.PublishBlocked()
+	require.True(t, blocked)
+	free.set(100)
+	<-ch
+	blocked, _ = e.b.PublishBlocked()
+	require.False(t, blocked)
+}
+
+type atomicU64 struct{ v atomic.Uint64 }
+
+func (a *atomicU64) set(n uint64) { a.v.Store(n) }
+func (a *atomicU64) get() uint64  { return a.v.Load() }

@@ -1,0 +1,416 @@
+package router
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
+)
+
+// Store encoding of messages (store.Record.Msg, immutable) and of an entry's
+// mutable state (store.Record.State). Both are small hand-rolled formats with
+// a version byte; AMQP values (annotations, arguments) use the AMQP codec.
+//
+// Msg v1:   0x01, header section (router Header), uvarint-prefixed
+//           wire annotations / bare / footer, wire-has-header byte,
+//           exchange, routing keys, delivery-count, Anns (AMQP map or null).
+// State v1: 0x01, flags, dc, acquired, deadline (varint unix ns),
+//           [anns map when flagAnns], [reason, death time, error when flagRetained].
+//
+// Delivery marking: when a stored message is handed to a consumer (not
+// pre-settled) its state is rewritten with flagDelivered (one small Update,
+// group-committed with the other traffic, never waited for). Recover treats a
+// message whose state says delivered as returned by a lost connection:
+// delivery-count +1 and acquired-count +1, ready again.
+
+const (
+	msgVersion   = 1
+	stateVersion = 1
+
+	flagDelivered = 1 << 0
+	flagRetained  = 1 << 1
+	flagAnns      = 1 << 2 // anns differ from Msg.Anns
+)
+
+var errCorrupt = errors.New("router: corrupt stored message")
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errCorrupt
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errCorrupt
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil || len(r.b) == 0 {
+		r.err = errCorrupt
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// bytes returns a copy (stored buffers are only valid during Iterate).
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errCorrupt
+		return nil
+	}
+	if n == 0 {
+		r.b = r.b[0:]
+		return nil
+	}
+	v := append([]byte(nil), r.b[:n]...)
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errCorrupt
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) amqpMap() amqp10.Map {
+	if r.err != nil {
+		return nil
+	}
+	if len(r.b) > 0 && r.b[0] == amqp10.TypeNull {
+		r.b = r.b[1:]
+		return nil
+	}
+	m, rest, err := amqp10.ReadMap(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
+		return nil
+	}
+	r.b = rest
+	return m
+}
+
+func appendMapOrNull(b []byte, m amqp10.Map) ([]byte, error) {
+	if m == nil {
+		return amqp10.AppendNull(b), nil
+	}
+	return amqp10.AppendMap(b, m)
+}
+
+// encodeMessage encodes the immutable part of m for store.Record.Msg.
+func encodeMessage(m *Message) ([]byte, error) {
+	b := make([]byte, 0, 64+m.size()+len(m.Wire.Annotations))
+	b = append(b, msgVersion)
+	b = amqp10.AppendHeader(b, &m.Header)
+	w := m.Wire
+	if w == nil {
+		w = &amqp10.Message{}
+	}
+	b = appendBytes(b, w.Annotations)
+	b = appendBytes(b, w.Bare)
+	b = appendBytes(b, w.Footer)
+	if w.HasHeader {
+		b = append(b, 1)
+		b = amqp10.AppendHeader(b, &w.Header)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendStr(b, m.Exchange)
+	b = binary.AppendUvarint(b, uint64(len(m.RoutingKeys)))
+	for _, k := range m.RoutingKeys {
+		b = appendStr(b, k)
+	}
+	b = binary.AppendUvarint(b, uint64(m.DeliveryCount))
+	return appendMapOrNull(b, m.Anns)
+}
+
+func (r *reader) header() amqp10.Header {
+	var h amqp10.Header
+	if r.err != nil {
+		return h
+	}
+	rest, err := h.Unmarshal(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
+		return h
+	}
+	r.b = rest
+	return h
+}
+
+// decodeMessage rebuilds a Message from store.Record.Msg (copying what it keeps).
+func decodeMessage(b []byte) (*Message, error) {
+	if len(b) == 0 || b[0] != msgVersion {
+		return nil, errCorrupt
+	}
+	r := &reader{b: b[1:]}
+	m := &Message{Wire: &amqp10.Message{}}
+	m.Header = r.header()
+	m.Wire.Annotations = r.bytes()
+	m.Wire.Bare = r.bytes()
+	m.Wire.Footer = r.bytes()
+	if r.byte() == 1 {
+		m.Wire.HasHeader = true
+		m.Wire.Header = r.header()
+	}
+	m.Exchange = r.str()
+	if n := r.uvarint(); n > 0 && r.err == nil {
+		if n > uint64(len(r.b)) {
+			return nil, errCorrupt
+		}
+		m.RoutingKeys = make([]string, n)
+		for i := range m.RoutingKeys {
+			m.RoutingKeys[i] = r.str()
+		}
+	}
+	m.DeliveryCount = uint32(r.uvarint())
+	m.Anns = r.amqpMap()
+	if r.err != nil {
+		return nil, r.err
+	}
+	return m, nil
+}
+
+// encodeState encodes e's mutable state for store.Record.State.
+func encodeState(e *entry) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, stateVersion)
+	var f byte
+	if e.delivered {
+		f |= flagDelivered
+	}
+	if e.retained {
+		f |= flagRetained
+	}
+	annsChanged := !sameMap(e.anns, e.msg.Anns)
+	if annsChanged {
+		f |= flagAnns
+	}
+	b = append(b, f)
+	b = binary.AppendUvarint(b, uint64(e.dc))
+	b = binary.AppendUvarint(b, uint64(e.acquired))
+	b = binary.AppendVarint(b, e.deadline)
+	if annsChanged {
+		var err error
+		if b, err = appendMapOrNull(b, e.anns); err != nil {
+			b = amqp10.AppendNull(b) // unencodable annotations cannot come from the wire
+		}
+	}
+	if e.retained {
+		b = appendStr(b, string(e.deadReason))
+		b = binary.AppendVarint(b, e.deadAt)
+		if e.deadErr != nil {
+			b = append(b, 1)
+			b = appendStr(b, string(e.deadErr.Condition))
+			b = appendStr(b, e.deadErr.Description)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// sameMap reports whether two annotation maps are the same slice (the
+// common case: never modified since enqueue).
+func sameMap(a, b amqp10.Map) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
+		return true
+	}
+	return &a[0] == &b[0]
+}
+
+// decodeState applies a stored state to e (whose msg is set).
+func decodeState(e *entry, b []byte) error {
+	if b == nil {
+		return nil
+	}
+	if len(b) < 2 || b[0] != stateVersion {
+		return errCorrupt
+	}
+	r := &reader{b: b[2:]}
+	f := b[1]
+	e.delivered = f&flagDelivered != 0
+	e.retained = f&flagRetained != 0
+	e.dc = uint32(r.uvarint())
+	e.acquired = uint32(r.uvarint())
+	e.deadline = r.varint()
+	if f&flagAnns != 0 {
+		e.anns = r.amqpMap()
+	}
+	if e.retained {
+		e.deadReason = Reason(r.str())
+		e.deadAt = r.varint()
+		if r.byte() == 1 {
+			e.deadErr = &amqp10.Error{Condition: amqp10.ErrCond(r.str()), Description: r.str()}
+		}
+	}
+	return r.err
+}
+
+// ---- metadata ----
+
+// Metadata keys (store.PutMeta). Names are joined with NUL, which AMQP names
+// may not contain in practice (RabbitMQ refuses it too).
+const (
+	metaVHost      = "v/" // v/<vhost>
+	metaExchange   = "x/" // x/<vhost>\0<name> → [type, durable, auto-delete, internal, arguments]
+	metaQueue      = "q/" // q/<vhost>\0<name> → [id, type, durable, exclusive, auto-delete, arguments]
+	metaBinding    = "b/" // b/<vhost>\0<source>\0<encoded binding> → binding
+	metaPolicy     = "p/" // p/<vhost>\0<name> → [pattern, apply-to, priority, definition]
+	metaUser       = "u/" // u/<name> → [hash, algorithm, tags]
+	metaPermission = "P/" // P/<user>\0<vhost> → [configure, write, read]
+	metaSeq        = "n/" // n/<queue id> → reserved seq high-water mark
+	metaQueueID    = "id" // next queue id high-water mark
+	seqReserve     = 1 << 16
+)
+
+func joinKey(prefix string, parts ...string) string {
+	s := prefix
+	for i, p := range parts {
+		if i > 0 {
+			s += "\x00"
+		}
+		s += p
+	}
+	return s
+}
+
+func seqKey(id store.QueueID) string { return fmt.Sprintf("%s%016x", metaSeq, uint64(id)) }
+
+func encodeList(l amqp10.List) []byte {
+	b, err := amqp10.AppendList(nil, l)
+	if err != nil {
+		panic(fmt.Sprintf("router: encoding metadata: %v", err)) // only broker-validated values get here
+	}
+	return b
+}
+
+func decodeList(b []byte, n int) (amqp10.List, error) {
+	l, _, err := amqp10.ReadList(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(l) < n {
+		return nil, fmt.Errorf("%w: metadata list has %d fields, want %d", errCorrupt, len(l), n)
+	}
+	return l, nil
+}
+
+func mapOrEmpty(m amqp10.Map) amqp10.Map {
+	if m == nil {
+		return amqp10.Map{}
+	}
+	return m
+}
+
+func listMap(v any) amqp10.Map {
+	m, _ := v.(amqp10.Map)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func listStr(v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case amqp10.Symbol:
+		return string(s)
+	}
+	return ""
+}
+
+func listBool(v any) bool { b, _ := v.(bool); return b }
+
+func listInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	case int8:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	}
+	return 0
+}
+
+func encodeBinding(b Binding) []byte {
+	return encodeList(amqp10.List{b.Source, b.Destination, b.DestinationIsExchange, b.Key, mapOrEmpty(b.Arguments)})
+}
+
+func bindingKey(vhost string, b Binding) string {
+	return joinKey(metaBinding, vhost, b.Source, string(encodeBinding(b)))
+}
+
+func decodeBinding(v []byte) (Binding, error) {
+	l, err := decodeList(v, 5)
+	if err != nil {
+		return Binding{}, err
+	}
+	return Binding{Source: listStr(l[0]), Destination: listStr(l[1]), DestinationIsExchange: listBool(l[2]),
+		Key: listStr(l[3]), Arguments: listMap(l[4])}, nil
+}
+
+// nowNanoFrom converts a stored unix-ns death time.
+func timeFromNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
