@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
@@ -47,8 +50,24 @@ type Options struct {
 	Logger *slog.Logger
 	// Definitions is a RabbitMQ definitions JSON document applied at start.
 	Definitions []byte
-	// InMemory selects the in-memory store (today the only one).
+	// InMemory keeps messages and topology in memory only (nothing survives
+	// a restart); otherwise they are stored in DataDir.
 	InMemory bool
+	// DataDir is the durable store's directory, created when missing;
+	// default DefaultDataDir().
+	DataDir string
+	// DiskFreeLimit blocks publishers while the data directory's file
+	// system has less free space (bytes); default 100 MiB, 0 after setting
+	// NoDiskAlarm. Not checked in memory mode.
+	DiskFreeLimit uint64
+	// NoDiskAlarm turns the disk alarm off.
+	NoDiskAlarm bool
+	// MemoryHighWatermark blocks publishers while the process uses more
+	// memory (bytes); 0 turns the memory alarm off (the default).
+	MemoryHighWatermark uint64
+	// DeadLetterRetryInterval is how often retained at-least-once dead
+	// letters are retried; default 180s, as RabbitMQ.
+	DeadLetterRetryInterval time.Duration
 	// AutoCreateQueues declares a classic queue when a link attaches to a bare address.
 	AutoCreateQueues bool
 	// StrictParity writes only RabbitMQ 4.3's dead-letter annotations: no
@@ -91,6 +110,7 @@ type Broker struct {
 	httpLn net.Listener
 	httpS  *http.Server
 	router *router.Broker
+	store  *store.Pebble // nil in memory mode
 	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
 	opts   Options
@@ -103,6 +123,31 @@ type Broker struct {
 	closeErr  error
 	serveDone chan struct{}
 	httpDone  chan struct{}
+}
+
+// DefaultDataDir is the embedded default data directory:
+// $XDG_DATA_HOME/epitaph, else ~/.local/share/epitaph, else ./data.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "epitaph")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "share", "epitaph")
+	}
+	return "data"
+}
+
+// abort releases what a failed Start had opened.
+func (b *Broker) abort() {
+	if b.router != nil {
+		b.router.Close()
+	}
+	if b.store != nil {
+		if err := b.store.Close(); err != nil {
+			b.log.Error("closing the store", "err", err)
+		}
+	}
+	_ = b.providers.Shutdown(context.Background())
 }
 
 // ErrInvalidOptions wraps errors in Options.
@@ -124,25 +169,50 @@ func Start(opts Options) (*Broker, error) {
 	default:
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
-	b := &Broker{serveDone: make(chan struct{}), httpDone: make(chan struct{})}
+	b := &Broker{serveDone: make(chan struct{}), httpDone: make(chan struct{}), log: opts.Logger}
 	if err := b.setupTelemetry(&opts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity,
 		Tracer: b.tracer})
-	rt := router.New(router.Options{Logger: opts.Logger.With("component", "router"),
-		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl})
+	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
+		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
+		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark}
+	if !opts.InMemory {
+		if opts.DataDir == "" {
+			opts.DataDir = DefaultDataDir()
+		}
+		if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
+			_ = b.providers.Shutdown(context.Background())
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		st, err := store.OpenPebble(opts.DataDir, store.PebbleOptions{Logger: opts.Logger.With("component", "store")})
+		if err != nil {
+			_ = b.providers.Shutdown(context.Background())
+			return nil, fmt.Errorf("open store in %s: %w", opts.DataDir, err)
+		}
+		b.store = st
+		ropts.Store, ropts.DataDir = st, opts.DataDir
+		ropts.DiskFreeLimit = opts.DiskFreeLimit
+		if ropts.DiskFreeLimit == 0 && !opts.NoDiskAlarm {
+			ropts.DiskFreeLimit = 100 << 20
+		}
+	}
+	rt := router.New(ropts)
+	b.router = rt
+	if err := rt.Recover(); err != nil {
+		b.abort()
+		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)
+	}
 	if len(opts.Definitions) > 0 {
 		if err := rt.LoadDefinitions(opts.Definitions); err != nil {
-			rt.Close()
-			_ = b.providers.Shutdown(context.Background())
+			b.abort()
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
-		rt.Close()
-		_ = b.providers.Shutdown(context.Background())
+		b.abort()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	srv := link.NewServer(link.Options{
@@ -166,8 +236,7 @@ func Start(opts Options) (*Broker, error) {
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {
 		ln.Close()
-		rt.Close()
-		_ = b.providers.Shutdown(context.Background())
+		b.abort()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	var metrics http.Handler
@@ -177,8 +246,7 @@ func Start(opts Options) (*Broker, error) {
 	if opts.HTTPListen != "" {
 		if b.httpLn, err = net.Listen("tcp", opts.HTTPListen); err != nil {
 			ln.Close()
-			rt.Close()
-			_ = b.providers.Shutdown(context.Background())
+			b.abort()
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 		b.httpS = &http.Server{
@@ -241,8 +309,12 @@ func (b *Broker) Close() error {
 		<-b.serveDone
 		<-b.httpDone
 		b.router.Close()
+		var stErr error
+		if b.store != nil {
+			stErr = b.store.Close() // commits what is pending, then syncs
+		}
 		telErr := b.providers.Shutdown(ctx) // flushes spans still batched
-		b.closeErr = errors.Join(lnErr, httpErr, err, telErr)
+		b.closeErr = errors.Join(lnErr, httpErr, err, stErr, telErr)
 	})
 	return b.closeErr
 }

@@ -43,6 +43,10 @@ const (
 	KeyInMemory         = "in-memory"
 	KeyAutoCreateQueues = "auto-create-queues"
 	KeyStrictParity     = "strict-parity"
+	KeyDataDir          = "data-dir"
+	KeyDiskFreeLimit    = "disk-free-limit"
+	KeyMemoryHigh       = "memory-high-watermark"
+	KeyDLRetryInterval  = "dead-letter-retry-interval"
 	KeyAnonymous        = "anonymous"
 	KeyMaxFrameSize     = "max-frame-size"
 	KeyChannelMax       = "channel-max"
@@ -111,6 +115,18 @@ type Config struct {
 	// StrictParity turns off epitaph's additions to RabbitMQ 4.3's
 	// dead-letter annotations (x-last-death-error-condition/-description).
 	StrictParity bool `mapstructure:"strict-parity"`
+	// DataDir is the durable store's directory ("" means the embedded
+	// default: $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data).
+	DataDir string `mapstructure:"data-dir"`
+	// DiskFreeLimit blocks publishers while the data directory's file
+	// system has less free space, in bytes; 0 turns the disk alarm off.
+	DiskFreeLimit uint64 `mapstructure:"disk-free-limit"`
+	// MemoryHighWatermark blocks publishers while the process uses more
+	// memory, in bytes; 0 turns the memory alarm off.
+	MemoryHighWatermark uint64 `mapstructure:"memory-high-watermark"`
+	// DeadLetterRetryInterval is how often retained at-least-once dead
+	// letters are retried.
+	DeadLetterRetryInterval time.Duration `mapstructure:"dead-letter-retry-interval"`
 	// Anonymous is from where ANONYMOUS and no-SASL connections are
 	// accepted: "loopback", "all" or "none".
 	Anonymous string `mapstructure:"anonymous"`
@@ -147,26 +163,28 @@ type Config struct {
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		Listen:           ":5672",
-		HTTPListen:       "127.0.0.1:15672",
-		Definitions:      "",
-		InMemory:         false,
-		AutoCreateQueues: false,
-		StrictParity:     false,
-		Anonymous:        AnonymousLoopback,
-		MaxFrameSize:     131072,
-		ChannelMax:       255,
-		HandleMax:        255,
-		IdleTimeout:      60 * time.Second,
-		MaxMessageSize:   16 << 20,
-		HandshakeTimeout: 10 * time.Second,
-		LogLevel:         "info",
-		LogFormat:        LogFormatText,
-		Tracing:          TracingAuto,
-		OTLPEndpoint:     "",
-		OTLPProtocol:     "",
-		Metrics:          true,
-		OTLPMetrics:      false,
+		Listen:                  ":5672",
+		HTTPListen:              "127.0.0.1:15672",
+		Definitions:             "",
+		InMemory:                false,
+		AutoCreateQueues:        false,
+		StrictParity:            false,
+		DiskFreeLimit:           100 << 20,
+		DeadLetterRetryInterval: 180 * time.Second,
+		Anonymous:               AnonymousLoopback,
+		MaxFrameSize:            131072,
+		ChannelMax:              255,
+		HandleMax:               255,
+		IdleTimeout:             60 * time.Second,
+		MaxMessageSize:          16 << 20,
+		HandshakeTimeout:        10 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               LogFormatText,
+		Tracing:                 TracingAuto,
+		OTLPEndpoint:            "",
+		OTLPProtocol:            "",
+		Metrics:                 true,
+		OTLPMetrics:             false,
 	}
 }
 
@@ -178,9 +196,13 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.String(keyConfig, "", "YAML configuration `file` (env "+EnvPrefix+"_CONFIG)")
 	fs.String(KeyListen, d.Listen, "AMQP listen `address` (port 0 picks a free port)")
-	fs.String(KeyHTTPListen, d.HTTPListen, "management HTTP `address`; empty turns it off (not implemented yet)")
+	fs.String(KeyHTTPListen, d.HTTPListen, "management HTTP API `address`; empty turns it off")
 	fs.String(KeyDefinitions, d.Definitions, "RabbitMQ definitions JSON `file` applied at start")
-	fs.Bool(KeyInMemory, d.InMemory, "keep messages in memory (today the only store)")
+	fs.Bool(KeyInMemory, d.InMemory, "keep messages and topology in memory only (nothing survives a restart)")
+	fs.String(KeyDataDir, d.DataDir, "durable store `directory` (default $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data)")
+	fs.Uint64(KeyDiskFreeLimit, d.DiskFreeLimit, "block publishers below this much free disk, in `bytes` (0: no disk alarm)")
+	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
+	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
 	fs.Bool(KeyStrictParity, d.StrictParity, "write only RabbitMQ 4.3's dead-letter annotations (no x-last-death-error-*)")
 	fs.String(KeyAnonymous, d.Anonymous, "accept ANONYMOUS and no-SASL connections from: loopback, all or none")
@@ -241,6 +263,10 @@ func Load(args []string) (*Config, error) {
 		KeyInMemory:         d.InMemory,
 		KeyAutoCreateQueues: d.AutoCreateQueues,
 		KeyStrictParity:     d.StrictParity,
+		KeyDataDir:          d.DataDir,
+		KeyDiskFreeLimit:    d.DiskFreeLimit,
+		KeyMemoryHigh:       d.MemoryHighWatermark,
+		KeyDLRetryInterval:  d.DeadLetterRetryInterval,
 		KeyAnonymous:        d.Anonymous,
 		KeyMaxFrameSize:     d.MaxFrameSize,
 		KeyChannelMax:       d.ChannelMax,
@@ -330,6 +356,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		return invalid(KeyMaxMessageSize, c.MaxMessageSize, "want at least 1")
+	}
+	if c.DeadLetterRetryInterval <= 0 {
+		return invalid(KeyDLRetryInterval, c.DeadLetterRetryInterval, "want a positive duration")
 	}
 	if c.HandshakeTimeout <= 0 {
 		return invalid(KeyHandshakeTimeout, c.HandshakeTimeout, "want a positive duration")

@@ -52,6 +52,7 @@ type conn struct {
 	localChans map[uint16]*session // by our channel
 	closeSent  bool
 	closeRecv  bool
+	blocked    bool // a resource alarm: sessions' incoming windows are 0
 	lost       bool // the connection ended without a close: unsettled deliveries failed
 	tr         amqp10.Transfer
 	tag        [8]byte
@@ -189,8 +190,20 @@ func (c *conn) loop() {
 		}
 	}()
 	force := c.force
+	var alarmC <-chan struct{}
+	c.blocked, alarmC = c.srv.opts.Router.PublishBlocked()
 	for {
 		select {
+		case <-alarmC:
+			var blocked bool
+			blocked, alarmC = c.srv.opts.Router.PublishBlocked()
+			if blocked != c.blocked && !c.closeSent {
+				c.blocked = blocked
+				c.log.Info("resource alarm: publishers", "blocked", blocked)
+				for _, s := range c.sessions {
+					s.setBlocked(blocked)
+				}
+			}
 		case f, ok := <-c.inc:
 			if !ok {
 				c.lost = !c.closeRecv
@@ -350,6 +363,9 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 		return connErr(amqp10.ErrCondResourceLimitExceeded, "no free channel")
 	}
 	s := newSession(c, ch, uint16(local), b)
+	if c.blocked {
+		s.inWindow = 0
+	}
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s
 	if ctr := c.srv.opts.Counters; ctr != nil {
@@ -477,6 +493,9 @@ type mailItem struct {
 	d       router.Delivery
 	drained bool
 	count   uint32
+	// A store confirmation for a durable publish (l is nil then).
+	confirm *pendingConfirm
+	st      amqp10.DeliveryState
 }
 
 // mailbox is the queues -> loop hand-off. Queues push with their lock held,
@@ -509,6 +528,11 @@ func (c *conn) deliverMail() {
 	items := c.mbox.take(c.mboxBuf)
 	for i := range items {
 		it := &items[i]
+		if it.confirm != nil {
+			it.confirm.l.storeConfirmed(it.confirm, it.st)
+			*it = mailItem{}
+			continue
+		}
 		if it.l.detached {
 			continue // the subscription was cancelled; the queue took these back
 		}

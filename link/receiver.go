@@ -31,6 +31,7 @@ type receiverLink struct {
 	deliveryCount uint32
 	credit        uint32
 	window        uint32
+	unconfirmed   uint32 // publishes waiting for the store's sync
 
 	// The delivery being assembled from several transfer frames.
 	inProgress bool
@@ -116,9 +117,7 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
 	} else {
 		l.publish(body)
 	}
-	if l.credit <= l.window/2 && l.s.links[l.handle] == l {
-		l.grant()
-	}
+	l.maybeGrant()
 }
 
 // publish routes one complete message and settles it.
@@ -188,17 +187,62 @@ func (l *receiverLink) publish(body []byte) {
 		// (broker annotations override the publisher's on delivery).
 		m.Anns = telemetry.Inject(m.Anns, span.SpanContext())
 	}
-	st, queues, err := vh.PublishRoutes(exch, m)
+	var confirm func(amqp10.DeliveryState)
+	pc := &pendingConfirm{l: l, id: l.id, span: span}
+	if l.settled {
+		confirm = func(amqp10.DeliveryState) {} // pre-settled: nobody waits for the sync
+	} else {
+		mbox := &l.s.c.mbox
+		confirm = func(st amqp10.DeliveryState) { mbox.push(mailItem{confirm: pc, st: st}) }
+	}
+	st, queues, pending, err := vh.PublishConfirm(exch, m, confirm)
 	if err != nil {
 		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
 	}
-	if ctr := opts.Counters; ctr != nil {
-		l.count(ctr, queues, st)
+	pc.queues = queues
+	if pending && !l.settled {
+		// A durable message: accepted only once the store has synced it.
+		l.unconfirmed++
+		return
 	}
-	if span != nil {
-		telemetry.EndPublish(span, queues, st)
+	l.confirmed(pc, st)
+}
+
+// pendingConfirm is a publish waiting for the store's sync.
+type pendingConfirm struct {
+	l      *receiverLink
+	id     uint32
+	span   trace.Span
+	queues []*router.Queue
+}
+
+// confirmed settles a publish with its final outcome and records it.
+func (l *receiverLink) confirmed(pc *pendingConfirm, st amqp10.DeliveryState) {
+	if ctr := l.s.c.srv.opts.Counters; ctr != nil {
+		l.count(ctr, pc.queues, st)
 	}
-	l.settle(st)
+	if pc.span != nil {
+		telemetry.EndPublish(pc.span, pc.queues, st)
+	}
+	l.settleID(pc.id, st)
+}
+
+// storeConfirmed handles a store confirmation posted to the mailbox.
+func (l *receiverLink) storeConfirmed(pc *pendingConfirm, st amqp10.DeliveryState) {
+	l.unconfirmed--
+	if l.s.links[l.handle] != endpoint(l) {
+		return // detached meanwhile: nobody to settle with
+	}
+	l.confirmed(pc, st)
+	l.maybeGrant()
+}
+
+// maybeGrant refills the publisher's credit when half of it is used and
+// not too many publishes wait for the store (credit follows confirms).
+func (l *receiverLink) maybeGrant() {
+	if l.credit <= l.window/2 && l.unconfirmed < l.window/2 && l.s.links[l.handle] == endpoint(l) {
+		l.grant()
+	}
 }
 
 // count counts one publish as RabbitMQ's global counters do.
@@ -229,15 +273,18 @@ func rejected(cond amqp10.ErrCond, format string, args ...any) amqp10.DeliverySt
 }
 
 // settle sends the outcome for the current delivery unless it was pre-settled.
-func (l *receiverLink) settle(st amqp10.DeliveryState) {
-	if l.settled {
+func (l *receiverLink) settle(st amqp10.DeliveryState) { l.settleID(l.id, st) }
+
+// settleID sends the outcome of delivery id unless it was pre-settled.
+func (l *receiverLink) settleID(id uint32, st amqp10.DeliveryState) {
+	if l.settled && id == l.id {
 		return
 	}
 	d := &l.s.c.disp
-	*d = amqp10.Disposition{Role: amqp10.RoleReceiver, First: l.id, Settled: !l.second, State: st}
+	*d = amqp10.Disposition{Role: amqp10.RoleReceiver, First: id, Settled: !l.second, State: st}
 	l.s.c.write(l.s.local, d, nil)
 	if l.second {
-		l.s.unsettledIn[l.id] = l
+		l.s.unsettledIn[id] = l
 	}
 }
 

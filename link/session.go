@@ -157,6 +157,19 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 	s.pending = nil
 }
 
+// setBlocked closes (resource alarm) or reopens the session's incoming
+// window, so publishers stop while consumers keep draining.
+func (s *session) setBlocked(blocked bool) {
+	if s.ending {
+		return
+	}
+	s.inWindow = sessionWindow
+	if blocked {
+		s.inWindow = 0
+	}
+	s.sendFlow(nil)
+}
+
 // flow handles session and link flow (section 2.7.4).
 func (s *session) flow(f *amqp10.Flow) error {
 	// 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)
@@ -211,14 +224,19 @@ func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
 
 // transfer accounts the incoming window and passes the frame to its link.
 func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
-	if s.inWindow == 0 {
+	switch {
+	case s.c.blocked:
+		// Transfers the peer sent before it saw our window close are taken.
+		s.nextIncomingID++
+	case s.inWindow == 0:
 		return sessErr(amqp10.ErrCondWindowViolation, "transfer beyond the session's incoming window")
-	}
-	s.inWindow--
-	s.nextIncomingID++
-	if s.inWindow <= sessionWindow/2 {
-		s.inWindow = sessionWindow
-		s.sendFlow(nil)
+	default:
+		s.inWindow--
+		s.nextIncomingID++
+		if s.inWindow <= sessionWindow/2 {
+			s.inWindow = sessionWindow
+			s.sendFlow(nil)
+		}
 	}
 	l, err := s.link(t.Handle, "transfer")
 	if l == nil {

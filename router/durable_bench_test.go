@@ -58,7 +58,7 @@ func BenchmarkDurablePublish(b *testing.B) {
 							<-sem
 							pw.Done()
 						}
-						st, pending, err := v.PublishConfirm("", m, release)
+						st, _, pending, err := v.PublishConfirm("", m, release)
 						if err != nil {
 							b.Error(err)
 						}

@@ -248,14 +248,14 @@ func TestPublishConfirmPending(t *testing.T) {
 	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "cq"}))
 	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "t"}))
 	got := make(chan amqp10.DeliveryState, 1)
-	_, pending, err := d.v.PublishConfirm("amq.fanout", durableMsg(t, "x"), func(st amqp10.DeliveryState) { got <- st })
+	_, _, pending, err := d.v.PublishConfirm("amq.fanout", durableMsg(t, "x"), func(st amqp10.DeliveryState) { got <- st })
 	require.NoError(t, err)
 	require.True(t, pending)
 	require.Equal(t, amqp10.StateAccepted, (<-got).Kind)
 	// Non-durable message: never pending.
 	nd := durableMsg(t, "y")
 	nd.Header.Durable = false
-	st, pending, err := d.v.PublishConfirm("amq.fanout", nd, func(amqp10.DeliveryState) { t.Error("confirm called") })
+	st, _, pending, err := d.v.PublishConfirm("amq.fanout", nd, func(amqp10.DeliveryState) { t.Error("confirm called") })
 	require.NoError(t, err)
 	require.False(t, pending)
 	require.Equal(t, amqp10.StateAccepted, st.Kind)
@@ -280,7 +280,7 @@ func TestPublishConfirmStoreFailureRejects(t *testing.T) {
 	q := e.queue(t, "q", Quorum)
 	require.NoError(t, st.Close()) // every later batch fails with ErrClosed
 	got := make(chan amqp10.DeliveryState, 1)
-	s, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(s amqp10.DeliveryState) { got <- s })
+	s, _, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(s amqp10.DeliveryState) { got <- s })
 	require.NoError(t, err)
 	if pending { // a closed Pebble fails the batch at once: then the outcome is returned directly
 		s = <-got
@@ -294,7 +294,7 @@ func TestMemoryStoreKeepsBehaviour(t *testing.T) {
 	// An explicit Memory store: the durable path runs, nothing is pending.
 	e := newEnv(t, func(o *Options) { o.Store = store.NewMemory() })
 	e.queue(t, "q", Quorum)
-	st, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(amqp10.DeliveryState) { t.Error("confirm called") })
+	st, _, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(amqp10.DeliveryState) { t.Error("confirm called") })
 	require.NoError(t, err)
 	require.False(t, pending)
 	require.Equal(t, amqp10.StateAccepted, st.Kind)

@@ -605,9 +605,9 @@ func publishOutcome(rejectedBy *Queue, accepted bool) amqp10.DeliveryState {
 // the store failed (the in-memory copies are then withdrawn where still
 // ready). Otherwise it returns the outcome at once and never calls confirm.
 // Without a store nothing is ever pending.
-func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, pending bool, err error) {
-	st, _, pending, err = v.publish(exchange, m, confirm, nil)
-	return st, pending, err
+// It also returns the queues m was routed to.
+func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, queues []*Queue, pending bool, err error) {
+	return v.publish(exchange, m, confirm, nil)
 }
 
 // Enqueue puts m on q as if a publish had routed it there; the dead-letter

@@ -100,26 +100,26 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 			return epitaph.Options{}, fmt.Errorf("read definitions: %w", err)
 		}
 	}
-	if !cfg.InMemory {
-		// The in-memory store is the only one today, so running without
-		// --in-memory means the same thing; say so rather than refuse.
-		log.Info("no persistent store is available yet; messages are kept in memory and lost on restart")
-	}
 	return epitaph.Options{
-		Listen:           cfg.Listen,
-		HTTPListen:       cfg.HTTPListen,
-		Logger:           log,
-		Definitions:      defs,
-		InMemory:         true, // see above
-		AutoCreateQueues: cfg.AutoCreateQueues,
-		StrictParity:     cfg.StrictParity,
-		Anonymous:        epitaph.AnonymousPolicy(cfg.Anonymous),
-		MaxFrameSize:     cfg.MaxFrameSize,
-		ChannelMax:       cfg.ChannelMax,
-		HandleMax:        cfg.HandleMax,
-		IdleTimeout:      cfg.IdleTimeout,
-		MaxMessageSize:   cfg.MaxMessageSize,
-		HandshakeTimeout: cfg.HandshakeTimeout,
+		Listen:                  cfg.Listen,
+		HTTPListen:              cfg.HTTPListen,
+		Logger:                  log,
+		Definitions:             defs,
+		InMemory:                cfg.InMemory,
+		DataDir:                 cfg.DataDir,
+		DiskFreeLimit:           cfg.DiskFreeLimit,
+		NoDiskAlarm:             cfg.DiskFreeLimit == 0,
+		MemoryHighWatermark:     cfg.MemoryHighWatermark,
+		DeadLetterRetryInterval: cfg.DeadLetterRetryInterval,
+		AutoCreateQueues:        cfg.AutoCreateQueues,
+		StrictParity:            cfg.StrictParity,
+		Anonymous:               epitaph.AnonymousPolicy(cfg.Anonymous),
+		MaxFrameSize:            cfg.MaxFrameSize,
+		ChannelMax:              cfg.ChannelMax,
+		HandleMax:               cfg.HandleMax,
+		IdleTimeout:             cfg.IdleTimeout,
+		MaxMessageSize:          cfg.MaxMessageSize,
+		HandshakeTimeout:        cfg.HandshakeTimeout,
 		Telemetry: epitaph.TelemetryOptions{
 			Tracing:      cfg.Tracing,
 			OTLPEndpoint: cfg.OTLPEndpoint,
