@@ -77,20 +77,15 @@ func (d *DeadLetterer) countForwarded(src *router.Queue, dm *router.Dead, strate
 	d.mu.Unlock()
 }
 
-// deadLetterDurable handles dm when it has a store identity and reports
-// whether it did (otherwise deadLetter handles it).
-func (d *DeadLetterer) deadLetterDurable(src *router.Queue, dm *router.Dead) bool {
-	if !dm.Durable() {
-		return false
-	}
-	if !dm.Retained {
-		d.forwardAtMostOnce(src, dm)
-		return true
-	}
+// deadLetterRetained tries to forward a message retained by an
+// at-least-once quorum queue: it moves atomically once at least one
+// non-cycling target takes the copy; otherwise it stays retained for the
+// next retry (topology or policy change, or the retry interval).
+func (d *DeadLetterer) deadLetterRetained(src *router.Queue, dm *router.Dead) {
 	dlx, ok := src.DeadLetterExchange()
 	if !ok {
 		d.countRetained(src, dm, "no dead-letter exchange")
-		return true
+		return
 	}
 	at := dm.Time
 	if at.IsZero() {
@@ -100,12 +95,12 @@ func (d *DeadLetterer) deadLetterDurable(src *router.Queue, dm *router.Dead) boo
 	targets, err := src.VHost().Route(dlx, cp)
 	if err != nil || len(targets) == 0 {
 		d.countRetained(src, dm, "no route")
-		return true
+		return
 	}
 	targets = dropCycles(h, targets)
 	if len(targets) == 0 {
 		d.countRetained(src, dm, "cycle")
-		return true
+		return
 	}
 	states, moved := src.ForwardDead(dm, cp, targets)
 	switch {
@@ -114,33 +109,8 @@ func (d *DeadLetterer) deadLetterDurable(src *router.Queue, dm *router.Dead) boo
 	case states != nil:
 		d.countRetained(src, dm, "rejected by every target")
 	}
-	return true
 }
 
-func (d *DeadLetterer) forwardAtMostOnce(src *router.Queue, dm *router.Dead) {
-	dlx, ok := src.DeadLetterExchange()
-	if !ok {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
-		return // the router settles the stored copy
-	}
-	cp, h := d.Copy(src, dm, dlx)
-	targets, err := src.VHost().Route(dlx, cp)
-	if err != nil || len(targets) == 0 {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
-		d.log.Debug("dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
-			"reason", string(dm.Reason), "dlx", dlx, "err", err)
-		return
-	}
-	targets = dropCycles(h, targets)
-	if len(targets) == 0 {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedCycle++ })
-		d.log.Warn("dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
-			"reason", string(dm.Reason), "dlx", dlx)
-		return
-	}
-	src.ForwardDead(dm, cp, targets)
-	d.count(src, dm.Reason, func(c *Counts) { c.DeadLettered++ })
-}
 
 // dropCycles removes the targets that would be a dead-letter cycle (§2.6).
 func dropCycles(h annotations.History, targets []*router.Queue) []*router.Queue {

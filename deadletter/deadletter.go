@@ -159,7 +159,8 @@ func (d *DeadLetterer) count(src *router.Queue, reason router.Reason, f func(*Co
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
 	for i := range dead {
-		if d.deadLetterDurable(src, &dead[i]) { // atleastonce.go: stored and at-least-once dead messages (atomic moves)
+		if dead[i].Retained {
+			d.deadLetterRetained(src, &dead[i]) // at-least-once: atleastonce.go
 			continue
 		}
 		d.deadLetter(src, &dead[i])
@@ -235,9 +236,15 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 		}
 		return
 	}
-	for _, q := range targets[:n] {
-		// At most once: a target that refuses the copy (reject-publish) loses it.
-		q.Enqueue(cp)
+	if dm.Durable() {
+		// Stored in its source: the copies and the removal of the source's
+		// stored copy are one atomic store step.
+		src.ForwardDead(dm, cp, targets[:n])
+	} else {
+		for _, q := range targets[:n] {
+			// At most once: a target that refuses the copy (reject-publish) loses it.
+			q.Enqueue(cp)
+		}
 	}
 	d.count(src, dm.Reason, func(c *Counts) { c.DeadLettered++ })
 	if span != nil {
