@@ -111,7 +111,6 @@ func (d *DeadLetterer) deadLetterRetained(src *router.Queue, dm *router.Dead) {
 	}
 }
 
-
 // dropCycles removes the targets that would be a dead-letter cycle (§2.6).
 func dropCycles(h annotations.History, targets []*router.Queue) []*router.Queue {
 	n := 0
