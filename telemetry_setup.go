@@ -180,6 +180,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 	qReady := gauge("epitaph_queue_messages_ready", "Messages ready for delivery, per queue")
 	qReadyBytes := gauge("epitaph_queue_messages_ready_bytes", "Size of the ready messages (bare message and footer), per queue")
 	qUnacked := gauge("epitaph_queue_messages_unacked", "Messages delivered and not yet settled, per queue")
+	qRetained := gauge("epitaph_queue_messages_dead_letter_retained",
+		"Messages retained by at-least-once dead-lettering until a target takes them, per queue")
 	qConsumers := gauge("epitaph_queue_consumers", "Consumers, per queue")
 	qRouted := counter("epitaph_queue_messages_routed_total", "Messages routed into the queue by publishes (dead-letter copies excluded)")
 	qDelivered := counter("epitaph_queue_messages_delivered_total", "Messages delivered from the queue to consumers")
@@ -249,6 +251,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 				o.ObserveInt64(qReady, int64(st.info.Messages), attrs)
 				o.ObserveInt64(qReadyBytes, st.info.MessageBytes, attrs)
 				o.ObserveInt64(qUnacked, int64(st.info.MessagesUnacknowledged), attrs)
+				o.ObserveInt64(qRetained, int64(st.info.Retained), attrs)
 				o.ObserveInt64(qConsumers, int64(st.info.Consumers), attrs)
 			}
 			o.ObserveInt64(qRouted, int64(st.Routed), attrs)
@@ -295,7 +298,15 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 					attribute.String("queue_type", s[0]), attribute.String("dead_letter_strategy", s[1])))
 			}
 		}
-		o.ObserveInt64(dlConfirmed, 0, metric.WithAttributes(
+		// At-least-once dead letters move atomically once a target took the
+		// copy, so every forwarded one is confirmed.
+		var confirmedDL int64
+		for k, n := range global {
+			if k.Strategy == deadletter.StrategyAtLeastOnce {
+				confirmedDL += int64(n)
+			}
+		}
+		o.ObserveInt64(dlConfirmed, confirmedDL, metric.WithAttributes(
 			attribute.String("queue_type", "rabbit_quorum_queue"), attribute.String("dead_letter_strategy", "at_least_once")))
 		return nil
 	}, insts...)
