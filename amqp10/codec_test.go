@@ -292,3 +292,18 @@ func TestErrorsWrap(t *testing.T) {
 	_, _, err := ReadValue(hx("c0 02 10 40"))
 	require.True(t, errors.Is(err, ErrTruncated))
 }
+
+func TestRawAppendsVerbatim(t *testing.T) {
+	enc, err := AppendValue(nil, Map{{Key: Symbol("k"), Value: uint64(7)}})
+	require.NoError(t, err)
+	got, err := AppendValue([]byte{1}, Raw(enc))
+	require.NoError(t, err)
+	require.Equal(t, append([]byte{1}, enc...), got)
+	got, err = AppendMap(nil, Map{{Key: Symbol("a"), Value: Raw(enc)}})
+	require.NoError(t, err)
+	v, _, err := ReadValue(got)
+	require.NoError(t, err)
+	require.Equal(t, Map{{Key: Symbol("a"), Value: Map{{Key: Symbol("k"), Value: uint64(7)}}}}, v)
+	_, err = AppendValue(nil, Raw(nil))
+	require.ErrorIs(t, err, ErrInvalidType)
+}

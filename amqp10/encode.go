@@ -273,6 +273,11 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 		return appendTarget(b, v), nil
 	case Performative:
 		return v.Append(b), nil
+	case Raw:
+		if len(v) == 0 {
+			return b, fmt.Errorf("%w: empty Raw value", ErrInvalidType)
+		}
+		return append(b, v...), nil
 	}
 	return b, fmt.Errorf("%w: cannot encode Go type %T", ErrInvalidType, v)
 }

@@ -105,6 +105,25 @@ func errOrder(format string, args ...any) error {
 // The returned Message aliases payload, which must not be modified afterwards.
 func ParseMessage(payload []byte) (*Message, error) {
 	m := &Message{}
+	if err := m.Parse(payload); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Parse is ParseMessage into m, which it overwrites (so a caller can
+// allocate m together with other per-message state). On error m is
+// left zero.
+func (m *Message) Parse(payload []byte) error {
+	*m = Message{}
+	if err := m.parse(payload); err != nil {
+		*m = Message{}
+		return err
+	}
+	return nil
+}
+
+func (m *Message) parse(payload []byte) error {
 	rank := rankNone
 	var bodyKind uint64
 	bareStart, bareEnd := -1, -1
@@ -114,9 +133,9 @@ func ParseMessage(payload []byte) (*Message, error) {
 		code, val, err := readDescriptor(sec)
 		if err != nil {
 			if errors.Is(err, ErrInvalidField) {
-				return nil, errOrder("section at offset %d is not a described value", off)
+				return errOrder("section at offset %d is not a described value", off)
 			}
-			return nil, fmt.Errorf("section at offset %d: %w", off, err)
+			return fmt.Errorf("section at offset %d: %w", off, err)
 		}
 		var r int
 		switch code {
@@ -135,10 +154,10 @@ func ParseMessage(payload []byte) (*Message, error) {
 		case DescFooter:
 			r = rankFooter
 		default:
-			return nil, errOrder("unknown section at offset %d", off)
+			return errOrder("unknown section at offset %d", off)
 		}
 		if r < rank || (r == rank && (r != rankBody || code != bodyKind || code == DescAMQPValue)) {
-			return nil, errOrder("section 0x%x at offset %d out of order", code, off)
+			return errOrder("section 0x%x at offset %d out of order", code, off)
 		}
 		rank = r
 		if r == rankBody {
@@ -148,7 +167,7 @@ func ParseMessage(payload []byte) (*Message, error) {
 		switch code {
 		case DescHeader:
 			if rest, err = m.Header.unmarshalValue(val); err != nil {
-				return nil, err
+				return err
 			}
 			m.HasHeader = true
 		case DescMessageAnnotations:
@@ -163,7 +182,7 @@ func ParseMessage(payload []byte) (*Message, error) {
 			rest, err = skipValue(val, 1)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("section 0x%x: %w", code, err)
+			return fmt.Errorf("section 0x%x: %w", code, err)
 		}
 		end := len(payload) - len(rest)
 		raw := payload[off:end:end]
@@ -185,7 +204,7 @@ func ParseMessage(payload []byte) (*Message, error) {
 	if bareStart >= 0 {
 		m.Bare = payload[bareStart:bareEnd:bareEnd]
 	}
-	return m, nil
+	return nil
 }
 
 // skipTyped skips a value whose constructor must be one of ctors (or null).

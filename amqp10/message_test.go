@@ -194,3 +194,18 @@ func BenchmarkAppendDelivery(b *testing.B) {
 		}
 	}
 }
+
+func TestParseIntoAllocs(t *testing.T) {
+	payload := buildMessage(t)
+	var m Message
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		if err := m.Parse(payload); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	want, err := ParseMessage(payload)
+	require.NoError(t, err)
+	require.Equal(t, *want, m)
+	require.Error(t, m.Parse([]byte{0x00, 0x53, 0x99, 0x45}))
+	require.Equal(t, Message{}, m, "left zero on error")
+}

@@ -87,6 +87,12 @@ func (m Map) Delete(key any) Map {
 	return m
 }
 
+// Raw is one AMQP value already encoded: AppendValue writes its bytes
+// verbatim. It lets a producer that builds a value often encode it
+// straight to bytes (the broker's x-opt-deaths); ReadValue decodes it
+// into the ordinary types. A Raw must hold exactly one well-formed value.
+type Raw []byte
+
 // Array is an AMQP array: every element has the same constructor.
 //
 // Type is the element type code the encoder writes. Encoders use the

@@ -156,24 +156,47 @@ func DeathsValue(h History) *amqp10.Array {
 	return &amqp10.Array{Type: amqp10.TypeMap32, Elems: elems}
 }
 
-// Apply writes h into anns: x-opt-deaths, the six first/last annotations
+// Apply writes h into anns: x-opt-deaths (as an encoded amqp10.Raw value,
+// the bytes DeathsValue would encode to), the six first/last annotations
 // (utf8 strings) and, unless strict, the x-last-death-error-* annotations
 // (removed when the latest death has no error). Other entries keep their
 // place; the returned map may share storage with anns.
 func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
-	anns = anns.Set(KeyDeaths, DeathsValue(h))
-	anns = anns.Set(KeyFirstDeathQueue, h.First.Queue)
-	anns = anns.Set(KeyFirstDeathReason, h.First.Reason)
-	anns = anns.Set(KeyFirstDeathExchange, h.First.Exchange)
-	anns = anns.Set(KeyLastDeathQueue, h.Last.Queue)
-	anns = anns.Set(KeyLastDeathReason, h.Last.Reason)
-	anns = anns.Set(KeyLastDeathExchange, h.Last.Exchange)
+	if cap(anns)-len(anns) < 9 && !hasAny(anns) {
+		// First death (no entries of ours to replace): one allocation for the map.
+		anns = append(make(amqp10.Map, 0, len(anns)+9), anns...)
+	}
+	anns = anns.Set(KeyDeaths, EncodedDeaths(h))
+	// Box each string once: a first death has First == Last.
+	fq, fr, fx := any(h.First.Queue), any(h.First.Reason), any(h.First.Exchange)
+	lq, lr, lx := fq, fr, fx
+	if h.Last.Queue != h.First.Queue {
+		lq = h.Last.Queue
+	}
+	if h.Last.Reason != h.First.Reason {
+		lr = h.Last.Reason
+	}
+	if h.Last.Exchange != h.First.Exchange {
+		lx = h.Last.Exchange
+	}
+	anns = anns.Set(KeyFirstDeathQueue, fq)
+	anns = anns.Set(KeyFirstDeathReason, fr)
+	anns = anns.Set(KeyFirstDeathExchange, fx)
+	anns = anns.Set(KeyLastDeathQueue, lq)
+	anns = anns.Set(KeyLastDeathReason, lr)
+	anns = anns.Set(KeyLastDeathExchange, lx)
 	anns = anns.Delete(KeyLastDeathErrorCond).Delete(KeyLastDeathErrorDescr)
 	if !strict && h.LastError != nil {
 		anns = anns.Set(KeyLastDeathErrorCond, string(h.LastError.Condition))
 		anns = anns.Set(KeyLastDeathErrorDescr, h.LastError.Description)
 	}
 	return anns
+}
+
+// hasAny reports whether anns holds x-opt-deaths.
+func hasAny(anns amqp10.Map) bool {
+	_, ok := anns.Get(KeyDeaths)
+	return ok
 }
 
 // ErrMalformed reports an x-opt-deaths value that is not RabbitMQ's shape.
@@ -186,6 +209,12 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 	v, ok := anns.Get(KeyDeaths)
 	if !ok {
 		return History{}, false, nil
+	}
+	if raw, isRaw := v.(amqp10.Raw); isRaw {
+		var err error
+		if v, _, err = amqp10.ReadValue(raw); err != nil {
+			return History{}, true, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
 	}
 	arr, isArr := v.(*amqp10.Array)
 	if !isArr {

@@ -130,6 +130,7 @@ func (s *syncBuffer) String() string {
 type proc struct {
 	cmd    *exec.Cmd
 	addr   string        // from the listening line
+	http   string        // the HTTP API address, when the test asked for it
 	stderr *syncBuffer   // logs
 	lines  chan string   // stdout lines after the listening line; closed at EOF
 	exited chan struct{} // closed once Wait has returned

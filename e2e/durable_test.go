@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,12 +28,43 @@ const durableDefs = `{"queues":[
  {"name":"dlq","vhost":"/","durable":true,"arguments":{}},
  {"name":"plain","vhost":"/","durable":true,"arguments":{}}]}`
 
-func startDurable(t *testing.T, dir string) *proc {
+func startDurable(t *testing.T, dir string, extra ...string) *proc {
 	t.Helper()
 	defs := filepath.Join(dir, "defs.json")
 	require.NoError(t, os.WriteFile(defs, []byte(durableDefs), 0o600))
-	return startEpitaph(t, "--listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", filepath.Join(dir, "data"),
-		"--definitions", defs)
+	args := append([]string{"--listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", filepath.Join(dir, "data"),
+		"--definitions", defs}, extra...)
+	p := startEpitaph(t, args...)
+	if slices.Contains(extra, "--http-listen") {
+		select {
+		case line := <-p.lines:
+			addr, ok := strings.CutPrefix(line, "http listening on ")
+			require.True(t, ok, "second stdout line %q", line)
+			p.http = addr
+		case <-time.After(startTimeout):
+			t.Fatal("no http listening line")
+		}
+	}
+	return p
+}
+
+// queueDepth reads a queue's ready and unacknowledged counts from the
+// broker's HTTP API.
+func queueDepth(t *testing.T, httpAddr, queue string) (ready, unacked int) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+httpAddr+"/api/queues/%2f/"+queue, nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var q struct {
+		Ready   int `json:"messages_ready"`
+		Unacked int `json:"messages_unacknowledged"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&q))
+	return q.Ready, q.Unacked
 }
 
 func durableMsg(body string) *amqp.Message {
@@ -194,8 +229,8 @@ func TestCrashLedger(t *testing.T) {
 		wg.Wait()
 	}
 
-	// Restart and read everything back.
-	p := startDurable(t, dir)
+	// Restart (with the HTTP API, to see when the queues are empty) and read everything back.
+	p := startDurable(t, dir, "--http-listen", "127.0.0.1:0")
 	c, err := amqp.Dial(ctxT(t), "amqp://"+p.addr, nil)
 	require.NoError(t, err)
 	defer c.Close()
@@ -204,11 +239,15 @@ func TestCrashLedger(t *testing.T) {
 	drain := func(queue string, check func(*amqp.Message)) {
 		r := receiver(t, s, "/queues/"+queue, &amqp.ReceiverOptions{Credit: 500})
 		for {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			m, err := r.Receive(ctx, nil)
 			cancel()
 			if err != nil {
-				return // drained: nothing more within a second of an idle broker
+				// Nothing for a while: done once the broker says the queue is empty.
+				if ready, unacked := queueDepth(t, p.http, queue); ready == 0 && unacked == 0 {
+					return
+				}
+				continue
 			}
 			found[body(m)]++
 			check(m)
@@ -230,7 +269,12 @@ func TestCrashLedger(t *testing.T) {
 		}
 	}
 	for b := range rejected {
-		if found[b] == 0 {
+		// A consumer may get (and reject) a message before its publish is
+		// synced, as with RabbitMQ; a kill then takes both the unsynced publish
+		// and the rejection with it. Only an accepted publish is owed a copy.
+		// A rejection whose dead-letter move was not yet synced is undone by a
+		// kill: the message returns to its queue and may then be consumed.
+		if accepted[b] && found[b] == 0 && !consumed[b] {
 			t.Errorf("rejected message %s not in the DLQ", b)
 		}
 	}

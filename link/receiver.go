@@ -122,8 +122,11 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
 
 // publish routes one complete message and settles it.
 func (l *receiverLink) publish(body []byte) {
-	wm, err := amqp10.ParseMessage(body)
-	if err != nil {
+	// One allocation for the parsed wire message, the router's message and
+	// its routing key.
+	in := &inbound{}
+	wm := &in.wire
+	if err := wm.Parse(body); err != nil {
 		l.fail(amqp10.ErrCondDecodeError, "%v", err)
 		return
 	}
@@ -175,10 +178,16 @@ func (l *receiverLink) publish(body []byte) {
 		l.fail(amqp10.ErrCondInvalidField, "%v", err)
 		return
 	}
-	m := router.NewMessage(wm)
+	m := &in.msg
+	*m = *router.NewMessage(wm)
 	m.Exchange = exch
-	m.RoutingKeys = append(make([]string, 0, 1+len(cc)), key)
-	m.RoutingKeys = append(m.RoutingKeys, cc...)
+	if len(cc) == 0 {
+		in.key[0] = key
+		m.RoutingKeys = in.key[:1:1]
+	} else {
+		m.RoutingKeys = append(make([]string, 0, 1+len(cc)), key)
+		m.RoutingKeys = append(m.RoutingKeys, cc...)
+	}
 	opts := &l.s.c.srv.opts
 	var span trace.Span
 	if opts.Tracer != nil {
@@ -187,25 +196,40 @@ func (l *receiverLink) publish(body []byte) {
 		// (broker annotations override the publisher's on delivery).
 		m.Anns = telemetry.Inject(m.Anns, span.SpanContext())
 	}
-	var confirm func(amqp10.DeliveryState)
-	pc := &pendingConfirm{l: l, id: l.id, span: span}
-	if l.settled {
-		confirm = func(amqp10.DeliveryState) {} // pre-settled: nobody waits for the sync
-	} else {
+	// The router calls confirm only for a durable message it stores (then
+	// pending is true); otherwise the outcome is final at once and pc
+	// stays on the stack.
+	confirm := noConfirm // pre-settled or not durable: nobody waits for a sync
+	pc := pendingConfirm{l: l, id: l.id, span: span}
+	var heapPC *pendingConfirm
+	if !l.settled && m.Header.Durable {
+		heapPC = &pendingConfirm{l: l, id: l.id, span: span}
 		mbox := &l.s.c.mbox
-		confirm = func(st amqp10.DeliveryState) { mbox.push(mailItem{confirm: pc, st: st}) }
+		confirm = func(st amqp10.DeliveryState) { mbox.push(mailItem{confirm: heapPC, st: st}) }
 	}
 	st, queues, pending, err := vh.PublishConfirm(exch, m, confirm)
 	if err != nil {
 		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
 	}
-	pc.queues = queues
-	if pending && !l.settled {
+	if heapPC != nil {
+		heapPC.queues = queues
+	}
+	if pending && heapPC != nil {
 		// A durable message: accepted only once the store has synced it.
 		l.unconfirmed++
 		return
 	}
-	l.confirmed(pc, st)
+	pc.queues = queues
+	l.confirmed(&pc, st)
+}
+
+func noConfirm(amqp10.DeliveryState) {}
+
+// inbound is a published message's per-message state, allocated at once.
+type inbound struct {
+	msg  router.Message
+	wire amqp10.Message
+	key  [1]string
 }
 
 // pendingConfirm is a publish waiting for the store's sync.

@@ -135,7 +135,7 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 		return
 	}
 	s.deliveryCount, s.linkCredit = deliveryCount, linkCredit
-	now := q.nowNano()
+	now := q.clockLocked()
 	q.expireLocked(now)
 	q.dispatchLocked()
 	if drain {
@@ -224,7 +224,7 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 			requeued = true
 		}
 	}
-	now := q.nowNano()
+	now := q.clockLocked()
 	if requeued {
 		q.afterRequeueLocked(now)
 	}
@@ -362,8 +362,8 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
 	m := make(amqp10.Map, 0, 4+len(e.anns))
 	m = append(m,
-		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: e.msg.Exchange},
-		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: e.msg.primaryKey()})
+		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: boxString(&q.boxedExch, e.msg.Exchange)},
+		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: boxString(&q.boxedKey, e.msg.primaryKey())})
 	if q.typ == Quorum {
 		m = append(m, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(e.acquired)})
 		if e.dc != 0 {
@@ -377,6 +377,23 @@ func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
 		m = m.Set(kv.Key, kv.Value)
 	}
 	return m
+}
+
+// boxedString is a string and the same string as an interface value.
+type boxedString struct {
+	s string
+	v any
+}
+
+// boxString returns s as an interface value, reusing the last one boxed in
+// c when s is the same string: a queue's messages mostly share their
+// exchange and routing key, so delivering them boxes nothing. Called with
+// the queue lock held.
+func boxString(c *boxedString, s string) any {
+	if c.v == nil || c.s != s {
+		c.s, c.v = s, s
+	}
+	return c.v
 }
 
 // modifiedAnnotations validates and types a modified outcome's annotations

@@ -33,9 +33,23 @@ func (q *Queue) peekedLocked(e *entry, remaining int) PeekedMessage {
 		AcquiredCount: e.acquired,
 		Redelivered:   e.acquired > 0 || e.dc > 0,
 		FirstAcquirer: e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns),
-		Annotations:   q.deliveryAnnotations(e),
+		Annotations:   decodedRaw(q.deliveryAnnotations(e)),
 		Remaining:     remaining,
 	}
+}
+
+// decodedRaw replaces pre-encoded values (amqp10.Raw, such as the
+// x-opt-deaths the dead-letterer writes) in a fresh map m by their decoded
+// form, so that a peek shows what a consumer decodes.
+func decodedRaw(m amqp10.Map) amqp10.Map {
+	for i := range m {
+		if r, ok := m[i].Value.(amqp10.Raw); ok {
+			if v, _, err := amqp10.ReadValue(r); err == nil {
+				m[i].Value = v
+			}
+		}
+	}
+	return m
 }
 
 // readyPrefixLocked returns up to n ready entries in delivery order (quorum

@@ -96,6 +96,8 @@ type Queue struct {
 	timerAt     int64
 	outbox      []Dead
 	flushing    bool
+	// The last x-exchange and x-routing-key values delivered, boxed once.
+	boxedExch, boxedKey boxedString
 
 	// Persistence (persist.go, store.go). id names the queue in the store
 	// and orders multi-queue locking (lower id first); persist: durable
@@ -251,6 +253,16 @@ func (q *Queue) clearReadyLocked() {
 
 func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 
+// clockLocked returns the time for expiry and the timer, or 0 when nothing
+// in the queue depends on it (no message deadline, no armed timer, no
+// x-expires): the per-message paths then read no clock.
+func (q *Queue) clockLocked() int64 {
+	if len(q.ttl) > 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+		return q.nowNano()
+	}
+	return 0
+}
+
 // ---- publishing ----
 
 type enqueueResult uint8
@@ -306,7 +318,10 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 		return enqueueGone
 	}
 	persist := q.persist && enc != nil
-	now := q.nowNano()
+	now := q.clockLocked()
+	if now == 0 && (q.cfg.messageTTL >= 0 || m.Header.HasTTL) {
+		now = q.nowNano() // the new message gets a deadline
+	}
 	q.expireLocked(now)
 	res := enqueued
 	size := m.size()

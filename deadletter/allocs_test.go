@@ -1,0 +1,16 @@
+package deadletter
+
+import "testing"
+
+// Allocation budget of publish, reject, dead-letter (first death, fanout
+// DLX), delivery of the copy and its accept (BenchmarkDeadLetterPath).
+func TestDeadLetterPathAllocs(t *testing.T) {
+	p := newDLPath(t)
+	got := testing.AllocsPerRun(1000, func() { p.one(t) })
+	if got > 26 {
+		t.Errorf("dead-letter path: %v allocs, budget 26", got)
+	}
+	if n := p.deadLettered(); n < 1000 {
+		t.Errorf("dead-lettered %d", n)
+	}
+}
