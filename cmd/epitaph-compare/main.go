@@ -54,6 +54,10 @@ type opts struct {
 	out                          string
 	brokerCPU, clientCPU         string
 	only                         string
+	durable                      bool
+	dataRoot                     string
+	restartCount, restartReps    int
+	rabbitRestart                bool
 }
 
 func main() {
@@ -70,7 +74,16 @@ func main() {
 	flag.StringVar(&o.brokerCPU, "broker-cpu", "0", "CPU list for the brokers (taskset -c)")
 	flag.StringVar(&o.clientCPU, "client-cpu", "1", "CPU list for the load client (taskset -c)")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenario ids to run (default all)")
+	flag.BoolVar(&o.durable, "durable", false, "run the durable section instead (epitaph --data-dir vs RabbitMQ durable classic and quorum queues) and splice it into -out")
+	flag.StringVar(&o.dataRoot, "data-root", "", "durable: parent of epitaph's data directories (default a temp dir; keep it on RabbitMQ's disk)")
+	flag.IntVar(&o.restartCount, "restart-count", 1000000, "durable: stored 1 KiB messages for the restart measurement (0: skip it)")
+	flag.IntVar(&o.restartReps, "restart-reps", 3, "durable: epitaph restarts (SIGKILL, SIGTERM, SIGKILL, ...)")
+	flag.BoolVar(&o.rabbitRestart, "rabbit-restart", false, "durable: also measure RabbitMQ's restart with -restart-count messages (slow)")
 	flag.Parse()
+	run := run
+	if o.durable {
+		run = runDurable
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "epitaph-compare:", err)
 		os.Exit(1)

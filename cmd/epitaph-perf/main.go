@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var queue, dlq string
 	var asJSON, quiet bool
 	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes) or goamqp (github.com/Azure/go-amqp)")
-	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency or fill")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, fill or consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery)")
 	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port)")
 	fs.StringVar(&c.SASL, "sasl", "auto", "auto (PLAIN with user info, else ANONYMOUS), anonymous, plain or none")
 	fs.StringVar(&queue, "queue", "", "queue name: target and source default to /queues/NAME (default plain; work for deadletter)")
@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.Rate, "rate", 0, "latency: messages per second in total")
 	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "latency: leave out messages intended in the first part of the run")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report broker CPU per message and RSS from /proc")
+	fs.BoolVar(&c.Durable, "durable", false, "set header durable=true on every message")
 	fs.BoolVar(&c.Drain, "drain", false, "fill: consume (and check) the messages after measuring")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "fill: wait this long after the last publish settles before sampling RSS")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "hard bound on the whole run")
@@ -120,13 +121,27 @@ func printTable(w io.Writer, r *perf.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(k, f string, v ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, v...)...) }
 	p("scenario", "%s (engine %s, %s)", r.Scenario, r.Engine, r.URL)
-	p("shape", "%d B, %d sender(s) window %d, %d receiver(s) credit %d (%s)", r.Size, r.Senders, r.Window, r.Receivers, r.Credit, r.CreditMode)
+	dur := ""
+	if r.Durable {
+		dur = "durable, "
+	}
+	p("shape", dur+"%d B, %d sender(s) window %d, %d receiver(s) credit %d (%s)", r.Size, r.Senders, r.Window, r.Receivers, r.Credit, r.CreditMode)
 	p("messages", "sent %d, received %d in %.3f s", r.Sent, r.Received, r.Elapsed)
 	p("rate", "%.0f msg/s", r.Rate)
 	p("publish outcomes", "accepted %d, rejected %d, released %d, other %d", r.PubAccepted, r.PubRejected, r.PubReleased, r.PubOther)
 	p("integrity", "lost %d, duplicated %d, beyond credit %d, undecodable %d", r.Lost, r.Duplicated, r.BeyondCredit, r.Undecodable)
 	if r.LatN > 0 {
-		p("latency (ms)", "p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f  (%d samples, from intended send time)", r.LatP50, r.LatP90, r.LatP99, r.LatMax, r.LatMean, r.LatN)
+		p("latency (ms)", "p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f  (%d samples, end to end, from %s)", r.LatP50, r.LatP90, r.LatP99, r.LatMax, r.LatMean, r.LatN, map[bool]string{true: "intended send time", false: "the send"}[r.TargetRate > 0])
+	}
+	if r.ConfN > 0 {
+		from := "from the send"
+		if r.TargetRate > 0 {
+			from = "from intended send time"
+		}
+		p("confirm latency (ms)", "p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f  (%d samples, send -> accepted, %s)", r.ConfP50, r.ConfP90, r.ConfP99, r.ConfMax, r.ConfMean, r.ConfN, from)
+	}
+	if r.FirstDeliveryUnixNs > 0 {
+		p("first delivery", "%.1f ms after the receiver connected", r.FirstDeliveryMs)
 	}
 	if r.ClientCPUSeconds > 0 && r.Elapsed > 0 {
 		p("client CPU", "%.3f s (%.0f%% of one core)", r.ClientCPUSeconds, 100*r.ClientCPUSeconds/r.Elapsed)

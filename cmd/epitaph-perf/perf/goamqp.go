@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/Azure/go-amqp"
 )
@@ -36,21 +37,24 @@ func dialGoAMQP(ctx context.Context, o ConnOptions) (*amqp.Conn, *amqp.Session, 
 }
 
 type goSender struct {
-	conn  *amqp.Conn
-	s     *amqp.Sender
-	slots chan struct{}
-	recs  chan goReceipt
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	stats SendStats
-	err   error
-	ctx   context.Context
-	stop  context.CancelFunc
+	o       ConnOptions
+	confirm Histogram
+	conn    *amqp.Conn
+	s       *amqp.Sender
+	slots   chan struct{}
+	recs    chan goReceipt
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	stats   SendStats
+	err     error
+	ctx     context.Context
+	stop    context.CancelFunc
 }
 
 type goReceipt struct {
-	r   amqp.SendReceipt
-	seq uint64
+	r    amqp.SendReceipt
+	seq  uint64
+	sent int64 // unix ns
 }
 
 func newGoSender(ctx context.Context, o ConnOptions, addr string) (*goSender, error) {
@@ -65,7 +69,7 @@ func newGoSender(ctx context.Context, o ConnOptions, addr string) (*goSender, er
 		return nil, err
 	}
 	w := max(o.Window, 1)
-	gs := &goSender{conn: conn, s: s, slots: make(chan struct{}, w), recs: make(chan goReceipt, w)}
+	gs := &goSender{o: o, conn: conn, s: s, slots: make(chan struct{}, w), recs: make(chan goReceipt, w)}
 	gs.ctx, gs.stop = context.WithCancel(context.Background())
 	gs.wg.Add(1)
 	go gs.settle()
@@ -77,6 +81,7 @@ func (g *goSender) settle() {
 	defer g.wg.Done()
 	for rc := range g.recs {
 		st, err := rc.r.Wait(g.ctx)
+		now := time.Now().UnixNano()
 		g.mu.Lock()
 		switch {
 		case err != nil:
@@ -88,6 +93,9 @@ func (g *goSender) settle() {
 			switch st.(type) {
 			case *amqp.StateAccepted:
 				g.stats.Accepted++
+				if g.o.recordable(rc.sent) {
+					g.confirm.Record(now - rc.sent)
+				}
 			case *amqp.StateRejected:
 				g.stats.Rejected++
 			case *amqp.StateReleased, *amqp.StateModified:
@@ -104,6 +112,10 @@ func (g *goSender) settle() {
 func (g *goSender) Send(seq uint64, body []byte) error {
 	g.slots <- struct{}{}
 	msg := amqp.NewMessage(append([]byte(nil), body...))
+	if g.o.Durable {
+		msg.Header = &amqp.MessageHeader{Durable: true}
+	}
+	sent := g.o.sendTime(body)
 	r, err := g.s.SendWithReceipt(g.ctx, msg, nil)
 	if err != nil {
 		<-g.slots
@@ -112,7 +124,7 @@ func (g *goSender) Send(seq uint64, body []byte) error {
 	g.mu.Lock()
 	g.stats.Sent++
 	g.mu.Unlock()
-	g.recs <- goReceipt{r: r, seq: seq}
+	g.recs <- goReceipt{r: r, seq: seq, sent: sent}
 	return nil
 }
 
@@ -136,6 +148,15 @@ func (g *goSender) Wait(ctx context.Context) error {
 }
 
 func (g *goSender) Stats() SendStats { g.mu.Lock(); defer g.mu.Unlock(); return g.stats }
+
+// Confirms is a copy of the publish-confirm latency histogram.
+func (g *goSender) Confirms() *Histogram {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := &Histogram{}
+	h.Merge(&g.confirm)
+	return h
+}
 
 func (g *goSender) Close() error {
 	close(g.recs)

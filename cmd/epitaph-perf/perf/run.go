@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -38,6 +39,9 @@ type Config struct {
 	Settle     time.Duration // fill: wait before sampling RSS
 	Timeout    time.Duration // overall bound for the run
 	Progress   io.Writer     // progress lines (nil: none)
+	Durable    bool          // header durable=true on every message
+
+	recordAfter *atomic.Int64 // latency samples count from this time (unix ns)
 }
 
 // Result is what a run measured. Rates are messages per second.
@@ -75,6 +79,22 @@ type Result struct {
 	LatMean float64 `json:"latency_mean_ms,omitempty"`
 	LatN    uint64  `json:"latency_samples,omitempty"`
 
+	// Publish-confirm latency: send -> accepted disposition (from the
+	// intended send time in fixed-rate runs).
+	ConfP50  float64 `json:"confirm_p50_ms,omitempty"`
+	ConfP90  float64 `json:"confirm_p90_ms,omitempty"`
+	ConfP99  float64 `json:"confirm_p99_ms,omitempty"`
+	ConfMax  float64 `json:"confirm_max_ms,omitempty"`
+	ConfMean float64 `json:"confirm_mean_ms,omitempty"`
+	ConfN    uint64  `json:"confirm_samples,omitempty"`
+
+	Durable bool `json:"durable,omitempty"`
+	// consume scenario: when the connection was up and when the first
+	// delivery arrived (unix ns)
+	ConnectedUnixNs     int64   `json:"connected_unix_ns,omitempty"`
+	FirstDeliveryUnixNs int64   `json:"first_delivery_unix_ns,omitempty"`
+	FirstDeliveryMs     float64 `json:"first_delivery_ms,omitempty"` // after the receiver was attached
+
 	ClientCPUSeconds float64 `json:"client_cpu_s,omitempty"` // this process, over the same interval
 	BrokerCPUSeconds float64 `json:"broker_cpu_s,omitempty"`
 	BrokerCPUPerMsg  float64 `json:"broker_cpu_us_per_msg,omitempty"`
@@ -95,6 +115,7 @@ type sender interface {
 	Send(seq uint64, body []byte) error
 	Wait(ctx context.Context) error
 	Stats() SendStats
+	Confirms() *Histogram
 	Close() error
 }
 
@@ -104,7 +125,8 @@ type receiver interface {
 }
 
 func (c *Config) conn() ConnOptions {
-	return ConnOptions{URL: c.URL, SASL: c.SASL, Credit: c.Credit, CreditMode: c.CreditMode, Window: c.Window}
+	return ConnOptions{URL: c.URL, SASL: c.SASL, Credit: c.Credit, CreditMode: c.CreditMode, Window: c.Window,
+		Durable: c.Durable, FromIntended: c.Rate > 0, RecordAfter: c.recordAfter}
 }
 
 func (c *Config) newSender(ctx context.Context) (sender, error) {
@@ -141,8 +163,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	case "fill":
 		cfg.Receivers = 0
+	case "consume":
+		if cfg.Count == 0 {
+			return nil, errors.New("consume needs -count (the messages 0..count-1 a fill left in the queue)")
+		}
 	default:
-		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, fill)", cfg.Scenario)
+		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, fill, consume)", cfg.Scenario)
 	}
 	if cfg.Scenario == "latency" && cfg.Rate <= 0 {
 		return nil, errors.New("latency needs -rate > 0")
@@ -158,9 +184,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	// no samples until the run starts (then start + warmup)
+	cfg.recordAfter = &atomic.Int64{}
+	cfg.recordAfter.Store(math.MaxInt64)
 
 	res := &Result{Engine: cfg.Engine, Scenario: cfg.Scenario, URL: cfg.URL, Size: cfg.Size, Senders: cfg.Senders,
-		Receivers: cfg.Receivers, Window: cfg.Window, Credit: cfg.Credit, CreditMode: cfg.CreditMode, TargetRate: cfg.Rate}
+		Receivers: cfg.Receivers, Window: cfg.Window, Credit: cfg.Credit, CreditMode: cfg.CreditMode, TargetRate: cfg.Rate, Durable: cfg.Durable}
+	if cfg.Scenario == "consume" {
+		res.Senders, res.Receivers = 0, 1
+		return consume(ctx, cfg, res)
+	}
 
 	limit := cfg.Count
 	track := NewSeqTracker(0)    // deliveries on Source (or the DLQ)
@@ -185,9 +218,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return false
 			}
 			now := time.Now()
-			if cfg.Scenario == "latency" {
+			if cfg.Scenario == "latency" || cfg.Scenario == "throughput" {
+				// end to end: from the intended send time (latency) or the
+				// time the sender took the message (throughput)
 				intended := int64(binary.BigEndian.Uint64(body[8:]))
-				if intended >= startNs.Load()+int64(cfg.Warmup) {
+				if intended >= cfg.recordAfter.Load() {
 					hmu.Lock()
 					h.Record(now.UnixNano() - intended)
 					hmu.Unlock()
@@ -258,6 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var stopped atomic.Bool
 	start = time.Now()
 	startNs.Store(start.UnixNano())
+	cfg.recordAfter.Store(start.UnixNano() + int64(cfg.Warmup))
 	var deadline time.Time
 	if cfg.Duration > 0 {
 		deadline = start.Add(cfg.Duration)
@@ -367,7 +403,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ClientCPUSeconds = (selfAfter.CPU - selfBefore.CPU).Seconds()
 	}
 	res.Elapsed = end.Sub(start).Seconds()
+	conf := &Histogram{}
 	for _, s := range senders {
+		conf.Merge(s.Confirms())
 		st := s.Stats()
 		res.PubAccepted += st.Accepted
 		res.PubRejected += st.Rejected
@@ -431,10 +469,82 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.LatP50, res.LatP90, res.LatP99, res.LatMax = ms(h.Percentile(50)), ms(h.Percentile(90)), ms(h.Percentile(99)), ms(h.Max())
 		res.LatMean, res.LatN = h.Mean()/1e6, h.Count()
 	}
+	if conf.Count() > 0 {
+		ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+		res.ConfP50, res.ConfP90, res.ConfP99, res.ConfMax = ms(conf.Percentile(50)), ms(conf.Percentile(90)), ms(conf.Percentile(99)), ms(conf.Max())
+		res.ConfMean, res.ConfN = conf.Mean()/1e6, conf.Count()
+	}
 
 	if cfg.Scenario == "fill" && cfg.Drain && sent > 0 {
 		if err := drain(ctx, cfg, sent, res); err != nil {
 			res.Errors = append(res.Errors, "drain: "+err.Error())
+		}
+	}
+	return res, nil
+}
+
+// consume attaches one receiver to a queue that holds the messages
+// 0..Count-1 (left by a fill, e.g. before a broker restart) and consumes
+// them, checking for loss and duplicates; it reports when the first
+// delivery arrived and the drain rate.
+func consume(ctx context.Context, cfg Config, res *Result) (*Result, error) {
+	tr := NewSeqTracker(0)
+	var first, last atomic.Int64
+	var before ProcSample
+	if cfg.BrokerPID > 0 {
+		before, _ = SampleProc(cfg.BrokerPID)
+	}
+	start := time.Now()
+	r, err := cfg.newReceiver(ctx, cfg.Source, func(b []byte) bool {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		tr.Add(binary.BigEndian.Uint64(b))
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receiver: %w", err)
+	}
+	res.ConnectedUnixNs = start.UnixNano()
+	idle := 5 * time.Second
+	if cfg.Duration > 0 {
+		idle = cfg.Duration
+	}
+	lastN, lastChange := uint64(0), time.Now()
+	for tr.Unique() < cfg.Count && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
+		if u := tr.Unique(); u != lastN {
+			lastN, lastChange = u, time.Now()
+		} else if time.Since(lastChange) > idle {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	st := r.Stats()
+	if err := r.Close(); err != nil {
+		res.Errors = append(res.Errors, "receiver: "+err.Error())
+	}
+	lost, dups, bad := tr.Result(cfg.Count)
+	res.Sent = cfg.Count
+	res.Received = tr.Unique()
+	res.Lost, res.Duplicated = lost, dups
+	res.Undecodable = bad + st.Undecodable
+	res.BeyondCredit = st.BeyondCredit
+	if f := first.Load(); f > 0 {
+		res.FirstDeliveryUnixNs = f
+		res.FirstDeliveryMs = float64(f-start.UnixNano()) / 1e6
+		res.Elapsed = float64(last.Load()-start.UnixNano()) / 1e9
+		if res.Elapsed > 0 {
+			res.Rate = float64(res.Received) / res.Elapsed
+		}
+	}
+	if cfg.BrokerPID > 0 && before.Valid {
+		if after, err := SampleProc(cfg.BrokerPID); err == nil {
+			res.BrokerCPUSeconds = (after.CPU - before.CPU).Seconds()
+			if res.Received > 0 {
+				res.BrokerCPUPerMsg = res.BrokerCPUSeconds * 1e6 / float64(res.Received)
+			}
+			res.BrokerRSSBefore, res.BrokerRSSAfter = before.RSS, after.RSS
 		}
 	}
 	return res, nil

@@ -24,6 +24,7 @@ func TestSmokeFastEngineAgainstNullBroker(t *testing.T) {
 		{Scenario: "throughput", Size: 1024, Count: 2000, Senders: 2, Receivers: 2, Window: 10, Credit: 50, CreditMode: "exhausted", SASL: "anonymous"},
 		{Scenario: "throughput", Size: 70000, Count: 50, Window: 5, Credit: 10, SASL: "none"}, // a 70 kB payload: larger than the 64 KiB read and write buffers
 		{Scenario: "latency", Size: 64, Count: 500, Rate: 5000, Window: 100, Credit: 100},
+		{Scenario: "throughput", Size: 1024, Count: 3000, Window: 100, Credit: 100, Durable: true, Warmup: -1},
 	} {
 		c.Engine, c.URL, c.Target, c.Source, c.Timeout = "fast", url, "/queues/q", "/queues/q", time.Minute
 		res, err := perf.Run(context.Background(), c)
@@ -35,6 +36,9 @@ func TestSmokeFastEngineAgainstNullBroker(t *testing.T) {
 		}
 		if c.Scenario == "latency" && res.LatN == 0 {
 			t.Errorf("latency: no samples")
+		}
+		if (c.Scenario == "latency" || c.Durable) && (res.ConfN == 0 || res.LatN == 0) {
+			t.Errorf("%s durable=%v: confirm samples %d, end-to-end samples %d", c.Scenario, c.Durable, res.ConfN, res.LatN)
 		}
 	}
 	// fill then drain

@@ -159,9 +159,17 @@ func (f *FrameReader) Buffered() int { return f.R.Buffered() }
 // AppendTransfer appends a transfer frame whose payload is one data section
 // holding body.
 func AppendTransfer(b []byte, ch uint16, t *amqp10.Transfer, body []byte) []byte {
+	return AppendTransferSections(b, ch, t, nil, body)
+}
+
+// AppendTransferSections appends a transfer frame whose payload is the
+// encoded sections in prefix (e.g. a header) followed by one data section
+// holding body.
+func AppendTransferSections(b []byte, ch uint16, t *amqp10.Transfer, prefix, body []byte) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, 2, amqp10.FrameTypeAMQP, byte(ch>>8), byte(ch))
 	b = t.Append(b)
+	b = append(b, prefix...)
 	b = amqp10.AppendData(b, body)
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start))
 	return b
