@@ -106,7 +106,6 @@ func (s *Server) accept() {
 		go func() {
 			defer s.wg.Done()
 			c.serve()
-			s.q.removeConn(c)
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
@@ -260,6 +259,10 @@ func (c *conn) serve() {
 	wdone := make(chan struct{})
 	go func() { _ = c.out.Run(c.nc); close(wdone) }()
 	defer func() { c.out.Close(); <-wdone }()
+	// Stop feeding this connection's consumers as soon as reading stops,
+	// before waiting for the writer: it may be blocked on a peer that is
+	// gone, and anything fed meanwhile would be lost.
+	defer c.s.q.removeConn(c)
 	c.sess = map[uint16]*session{}
 	h, err := c.fr.ReadProtoHeader()
 	if err != nil {
@@ -372,6 +375,11 @@ func (c *conn) frame(ch uint16, body []byte) error {
 		delete(c.sess, ch)
 		c.send(ch, &amqp10.End{})
 	case *amqp10.Close:
+		// Take the consumers off the FIFO before replying: the peer stops
+		// reading at our close, so a message fed to one of its links after
+		// that would be lost. Deliveries fed before this point are queued
+		// ahead of the close and reach the peer.
+		c.s.q.removeConn(c)
 		c.send(0, &amqp10.Close{})
 		return errClose
 	}
