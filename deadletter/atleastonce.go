@@ -2,9 +2,7 @@ package deadletter
 
 import (
 	"sync"
-	"time"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -121,39 +119,4 @@ func dropCycles(h annotations.History, targets []*router.Queue) []*router.Queue 
 		}
 	}
 	return targets[:n]
-}
-
-// copyAt is Copy with the death recorded at t (the first attempt).
-func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time) (*router.Message, annotations.History) {
-	m := dm.Msg
-	h, _, err := annotations.Decode(m.Anns)
-	if err != nil {
-		d.log.Error("unreadable dead-letter history; starting a new one", "queue", src.Name(), "err", err)
-		h = annotations.History{}
-	}
-	h = annotations.Record(h, annotations.Event{
-		Queue:       src.Name(),
-		Reason:      string(dm.Reason),
-		Exchange:    m.Exchange,
-		RoutingKeys: m.RoutingKeys,
-		TTL:         m.Header.TTL,
-		HasTTL:      m.Header.HasTTL,
-		Time:        amqp10.Timestamp(t.UnixMilli()),
-		Error:       dm.Error,
-	})
-	keys := m.RoutingKeys
-	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
-		keys = []string{dlrk}
-	}
-	hdr := m.Header
-	hdr.TTL, hdr.HasTTL = 0, false
-	cp := &router.Message{
-		Wire:          m.Wire,
-		Header:        hdr,
-		Exchange:      dlx,
-		RoutingKeys:   append([]string(nil), keys...),
-		DeliveryCount: m.DeliveryCount,
-		Anns:          annotations.Apply(append(amqp10.Map(nil), m.Anns...), h, d.strict),
-	}
-	return cp, h
 }

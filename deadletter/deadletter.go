@@ -275,6 +275,12 @@ func deathCount(anns amqp10.Map, queue string, reason router.Reason) uint64 {
 // or else all the original keys (x-cc included); the delivery count is
 // carried; x-opt-deaths and the x-*-death-* annotations are written.
 func (d *DeadLetterer) Copy(src *router.Queue, dm *router.Dead, dlx string) (*router.Message, annotations.History) {
+	return d.copyAt(src, dm, dlx, d.now())
+}
+
+// copyAt is Copy with the death recorded at t (for a retained message: its
+// first attempt, kept across retries and restarts).
+func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time) (*router.Message, annotations.History) {
 	m := dm.Msg
 	h, _, err := annotations.Decode(m.Anns)
 	if err != nil {
@@ -289,7 +295,7 @@ func (d *DeadLetterer) Copy(src *router.Queue, dm *router.Dead, dlx string) (*ro
 		RoutingKeys: m.RoutingKeys,
 		TTL:         m.Header.TTL,
 		HasTTL:      m.Header.HasTTL,
-		Time:        amqp10.Timestamp(d.now().UnixMilli()),
+		Time:        amqp10.Timestamp(t.UnixMilli()),
 		Error:       dm.Error,
 	})
 	keys := m.RoutingKeys
