@@ -68,6 +68,11 @@ type Options struct {
 	// DeadLetterRetryInterval is how often retained at-least-once dead
 	// letters are retried; default 180s, as RabbitMQ.
 	DeadLetterRetryInterval time.Duration
+	// DiskFree and MemoryUsed, when set, replace the alarms' readings of
+	// the data directory's free space and of the process's memory (tests
+	// drive the disk and memory alarms with them).
+	DiskFree   func(dir string) (uint64, error)
+	MemoryUsed func() uint64
 	// AutoCreateQueues declares a classic queue when a link attaches to a bare address.
 	AutoCreateQueues bool
 	// StrictParity writes only RabbitMQ 4.3's dead-letter annotations: no
@@ -177,7 +182,8 @@ func Start(opts Options) (*Broker, error) {
 		Tracer: b.tracer})
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
-		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark}
+		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
 			opts.DataDir = DefaultDataDir()

@@ -180,10 +180,20 @@ func (b *Broker) recover() error {
 	}
 	b.mu.Unlock()
 
+	// Two phases: every queue is loaded (its seq counter set) before any
+	// message that died while the broker was down (TTL passed, delivery
+	// limit exceeded) is dead-lettered, so a copy never lands in a queue
+	// whose stored messages are not loaded yet and overwrites them.
 	for _, q := range queues {
 		if err := q.load(seqRes[q.id]); err != nil {
 			return err
 		}
+	}
+	for _, q := range queues {
+		q.mu.Lock()
+		q.armTimerLocked(q.nowNano())
+		q.unlock()
+		q.flushDead()
 	}
 	var orphans []store.QueueID
 	if err := b.st.Queues(func(id store.QueueID) error {
@@ -205,7 +215,7 @@ func (b *Broker) recover() error {
 	return nil
 }
 
-// load reads q's stored messages back (Recover).
+// load reads q's stored messages back (Recover, first phase).
 func (q *Queue) load(res uint64) error {
 	q.mu.Lock()
 	var maxSeq uint64
@@ -240,8 +250,6 @@ func (q *Queue) load(res uint64) error {
 	})
 	q.seq = max(q.seq, maxSeq, res)
 	q.seqRes = res
-	q.armTimerLocked(q.nowNano())
-	q.unlock()
-	q.flushDead()
+	q.unlock() // timers are armed and dead messages flushed once every queue is loaded
 	return err
 }
