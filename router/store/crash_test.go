@@ -37,10 +37,12 @@ func crashChild(dir string) {
 	acked := make(chan uint64, 1<<16)
 	var mu sync.Mutex // orders seq allocation with submission per queue
 	run, _ := strconv.Atoi(os.Getenv(crashEnv + "_RUN"))
-	// Settled tail seqs are gone from the store; start each run far above so the
-	// parent's ledger never sees a seq reused.
-	seq1.Store(max(maxSeq[1], uint64(run)<<32))
-	seq2.Store(max(maxSeq[2], uint64(run)<<32))
+	// Settled tail seqs are gone from the store; start each run above any seq
+	// an earlier run can have used (a run acknowledges far fewer than 1<<20)
+	// so the parent's ledger never sees a seq reused. The gap stays small: the
+	// store's head-tracking bitmap spans from the oldest live seq to the newest.
+	seq1.Store(max(maxSeq[1], uint64(run)<<20))
+	seq2.Store(max(maxSeq[2], uint64(run)<<20))
 	for p := run * 8; p < run*8+8; p++ {
 		go func() {
 			for n := 0; ; n++ {
