@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func strp(s string) *string { return &s }
-
 func allPerformatives() []Performative {
 	rejErr := &Error{Condition: ErrCondNotFound, Description: "no queue", Info: Map{{Symbol("k"), "v"}}}
 	return []Performative{

@@ -164,7 +164,7 @@ func promLabels(set attribute.Set) string {
 		}
 		sb.WriteString(promLabelName(string(kv.Key)))
 		sb.WriteString(`="`)
-		sb.WriteString(escapeLabel(kv.Value.Emit()))
+		sb.WriteString(escapeLabel(kv.Value.String()))
 		sb.WriteByte('"')
 	}
 	sb.WriteByte('}')

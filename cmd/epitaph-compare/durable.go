@@ -571,14 +571,14 @@ func durableReport(o opts, scs []scenario, res map[string]map[string][]run1, res
 			}
 		}
 	}
-	for _, rr := range append(restarts, ptrOr(rmq)...) {
-		if rr.fillCmd != "" {
-			p("%s\n", rr.fillCmd)
+	// One example of the fill and consume commands (every run uses the same shape).
+	if all := append(restarts, ptrOr(rmq)...); len(all) > 0 {
+		if all[0].fillCmd != "" {
+			p("%s\n", all[0].fillCmd)
 		}
-		if rr.consumeCmd != "" {
-			p("%s\n", rr.consumeCmd)
+		if all[0].consumeCmd != "" {
+			p("%s\n", all[0].consumeCmd)
 		}
-		break
 	}
 	p("```\n%s", durEnd)
 	return w.String()
