@@ -129,7 +129,7 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			if err := s.authorize(router.ResourceExchange, "", router.Write); err != nil {
 				return s.refuse(a, routerError(err))
 			}
-			l.exchange, l.key, l.toQueue = "", ad.queue, true
+			l.exchange, l.key = "", ad.queue
 		case addrExchange:
 			if !s.c.vhost.HasExchange(ad.exchange) {
 				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, s.c.vhost.Name()))

@@ -447,9 +447,6 @@ func (c *conn) writeLoop() {
 				closed = true
 			}
 			wrote = true
-			c.out.mu.Lock()
-			c.out.pending -= len(spare)
-			c.out.mu.Unlock()
 		}
 		if closed {
 			c.nc.Close() // unblocks the reader
@@ -460,11 +457,10 @@ func (c *conn) writeLoop() {
 
 // outbuf is the loop -> writer byte queue.
 type outbuf struct {
-	mu      sync.Mutex
-	buf     []byte
-	pending int
-	closed  bool
-	wake    chan struct{}
+	mu     sync.Mutex
+	buf    []byte
+	closed bool
+	wake   chan struct{}
 }
 
 func (o *outbuf) signal() {

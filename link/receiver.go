@@ -24,7 +24,6 @@ type receiverLink struct {
 	anonymous bool // the anonymous terminus: route on properties.to
 	exchange  string
 	key       string
-	toQueue   bool
 	mgmt      bool // requests to the /management node
 	second    bool // rcv-settle-mode second
 
@@ -211,11 +210,10 @@ func (l *receiverLink) publish(body []byte) {
 	if err != nil {
 		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
 	}
-	if heapPC != nil {
-		heapPC.queues = queues
-	}
 	if pending && heapPC != nil {
-		// A durable message: accepted only once the store has synced it.
+		// A durable message: accepted only once the store has synced it. The
+		// confirmation reaches this goroutine through the mailbox, after this.
+		heapPC.queues = queues
 		l.unconfirmed++
 		return
 	}
