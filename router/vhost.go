@@ -525,20 +525,12 @@ func stringKeys(m amqp10.Map) amqp10.Map {
 // queue blocks until the message is synced (see PublishConfirm, which does
 // not block).
 func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
-	st, _, err := v.PublishRoutes(exchange, m)
-	return st, err
-}
-
-// PublishRoutes is Publish that also returns the queues the message was
-// routed to (for metrics and tracing). Like Publish, it waits for the sync
-// of a durable message.
-func (v *VHost) PublishRoutes(exchange string, m *Message) (amqp10.DeliveryState, []*Queue, error) {
 	var ch chan amqp10.DeliveryState
-	st, queues, pending, err := v.publish(exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
+	st, _, pending, err := v.publish(exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
 	if pending {
 		st = <-ch
 	}
-	return st, queues, err
+	return st, err
 }
 
 // publish routes and enqueues m. Durable targets of a durable message get
