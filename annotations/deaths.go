@@ -156,47 +156,80 @@ func DeathsValue(h History) *amqp10.Array {
 	return &amqp10.Array{Type: amqp10.TypeMap32, Elems: elems}
 }
 
-// Apply writes h into anns: x-opt-deaths (as an encoded amqp10.Raw value,
-// the bytes DeathsValue would encode to), the six first/last annotations
-// (utf8 strings) and, unless strict, the x-last-death-error-* annotations
-// (removed when the latest death has no error). Other entries keep their
-// place; the returned map may share storage with anns.
+// Apply returns anns with h written into it: x-opt-deaths (as an encoded
+// amqp10.Raw value, the bytes DeathsValue would encode to), the six
+// first/last annotations (utf8 strings) and, unless strict, the
+// x-last-death-error-* annotations (dropped when the latest death has no
+// error). Entries of ours already in anns are replaced in place, the others
+// are appended in that order, and the error annotations always go last.
+// The result is a new map; anns is not modified.
 func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
-	if cap(anns)-len(anns) < 9 && !hasAny(anns) {
-		// First death (no entries of ours to replace): one allocation for the map.
-		anns = append(make(amqp10.Map, 0, len(anns)+9), anns...)
-	}
-	anns = anns.Set(KeyDeaths, EncodedDeaths(h))
 	// Box each string once: a first death has First == Last.
-	fq, fr, fx := any(h.First.Queue), any(h.First.Reason), any(h.First.Exchange)
+	fq, fr, fx := any(h.First.Queue), boxReason(h.First.Reason), any(h.First.Exchange)
 	lq, lr, lx := fq, fr, fx
 	if h.Last.Queue != h.First.Queue {
 		lq = h.Last.Queue
 	}
 	if h.Last.Reason != h.First.Reason {
-		lr = h.Last.Reason
+		lr = boxReason(h.Last.Reason)
 	}
 	if h.Last.Exchange != h.First.Exchange {
 		lx = h.Last.Exchange
 	}
-	anns = anns.Set(KeyFirstDeathQueue, fq)
-	anns = anns.Set(KeyFirstDeathReason, fr)
-	anns = anns.Set(KeyFirstDeathExchange, fx)
-	anns = anns.Set(KeyLastDeathQueue, lq)
-	anns = anns.Set(KeyLastDeathReason, lr)
-	anns = anns.Set(KeyLastDeathExchange, lx)
-	anns = anns.Delete(KeyLastDeathErrorCond).Delete(KeyLastDeathErrorDescr)
-	if !strict && h.LastError != nil {
-		anns = anns.Set(KeyLastDeathErrorCond, string(h.LastError.Condition))
-		anns = anns.Set(KeyLastDeathErrorDescr, h.LastError.Description)
+	ours := [...]amqp10.KV{
+		{Key: KeyDeaths, Value: EncodedDeaths(h)},
+		{Key: KeyFirstDeathQueue, Value: fq},
+		{Key: KeyFirstDeathReason, Value: fr},
+		{Key: KeyFirstDeathExchange, Value: fx},
+		{Key: KeyLastDeathQueue, Value: lq},
+		{Key: KeyLastDeathReason, Value: lr},
+		{Key: KeyLastDeathExchange, Value: lx},
 	}
-	return anns
+	var seen [len(ours)]bool
+	out := make(amqp10.Map, 0, len(anns)+len(ours)+2)
+next:
+	for _, kv := range anns {
+		if k, ok := kv.Key.(amqp10.Symbol); ok {
+			if k == KeyLastDeathErrorCond || k == KeyLastDeathErrorDescr {
+				continue
+			}
+			for i := range ours {
+				if !seen[i] && ours[i].Key == k {
+					seen[i] = true
+					out = append(out, ours[i])
+					continue next
+				}
+			}
+		}
+		out = append(out, kv)
+	}
+	for i := range ours {
+		if !seen[i] {
+			out = append(out, ours[i])
+		}
+	}
+	if !strict && h.LastError != nil {
+		out = append(out,
+			amqp10.KV{Key: KeyLastDeathErrorCond, Value: string(h.LastError.Condition)},
+			amqp10.KV{Key: KeyLastDeathErrorDescr, Value: h.LastError.Description})
+	}
+	return out
 }
 
-// hasAny reports whether anns holds x-opt-deaths.
-func hasAny(anns amqp10.Map) bool {
-	_, ok := anns.Get(KeyDeaths)
-	return ok
+// boxReason returns a reason as an interface value, without an allocation
+// for the four reasons the broker writes.
+func boxReason(r string) any {
+	switch r {
+	case ReasonRejected:
+		return ReasonRejected
+	case ReasonExpired:
+		return ReasonExpired
+	case ReasonMaxLen:
+		return ReasonMaxLen
+	case ReasonDeliveryLimit:
+		return ReasonDeliveryLimit
+	}
+	return r
 }
 
 // ErrMalformed reports an x-opt-deaths value that is not RabbitMQ's shape.

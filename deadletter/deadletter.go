@@ -137,37 +137,98 @@ func (d *DeadLetterer) QueueStats(vhost, queue string) map[router.Reason]Counts 
 	return out
 }
 
-func (d *DeadLetterer) count(src *router.Queue, reason router.Reason, f func(*Counts)) {
+// add adds delta to the counters of src and reason.
+func (d *DeadLetterer) add(src *router.Queue, reason router.Reason, delta *Counts) {
 	k := Key{VHost: src.VHost().Name(), Queue: src.Name(), Reason: reason}
-	strategy := StrategyAtMostOnce
 	d.mu.Lock()
 	c := d.counts[k]
 	if c == nil {
 		c = new(Counts)
 		d.counts[k] = c
 	}
-	before := c.DroppedNoDLX
-	f(c)
-	if c.DroppedNoDLX != before {
-		strategy = StrategyDisabled
+	c.DeadLettered += delta.DeadLettered
+	c.DroppedNoDLX += delta.DroppedNoDLX
+	c.DroppedNoRoute += delta.DroppedNoRoute
+	c.DroppedCycle += delta.DroppedCycle
+	if n := delta.DeadLettered + delta.DroppedNoRoute + delta.DroppedCycle; n > 0 {
+		d.global[GlobalKey{QueueType: src.Type(), Strategy: StrategyAtMostOnce, Reason: reason}] += n
 	}
-	d.global[GlobalKey{QueueType: src.Type(), Strategy: strategy, Reason: reason}]++
+	if delta.DroppedNoDLX > 0 {
+		d.global[GlobalKey{QueueType: src.Type(), Strategy: StrategyDisabled, Reason: reason}] += delta.DroppedNoDLX
+	}
 	d.mu.Unlock()
+}
+
+// batch gathers what one DeadLetter call does, so that it takes each lock
+// once per run rather than once per message: the counters of a run of one
+// reason, and the at-most-once copies of a run bound for one queue.
+type batch struct {
+	d      *DeadLetterer
+	src    *router.Queue
+	reason router.Reason
+	counts Counts
+	q      *router.Queue
+	msgs   []*router.Message
+	// targets is the last message's routing result, reused for the next.
+	targets []*router.Queue
+}
+
+// tally counts one message's fate under reason.
+func (b *batch) tally(reason router.Reason, f func(*Counts)) {
+	if b.reason != reason {
+		b.flushCounts()
+		b.reason = reason
+	}
+	f(&b.counts)
+}
+
+func (b *batch) flushCounts() {
+	if b.counts != (Counts{}) {
+		b.d.add(b.src, b.reason, &b.counts)
+		b.counts = Counts{}
+	}
+}
+
+// enqueue puts m on q after the copies before it (§2.9 order).
+func (b *batch) enqueue(q *router.Queue, m *router.Message) {
+	if b.q != q {
+		b.flushCopies()
+		b.q = q
+	}
+	b.msgs = append(b.msgs, m)
+}
+
+func (b *batch) flushCopies() {
+	if len(b.msgs) > 0 {
+		// At most once: a target that refuses a copy (reject-publish) loses it.
+		b.q.EnqueueBatch(b.msgs)
+		clear(b.msgs)
+		b.msgs = b.msgs[:0]
+	}
+	b.q = nil
+}
+
+func (b *batch) flush() {
+	b.flushCopies()
+	b.flushCounts()
 }
 
 // DeadLetter implements router.DeadLetterer. It handles the messages in the
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
+	b := batch{d: d, src: src}
 	for i := range dead {
 		if dead[i].Retained {
+			b.flush()
 			d.deadLetterRetained(src, &dead[i]) // at-least-once: atleastonce.go
 			continue
 		}
-		d.deadLetter(src, &dead[i])
+		d.deadLetter(src, &dead[i], &b)
 	}
+	b.flush()
 }
 
-func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
+func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) {
 	var (
 		ctx  = context.Background()
 		span trace.Span
@@ -184,7 +245,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 		}
 	}
 	if !ok {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
+		b.tally(dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
 		if span != nil {
 			telemetry.EndDeadLetter(span, nil, nil, telemetry.DropNoDLX, nil)
 		}
@@ -201,9 +262,10 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 		// further dead-lettering, continue the producer's trace from here.
 		cp.Anns = telemetry.Inject(cp.Anns, span.SpanContext())
 	}
-	targets, err := src.VHost().Route(dlx, cp)
+	targets, err := src.VHost().RouteAppend(b.targets, dlx, cp)
+	b.targets = targets
 	if err != nil || len(targets) == 0 {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
+		b.tally(dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
 		d.log.DebugContext(ctx, "dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
 			"reason", string(dm.Reason), "dlx", dlx, "err", err)
 		if span != nil {
@@ -228,7 +290,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 		n++
 	}
 	if n == 0 {
-		d.count(src, dm.Reason, func(c *Counts) { c.DroppedCycle++ })
+		b.tally(dm.Reason, func(c *Counts) { c.DroppedCycle++ })
 		d.log.WarnContext(ctx, "dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
 			"reason", string(dm.Reason), "dlx", dlx)
 		if span != nil {
@@ -239,15 +301,16 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead) {
 	if dm.Durable() {
 		// Stored in its source: the copies and the removal of the source's
 		// stored copy are one atomic store step.
+		b.flushCopies()
 		src.ForwardDead(dm, cp, targets[:n])
 	} else {
 		for _, q := range targets[:n] {
-			// At most once: a target that refuses the copy (reject-publish) loses it.
-			q.Enqueue(cp)
+			b.enqueue(q, cp)
 		}
 	}
-	d.count(src, dm.Reason, func(c *Counts) { c.DeadLettered++ })
+	b.tally(dm.Reason, func(c *Counts) { c.DeadLettered++ })
 	if span != nil {
+		b.flushCopies() // the span covers the enqueue
 		telemetry.EndDeadLetter(span, targets[:n], cycles, "", nil)
 	}
 }
@@ -298,7 +361,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		Time:        amqp10.Timestamp(t.UnixMilli()),
 		Error:       dm.Error,
 	})
-	keys := m.RoutingKeys
+	keys := m.RoutingKeys // never modified once published: the copy shares them
 	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
 		keys = []string{dlrk}
 	}
@@ -308,9 +371,9 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		Wire:          m.Wire,
 		Header:        hdr,
 		Exchange:      dlx,
-		RoutingKeys:   append([]string(nil), keys...),
+		RoutingKeys:   keys,
 		DeliveryCount: m.DeliveryCount,
-		Anns:          annotations.Apply(append(amqp10.Map(nil), m.Anns...), h, d.strict),
+		Anns:          annotations.Apply(m.Anns, h, d.strict),
 	}
 	return cp, h
 }

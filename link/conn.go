@@ -59,6 +59,12 @@ type conn struct {
 	fl         amqp10.Flow
 	disp       amqp10.Disposition
 	msgBuf     []byte
+	annBuf     amqp10.Map      // a delivery's message annotations, rebuilt per delivery
+	settleIDs  []uint32        // one disposition's unsettled delivery-ids
+	routeBuf   []*router.Queue // the last publish's queues, storage reused
+	settleTags []uint64        // one disposition's run of tags of one link
+	settleErrs []error         // and their outcomes
+	boxes      router.BoxCache // the last x-exchange and x-routing-key boxed
 	mboxBuf    []mailItem
 
 	inc  chan inFrame  // reader -> loop; closed when the reader exits

@@ -2,6 +2,7 @@ package link
 
 import (
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -206,14 +207,16 @@ func (l *receiverLink) publish(body []byte) {
 		mbox := &l.s.c.mbox
 		confirm = func(st amqp10.DeliveryState) { mbox.push(mailItem{confirm: heapPC, st: st}) }
 	}
-	st, queues, pending, err := vh.PublishConfirm(exch, m, confirm)
+	c := l.s.c
+	st, queues, pending, err := vh.PublishConfirmAppend(c.routeBuf, exch, m, confirm)
+	c.routeBuf = queues
 	if err != nil {
 		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
 	}
 	if pending && heapPC != nil {
 		// A durable message: accepted only once the store has synced it. The
 		// confirmation reaches this goroutine through the mailbox, after this.
-		heapPC.queues = queues
+		heapPC.queues = slices.Clone(queues)
 		l.unconfirmed++
 		return
 	}

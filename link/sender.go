@@ -86,11 +86,16 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	var span trace.Span
 	if tr := c.srv.opts.Tracer; tr != nil {
 		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
+	}
+	anns := d.AppendAnnotations(c.annBuf, &c.boxes)
+	if span != nil {
 		// The consumer sees this delivery's context: its process span, and a
 		// dead-letter consumer's, continue the producer's trace.
-		d.Annotations = telemetry.Inject(d.Annotations, span.SpanContext())
+		anns = telemetry.Inject(anns, span.SpanContext())
 	}
-	body, err := d.Msg.Wire.AppendDelivery(c.msgBuf[:0], &d.Header, d.Annotations)
+	body, err := d.Msg.Wire.AppendDelivery(c.msgBuf[:0], &d.Header, anns)
+	clear(anns) // keep no message's values reachable from the scratch map
+	c.annBuf = anns[:0]
 	if err != nil {
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
 		_ = l.sub.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected})

@@ -272,7 +272,8 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 		return err
 	}
 	// Settle in ascending delivery-id order (dead-lettering order, §2.9).
-	ids := make([]uint32, 0, 8)
+	c := s.c
+	ids := c.settleIDs[:0]
 	if span := last - d.First; int64(span) < int64(len(s.unsettledOut)) {
 		for id := d.First; ; id++ {
 			if _, ok := s.unsettledOut[id]; ok {
@@ -290,27 +291,50 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 		}
 		slices.SortFunc(ids, func(a, b uint32) int { return int(int32(a - b)) })
 	}
-	for _, id := range ids {
-		od := s.unsettledOut[id]
-		delete(s.unsettledOut, id)
-		err := od.l.sub.Settle(od.tag, o)
-		if od.l.qc != nil && err == nil {
-			od.l.qc.settled(&o)
+	// Settle each run of consecutive deliveries of one link as one batch.
+	c.settleIDs = ids
+	for rest := ids; len(rest) > 0; {
+		l := s.unsettledOut[rest[0]].l
+		n := 1
+		for n < len(rest) && s.unsettledOut[rest[n]].l == l {
+			n++
 		}
-		if od.span != nil {
-			s.c.srv.opts.Tracer.Settle(*od.span, od.l.sub.Queue(), od.tag, o, err)
+		run := rest[:n]
+		rest = rest[n:]
+		tags, errs := c.settleTags[:0], c.settleErrs[:0]
+		for _, id := range run {
+			tags = append(tags, s.unsettledOut[id].tag)
+			errs = append(errs, nil)
 		}
-		if err != nil {
-			if errors.Is(err, router.ErrInvalidArgument) {
-				return sessErr(amqp10.ErrCondInvalidField, "%v", err)
+		l.sub.SettleBatch(tags, o, errs)
+		c.settleTags, c.settleErrs = tags, errs
+		var invalid error
+		for i, id := range run {
+			od, err := s.unsettledOut[id], errs[i]
+			errs[i] = nil
+			delete(s.unsettledOut, id)
+			if l.qc != nil && err == nil {
+				l.qc.settled(&o)
 			}
-			s.c.log.Warn("settle failed", "err", err)
+			if od.span != nil {
+				c.srv.opts.Tracer.Settle(*od.span, l.sub.Queue(), od.tag, o, err)
+			}
+			if err != nil {
+				if errors.Is(err, router.ErrInvalidArgument) {
+					invalid = err
+					continue
+				}
+				c.log.Warn("settle failed", "err", err)
+			}
+			if !d.Settled {
+				// rcv-settle-mode second: we settle after applying the outcome.
+				dp := &c.disp
+				*dp = amqp10.Disposition{Role: amqp10.RoleSender, First: id, Settled: true, State: d.State}
+				c.write(s.local, dp, nil)
+			}
 		}
-		if !d.Settled {
-			// rcv-settle-mode second: we settle after applying the outcome.
-			dp := &s.c.disp
-			*dp = amqp10.Disposition{Role: amqp10.RoleSender, First: id, Settled: true, State: d.State}
-			s.c.write(s.local, dp, nil)
+		if invalid != nil {
+			return sessErr(amqp10.ErrCondInvalidField, "%v", invalid)
 		}
 	}
 	return nil

@@ -16,9 +16,67 @@ type Delivery struct {
 	Msg *Message
 	// Header is the header to put on the wire (delivery-count, first-acquirer set).
 	Header amqp10.Header
-	// Annotations go first in the message-annotations section: x-exchange,
-	// x-routing-key, quorum x-delivery-count/x-acquired-count, then Msg.Anns.
-	Annotations amqp10.Map
+
+	// What the delivered message-annotations are built from (see
+	// AppendAnnotations): the entry's broker annotations (never modified in
+	// place: copy on write), and for quorum queues the acquired-count.
+	anns     amqp10.Map
+	acquired uint32
+	quorum   bool
+}
+
+// BrokerAnnotations are the broker-set annotations the message carries
+// (x-opt-deaths, the trace context, modified-outcome annotations), without
+// the per-delivery ones. Callers must not modify them.
+func (d Delivery) BrokerAnnotations() amqp10.Map { return d.anns }
+
+// Annotations returns the message annotations the delivery goes out with,
+// in a new map: AppendAnnotations(nil, nil).
+func (d Delivery) Annotations() amqp10.Map { return d.AppendAnnotations(nil, nil) }
+
+// BoxCache keeps the last exchange and routing key boxed as interface
+// values, so that delivering a stream of messages that share them boxes
+// nothing. Its owner uses it from one goroutine.
+type BoxCache struct{ exch, key boxedString }
+
+// AppendAnnotations builds the delivered message-annotations entries into
+// m[:0] and returns it: x-exchange, x-routing-key, for quorum queues
+// x-acquired-count and (when not zero) x-delivery-count, then the broker
+// annotations, which replace same-named entries in place. bc may be nil.
+func (d Delivery) AppendAnnotations(m amqp10.Map, bc *BoxCache) amqp10.Map {
+	if bc == nil {
+		bc = new(BoxCache)
+	}
+	m = append(m[:0],
+		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: boxString(&bc.exch, d.Msg.Exchange)},
+		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: boxString(&bc.key, d.Msg.primaryKey())})
+	if d.quorum {
+		m = append(m, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(d.acquired)})
+		if d.Header.DeliveryCount != 0 {
+			m = append(m, amqp10.KV{Key: amqp10.Symbol("x-delivery-count"), Value: int64(d.Header.DeliveryCount)})
+		}
+	}
+	fixed := len(m)
+next:
+	for _, kv := range d.anns {
+		switch k := kv.Key.(type) {
+		case amqp10.Symbol:
+			// The broker annotations' keys are unique: only the fixed
+			// entries can share one.
+			for i := range fixed {
+				if m[i].Key.(amqp10.Symbol) == k {
+					m[i].Value = kv.Value
+					continue next
+				}
+			}
+			m = append(m, kv)
+		case string:
+			m = m.Set(amqp10.Symbol(k), kv.Value)
+		default:
+			m = m.Set(kv.Key, kv.Value)
+		}
+	}
+	return m
 }
 
 // Consumer receives deliveries from a queue. Both methods are called with the
@@ -163,65 +221,82 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 // (bad outcome, or a quorum modified annotation key that is not a symbol
 // starting with "x-"); the delivery is then left as it was.
 func (s *Subscription) Settle(tag uint64, o Outcome) error {
+	var err [1]error
+	s.SettleBatch([]uint64{tag}, o, err[:])
+	return err[0]
+}
+
+// SettleBatch applies one outcome to several deliveries, in the order of
+// tags, under one acquisition of the queue's lock; the messages that die
+// are dead-lettered as one batch, in that order (§2.9). errs[i] is set to
+// Settle's error for tags[i], or nil; len(errs) must be len(tags).
+func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 	q := s.q
 	q.mu.Lock()
-	if s.cancelled {
-		q.unlock()
-		return fmt.Errorf("%w: subscription to %s has ended", ErrNotFound, q)
-	}
-	e, ok := s.unsettled[tag]
-	if !ok {
-		q.unlock()
-		return fmt.Errorf("%w: no unsettled delivery with tag %d", ErrNotFound, tag)
-	}
-	var anns amqp10.Map
+	var (
+		anns   amqp10.Map
+		failed error
+	)
 	switch o.Kind {
 	case amqp10.StateAccepted, amqp10.StateRejected, amqp10.StateReleased:
 	case amqp10.StateModified:
 		if q.typ == Quorum && len(o.Annotations) > 0 {
-			var err error
-			if anns, err = modifiedAnnotations(o.Annotations); err != nil {
-				q.unlock()
-				return err
-			}
+			anns, failed = modifiedAnnotations(o.Annotations)
 		}
 	default:
-		q.unlock()
-		return fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, o.Kind)
+		failed = fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, o.Kind)
 	}
-	delete(s.unsettled, tag)
-	q.unacked--
+	if failed == nil && s.cancelled {
+		failed = fmt.Errorf("%w: subscription to %s has ended", ErrNotFound, q)
+	}
+	if failed != nil {
+		q.unlock()
+		for i := range errs {
+			errs[i] = failed
+		}
+		return
+	}
 	requeued := false
-	switch o.Kind {
-	case amqp10.StateAccepted:
-		q.settleStoredLocked(e)
-	case amqp10.StateReleased:
-		e.acquired++
-		q.requeueLocked(e)
-		requeued = true
-	case amqp10.StateRejected:
-		e.acquired++
-		e.dc++
-		q.deadLocked(e, ReasonRejected, o.Error)
-	case amqp10.StateModified:
-		e.acquired++
-		if o.DeliveryFailed {
-			e.dc++
+	for i, tag := range tags {
+		e, ok := s.unsettled[tag]
+		if !ok {
+			errs[i] = fmt.Errorf("%w: no unsettled delivery with tag %d", ErrNotFound, tag)
+			continue
 		}
-		if len(anns) > 0 {
-			e.anns = mergeAnnotations(e.anns, anns)
-			m := *e.msg // later deliveries carry the merged annotations in Msg too
-			m.Anns = e.anns
-			e.msg = &m
-		}
-		switch {
-		case o.UndeliverableHere:
-			q.deadLocked(e, ReasonRejected, nil)
-		case q.overDeliveryLimit(e):
-			q.deadLocked(e, ReasonDeliveryLimit, nil)
-		default:
+		errs[i] = nil
+		delete(s.unsettled, tag)
+		q.unacked--
+		switch o.Kind {
+		case amqp10.StateAccepted:
+			q.settleStoredLocked(e)
+		case amqp10.StateReleased:
+			e.acquired++
 			q.requeueLocked(e)
 			requeued = true
+		case amqp10.StateRejected:
+			e.acquired++
+			e.dc++
+			q.deadLocked(e, ReasonRejected, o.Error)
+		case amqp10.StateModified:
+			e.acquired++
+			if o.DeliveryFailed {
+				e.dc++
+			}
+			if len(anns) > 0 {
+				e.anns = mergeAnnotations(e.anns, anns)
+				m := *e.msg // later deliveries carry the merged annotations in Msg too
+				m.Anns = e.anns
+				e.msg = &m
+			}
+			switch {
+			case o.UndeliverableHere:
+				q.deadLocked(e, ReasonRejected, nil)
+			case q.overDeliveryLimit(e):
+				q.deadLocked(e, ReasonDeliveryLimit, nil)
+			default:
+				q.requeueLocked(e)
+				requeued = true
+			}
 		}
 	}
 	now := q.clockLocked()
@@ -231,7 +306,6 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 	q.armTimerLocked(now)
 	q.unlock()
 	q.flushDead()
-	return nil
 }
 
 // overDeliveryLimit is the quorum check after a return (4.3: delivery-count > limit).
@@ -343,7 +417,7 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 	h.DeliveryCount = e.dc
 	// first-acquirer = not redelivered AND delivery_count == 0 AND no deaths.
 	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns)
-	d := Delivery{Tag: tag, Msg: e.msg, Header: h, Annotations: q.deliveryAnnotations(e)}
+	d := Delivery{Tag: tag, Msg: e.msg, Header: h, anns: e.anns, acquired: e.acquired, quorum: q.typ == Quorum}
 	if !s.preSettled {
 		s.unsettled[tag] = e
 		q.unacked++
@@ -357,26 +431,12 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 	s.c.Deliver(d)
 }
 
-// deliveryAnnotations builds x-exchange, x-routing-key, the quorum counters,
-// then the message's broker annotations (which override same-named keys).
+// deliveryAnnotations is what e would be delivered with now (peek).
 func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
-	m := make(amqp10.Map, 0, 4+len(e.anns))
-	m = append(m,
-		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: boxString(&q.boxedExch, e.msg.Exchange)},
-		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: boxString(&q.boxedKey, e.msg.primaryKey())})
-	if q.typ == Quorum {
-		m = append(m, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(e.acquired)})
-		if e.dc != 0 {
-			m = append(m, amqp10.KV{Key: amqp10.Symbol("x-delivery-count"), Value: int64(e.dc)})
-		}
-	}
-	for _, kv := range e.anns {
-		if k, ok := kv.Key.(string); ok {
-			kv.Key = amqp10.Symbol(k)
-		}
-		m = m.Set(kv.Key, kv.Value)
-	}
-	return m
+	h := e.msg.Header
+	h.DeliveryCount = e.dc
+	d := Delivery{Msg: e.msg, Header: h, anns: e.anns, acquired: e.acquired, quorum: q.typ == Quorum}
+	return d.AppendAnnotations(nil, nil)
 }
 
 // boxedString is a string and the same string as an interface value.
@@ -388,7 +448,7 @@ type boxedString struct {
 // boxString returns s as an interface value, reusing the last one boxed in
 // c when s is the same string: a queue's messages mostly share their
 // exchange and routing key, so delivering them boxes nothing. Called with
-// the queue lock held.
+// the owner's lock held.
 func boxString(c *boxedString, s string) any {
 	if c.v == nil || c.s != s {
 		c.s, c.v = s, s

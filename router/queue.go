@@ -96,8 +96,6 @@ type Queue struct {
 	timerAt     int64
 	outbox      []Dead
 	flushing    bool
-	// The last x-exchange and x-routing-key values delivered, boxed once.
-	boxedExch, boxedKey boxedString
 
 	// Persistence (persist.go, store.go). id names the queue in the store
 	// and orders multi-queue locking (lower id first); persist: durable

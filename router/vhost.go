@@ -18,6 +18,9 @@ type VHost struct {
 	b    *Broker
 	name string
 
+	// routers recycles the scratch state of routing (its slices).
+	routers sync.Pool
+
 	mu        sync.RWMutex
 	exchanges map[string]*exchange
 	queues    map[string]*Queue
@@ -526,7 +529,7 @@ func stringKeys(m amqp10.Map) amqp10.Map {
 // not block).
 func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
 	var ch chan amqp10.DeliveryState
-	st, _, pending, err := v.publish(exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
+	st, _, pending, err := v.publish(nil, exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
 	if pending {
 		st = <-ch
 	}
@@ -537,11 +540,11 @@ func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, erro
 // it in one atomic store batch; then pending is true and confirm is called
 // once with the final outcome from the store's callback (prepare, if not
 // nil, runs first, before anything can call confirm).
-func (v *VHost) publish(exchange string, m *Message, confirm func(amqp10.DeliveryState), prepare func()) (amqp10.DeliveryState, []*Queue, bool, error) {
+func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(amqp10.DeliveryState), prepare func()) (amqp10.DeliveryState, []*Queue, bool, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
-	queues, err := v.route(exchange, m)
+	queues, err := v.route(dst, exchange, m)
 	if err != nil {
 		return amqp10.DeliveryState{}, nil, false, err
 	}
@@ -599,7 +602,13 @@ func publishOutcome(rejectedBy *Queue, accepted bool) amqp10.DeliveryState {
 // Without a store nothing is ever pending.
 // It also returns the queues m was routed to.
 func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, queues []*Queue, pending bool, err error) {
-	return v.publish(exchange, m, confirm, nil)
+	return v.publish(nil, exchange, m, confirm, nil)
+}
+
+// PublishConfirmAppend is PublishConfirm returning the queues in dst[:0]
+// (see RouteAppend); nothing keeps a reference to them.
+func (v *VHost) PublishConfirmAppend(dst []*Queue, exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, queues []*Queue, pending bool, err error) {
+	return v.publish(dst, exchange, m, confirm, nil)
 }
 
 // Enqueue puts m on q as if a publish had routed it there; the dead-letter
@@ -614,6 +623,36 @@ func (q *Queue) Enqueue(m *Message) amqp10.DeliveryState {
 		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(q.name)}
 	}
 	return amqp10.DeliveryState{Kind: amqp10.StateReleased}
+}
+
+// EnqueueBatch is Enqueue of each of msgs, in order, under one acquisition
+// of q's lock. Messages q refuses (overflow, or q deleted) are dropped.
+func (q *Queue) EnqueueBatch(msgs []*Message) {
+	var encs [][]byte
+	if q.persist {
+		for i, m := range msgs {
+			if m.Header.Durable {
+				if encs == nil {
+					encs = make([][]byte, len(msgs))
+				}
+				encs[i] = q.b.encode(m)
+			}
+		}
+	}
+	var recs []store.Record
+	q.mu.Lock()
+	for i, m := range msgs {
+		var enc []byte
+		if encs != nil {
+			enc = encs[i]
+		}
+		q.enqueueLocked(m, enc, &recs)
+	}
+	if len(recs) > 0 {
+		q.b.st.Commit(new(store.Batch).Append(recs...), q.b.logStoreErr)
+	}
+	q.unlock()
+	q.flushDead()
 }
 
 // maxLenError is RabbitMQ 4.3's rejected error for reject-publish overflow.
@@ -631,32 +670,50 @@ func maxLenError(queue string) *amqp10.Error {
 // Route returns the queues a message published to exchange would reach
 // (deduplicated, in routing order), without enqueueing it.
 func (v *VHost) Route(exchange string, m *Message) ([]*Queue, error) {
+	return v.RouteAppend(nil, exchange, m)
+}
+
+// RouteAppend is Route appending the queues to dst[:0]: a caller that
+// routes often passes the previous result to reuse its storage.
+func (v *VHost) RouteAppend(dst []*Queue, exchange string, m *Message) ([]*Queue, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
-	return v.route(exchange, m)
+	return v.route(dst, exchange, m)
 }
 
-func (v *VHost) route(exchange string, m *Message) ([]*Queue, error) {
+func (v *VHost) route(dst []*Queue, xname string, m *Message) ([]*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	x, ok := v.exchanges[exchange]
+	x, ok := v.exchanges[xname]
 	if !ok {
-		return nil, fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, exchange, v.name)
+		return nil, fmt.Errorf("%w: no exchange '%s' in vhost '%s'", ErrNotFound, xname, v.name)
 	}
 	if x.spec.Internal {
-		return nil, fmt.Errorf("%w: cannot publish to internal exchange '%s' in vhost '%s'", ErrAccessRefused, exchange, v.name)
+		return nil, fmt.Errorf("%w: cannot publish to internal exchange '%s' in vhost '%s'", ErrAccessRefused, xname, v.name)
 	}
-	c := &routeCtx{m: m, headers: headerData{m: m}}
-	r := router{v: v, c: c}
+	r, _ := v.routers.Get().(*router)
+	if r == nil {
+		r = new(router)
+	}
+	r.v = v
+	r.ctx = routeCtx{m: m, headers: headerData{m: m}}
+	r.c = &r.ctx
+	r.queues = dst[:0]
 	r.routeLocked(x)
-	return r.queues, nil
+	queues := r.queues
+	clear(r.seenX)
+	clear(r.matched)
+	*r = router{seenX: r.seenX[:0], matched: r.matched[:0]}
+	v.routers.Put(r)
+	return queues, nil
 }
 
 // router collects one publish's destinations.
 type router struct {
 	v       *VHost
 	c       *routeCtx
+	ctx     routeCtx // what c points at
 	seenX   []*exchange
 	queues  []*Queue
 	seenQ   map[*Queue]struct{}

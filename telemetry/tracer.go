@@ -178,7 +178,7 @@ func setError(span trace.Span, e *amqp10.Error) {
 // the producer's trace. The caller ends it once the transfer is written and
 // writes its context into the delivered annotations.
 func (t *Tracer) StartDeliver(q *router.Queue, d *router.Delivery, link string) trace.Span {
-	_, span := t.t.Start(parentContext(FromAnnotations(d.Annotations)), "deliver "+q.Name(),
+	_, span := t.t.Start(parentContext(FromAnnotations(d.BrokerAnnotations())), "deliver "+q.Name(),
 		trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 12)
