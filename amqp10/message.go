@@ -62,9 +62,6 @@ type Message struct {
 	// Header is the decoded header; HasHeader is false when the publisher sent none.
 	Header    Header
 	HasHeader bool
-	// DeliveryAnnotations is the raw delivery-annotations section (with its
-	// descriptor), nil if absent. The broker does not forward it.
-	DeliveryAnnotations []byte
 	// Annotations is the raw message-annotations section (with its descriptor), nil if absent.
 	Annotations []byte
 	// Bare is the raw bare message: properties, application-properties and
@@ -188,7 +185,9 @@ func (m *Message) parse(payload []byte) error {
 		raw := payload[off:end:end]
 		switch r {
 		case rankDeliveryAnnotations:
-			m.DeliveryAnnotations = raw
+			// Checked, then dropped: delivery annotations are for this hop
+			// only, so nothing forwards or stores them (and a queued
+			// message is 24 bytes smaller without the slice).
 		case rankMessageAnnotations:
 			m.Annotations = raw
 		case rankProperties, rankApplicationProperties, rankBody:
@@ -348,19 +347,6 @@ func (m *Message) AnnotationMap() (Map, error) {
 		return nil, nil
 	}
 	val, err := sectionValue(m.Annotations)
-	if err != nil {
-		return nil, err
-	}
-	a, _, err := ReadMap(val)
-	return a, err
-}
-
-// DeliveryAnnotationMap decodes the delivery-annotations section (nil when absent).
-func (m *Message) DeliveryAnnotationMap() (Map, error) {
-	if m.DeliveryAnnotations == nil {
-		return nil, nil
-	}
-	val, err := sectionValue(m.DeliveryAnnotations)
 	if err != nil {
 		return nil, err
 	}
@@ -732,13 +718,13 @@ func (m *Message) WithAnnotations(h Header, ann Map) (*Message, error) {
 	return &nm, nil
 }
 
-// Append appends the message as stored: header (when HasHeader), delivery
-// annotations, message annotations, bare message and footer.
+// Append appends the message as stored: header (when HasHeader), message
+// annotations, bare message and footer (delivery annotations are dropped
+// by ParseMessage).
 func (m *Message) Append(b []byte) []byte {
 	if m.HasHeader {
 		b = AppendHeader(b, &m.Header)
 	}
-	b = append(b, m.DeliveryAnnotations...)
 	b = append(b, m.Annotations...)
 	b = append(b, m.Bare...)
 	return append(b, m.Footer...)

@@ -283,9 +283,10 @@ func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 				e.dc++
 			}
 			if len(anns) > 0 {
-				e.anns = mergeAnnotations(e.anns, anns)
+				merged := mergeAnnotations(e.anns(), anns)
+				e.setAnns(merged)
 				m := *e.msg // later deliveries carry the merged annotations in Msg too
-				m.Anns = e.anns
+				m.Anns = merged
 				e.msg = &m
 			}
 			switch {
@@ -416,8 +417,8 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 	h := e.msg.Header
 	h.DeliveryCount = e.dc
 	// first-acquirer = not redelivered AND delivery_count == 0 AND no deaths.
-	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns)
-	d := Delivery{Tag: tag, Msg: e.msg, Header: h, anns: e.anns, acquired: e.acquired, quorum: q.typ == Quorum}
+	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns())
+	d := Delivery{Tag: tag, Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}
 	if !s.preSettled {
 		s.unsettled[tag] = e
 		q.unacked++
@@ -435,7 +436,7 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
 	h := e.msg.Header
 	h.DeliveryCount = e.dc
-	d := Delivery{Msg: e.msg, Header: h, anns: e.anns, acquired: e.acquired, quorum: q.typ == Quorum}
+	d := Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}
 	return d.AppendAnnotations(nil, nil)
 }
 

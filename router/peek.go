@@ -28,11 +28,11 @@ type PeekedMessage struct {
 // peekedLocked describes e as a consumer would see it.
 func (q *Queue) peekedLocked(e *entry, remaining int) PeekedMessage {
 	return PeekedMessage{
-		Msg:           e.msg.withState(e.dc, e.anns),
+		Msg:           e.msg.withState(e.dc, e.anns()),
 		DeliveryCount: e.dc,
 		AcquiredCount: e.acquired,
 		Redelivered:   e.acquired > 0 || e.dc > 0,
-		FirstAcquirer: e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns),
+		FirstAcquirer: e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns()),
 		Annotations:   decodedRaw(q.deliveryAnnotations(e)),
 		Remaining:     remaining,
 	}

@@ -224,7 +224,7 @@ func encodeState(e *entry) []byte {
 	if e.retained {
 		f |= flagRetained
 	}
-	annsChanged := !sameMap(e.anns, e.msg.Anns)
+	annsChanged := !sameMap(e.anns(), e.msg.Anns)
 	if annsChanged {
 		f |= flagAnns
 	}
@@ -234,17 +234,18 @@ func encodeState(e *entry) []byte {
 	b = binary.AppendVarint(b, e.deadline)
 	if annsChanged {
 		var err error
-		if b, err = appendMapOrNull(b, e.anns); err != nil {
+		if b, err = appendMapOrNull(b, e.anns()); err != nil {
 			b = amqp10.AppendNull(b) // unencodable annotations cannot come from the wire
 		}
 	}
 	if e.retained {
-		b = appendStr(b, string(e.deadReason))
-		b = binary.AppendVarint(b, e.deadAt)
-		if e.deadErr != nil {
+		dead := e.dead()
+		b = appendStr(b, string(dead.deadReason))
+		b = binary.AppendVarint(b, dead.deadAt)
+		if dead.deadErr != nil {
 			b = append(b, 1)
-			b = appendStr(b, string(e.deadErr.Condition))
-			b = appendStr(b, e.deadErr.Description)
+			b = appendStr(b, string(dead.deadErr.Condition))
+			b = appendStr(b, dead.deadErr.Description)
 		} else {
 			b = append(b, 0)
 		}
@@ -280,13 +281,14 @@ func decodeState(e *entry, b []byte) error {
 	e.acquired = uint32(r.uvarint())
 	e.deadline = r.varint()
 	if f&flagAnns != 0 {
-		e.anns = r.amqpMap()
+		e.setAnns(r.amqpMap())
 	}
 	if e.retained {
-		e.deadReason = Reason(r.str())
-		e.deadAt = r.varint()
+		x := e.extension()
+		x.deadReason = Reason(r.str())
+		x.deadAt = r.varint()
 		if r.byte() == 1 {
-			e.deadErr = &amqp10.Error{Condition: amqp10.ErrCond(r.str()), Description: r.str()}
+			x.deadErr = &amqp10.Error{Condition: amqp10.ErrCond(r.str()), Description: r.str()}
 		}
 	}
 	return r.err

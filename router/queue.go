@@ -275,7 +275,7 @@ func (q *Queue) newEntry(m *Message, now int64) *entry {
 	q.seq++
 	// anns shares m.Anns (never modified in place; a merge makes a new map),
 	// which tells encodeState that they are unchanged.
-	e := &entry{msg: m, seq: q.seq, dc: m.DeliveryCount, anns: m.Anns, size: m.size(), heapIdx: -1}
+	e := &entry{msg: m, seq: q.seq, dc: m.DeliveryCount, heapIdx: -1}
 	ttl := q.cfg.messageTTL
 	if m.Header.HasTTL && (ttl < 0 || int64(m.Header.TTL) < ttl) {
 		ttl = int64(m.Header.TTL)
@@ -467,7 +467,7 @@ func (q *Queue) dropHeadLocked() {
 func (q *Queue) addReadyLocked(e *entry) {
 	e.ready = true
 	q.readyCount++
-	q.readyBytes += int64(e.size)
+	q.readyBytes += e.size()
 	q.ttl.add(e)
 	q.main.pushBack(e)
 }
@@ -480,7 +480,7 @@ func (q *Queue) requeueLocked(e *entry) {
 	q.updateStoredLocked(e)
 	e.ready = true
 	q.readyCount++
-	q.readyBytes += int64(e.size)
+	q.readyBytes += e.size()
 	q.ttl.add(e)
 	if q.typ == Quorum {
 		e.inReturns = true
@@ -494,7 +494,7 @@ func (q *Queue) takeReadyLocked(e *entry) {
 	e.ready = false
 	e.inReturns = false
 	q.readyCount--
-	q.readyBytes -= int64(e.size)
+	q.readyBytes -= e.size()
 	q.ttl.remove(e)
 }
 
@@ -546,16 +546,17 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 	now := q.nowNano()
 	if q.retainsLocked(r) {
 		e.retained, e.inFlight, e.delivered = true, true, false
-		e.deadReason, e.deadErr, e.deadAt = r, err, now
+		x := e.extension()
+		x.deadReason, x.deadErr, x.deadAt = r, err, now
 		q.retained = append(q.retained, e)
-		q.retainedBytes += int64(e.size)
+		q.retainedBytes += e.size()
 		q.b.retained.Add(1)
 		q.updateStoredLocked(e)
 		q.outbox = append(q.outbox, q.retainedDead(e))
 		q.b.armRetry()
 		return
 	}
-	d := Dead{Msg: e.msg.withState(e.dc, e.anns), Reason: r, Error: err, Time: time.Unix(0, now)}
+	d := Dead{Msg: e.msg.withState(e.dc, e.anns()), Reason: r, Error: err, Time: time.Unix(0, now)}
 	if e.stored {
 		d.e = e
 	}
@@ -563,8 +564,9 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 }
 
 func (q *Queue) retainedDead(e *entry) Dead {
-	return Dead{Msg: e.msg.withState(e.dc, e.anns), Reason: e.deadReason, Error: e.deadErr,
-		Retained: true, Time: timeFromNano(e.deadAt), e: e}
+	dead := e.dead()
+	return Dead{Msg: e.msg.withState(e.dc, e.anns()), Reason: dead.deadReason, Error: dead.deadErr,
+		Retained: true, Time: timeFromNano(dead.deadAt), e: e}
 }
 
 // unretainLocked removes e from the retained list (forwarded or dropped).
@@ -576,7 +578,7 @@ func (q *Queue) unretainLocked(e *entry) {
 	if i := slices.Index(q.retained, e); i >= 0 {
 		q.retained = slices.Delete(q.retained, i, i+1)
 	}
-	q.retainedBytes -= int64(e.size)
+	q.retainedBytes -= e.size()
 	q.b.retained.Add(-1)
 }
 

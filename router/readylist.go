@@ -8,18 +8,21 @@ import (
 )
 
 // entry is one message held by a queue.
+//
+// One is held per queued message, so it is kept to 64 bytes: what few
+// messages need (changed annotations, at-least-once dead state) lives in
+// ext, and the size comes from msg.
 type entry struct {
 	msg      *Message
 	seq      uint64 // enqueue order: a classic queue's original position
+	deadline int64  // unix nanoseconds; 0 = no expiry
+	ext      *entryExt
 	dc       uint32 // delivery-count
 	acquired uint32 // acquired-count (times returned to the queue)
-	anns     amqp10.Map
-	deadline int64 // unix nanoseconds; 0 = no expiry
-	size     int
+	heapIdx  int32  // index in the TTL heap, -1 when absent
 
 	ready     bool // in a ready list (false: delivered, or a tombstone)
 	inReturns bool // quorum: in the returns list
-	heapIdx   int  // index in the TTL heap, -1 when absent
 
 	// Persistence (persist.go). stored: the message is in the store under
 	// (queue id, seq) until settled; delivered: its stored state says so.
@@ -31,12 +34,54 @@ type entry struct {
 
 	// At-least-once dead-lettering: the entry is held in the queue's
 	// retained list until the dead-letter component moves it.
-	retained   bool
-	inFlight   bool // handed to the DeadLetterer, not back yet
+	retained bool
+	inFlight bool // handed to the DeadLetterer, not back yet
+}
+
+// entryExt is the rarely needed part of an entry.
+type entryExt struct {
+	// anns replaces msg.Anns as the entry's broker annotations when hasAnns
+	// (a quorum queue's modified outcome, or a recovered changed state).
+	anns    amqp10.Map
+	hasAnns bool
+	// At-least-once dead state of a retained entry.
 	deadReason Reason
 	deadErr    *amqp10.Error
 	deadAt     int64 // unix ns of the (first) death
 }
+
+// anns are the entry's broker annotations: the message's unless changed.
+// Never modified in place (copy on write).
+func (e *entry) anns() amqp10.Map {
+	if e.ext != nil && e.ext.hasAnns {
+		return e.ext.anns
+	}
+	return e.msg.Anns
+}
+
+func (e *entry) setAnns(m amqp10.Map) {
+	x := e.extension()
+	x.anns, x.hasAnns = m, true
+}
+
+// extension returns e.ext, creating it.
+func (e *entry) extension() *entryExt {
+	if e.ext == nil {
+		e.ext = new(entryExt)
+	}
+	return e.ext
+}
+
+// dead returns the dead state (zero when never set).
+func (e *entry) dead() entryExt {
+	if e.ext == nil {
+		return entryExt{}
+	}
+	return *e.ext
+}
+
+// size is the size counted against x-max-length-bytes.
+func (e *entry) size() int64 { return int64(e.msg.size()) }
 
 // readyList holds ready entries in delivery order. Entries removed from the
 // middle (expiry) stay behind as tombstones (ready == false) and are
@@ -145,12 +190,12 @@ func (h ttlHeap) Less(i, j int) bool {
 }
 func (h ttlHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].heapIdx = int32(i)
+	h[j].heapIdx = int32(j)
 }
 func (h *ttlHeap) Push(x any) {
 	e := x.(*entry)
-	e.heapIdx = len(*h)
+	e.heapIdx = int32(len(*h))
 	*h = append(*h, e)
 }
 func (h *ttlHeap) Pop() any {
@@ -170,6 +215,6 @@ func (h *ttlHeap) add(e *entry) {
 
 func (h *ttlHeap) remove(e *entry) {
 	if e.heapIdx >= 0 {
-		heap.Remove(h, e.heapIdx)
+		heap.Remove(h, int(e.heapIdx))
 	}
 }

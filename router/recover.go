@@ -224,14 +224,14 @@ func (q *Queue) load(res uint64) error {
 		if err != nil {
 			return fmt.Errorf("router: %s: stored message %d: %w", q, seq, err)
 		}
-		e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, anns: m.Anns, size: m.size(), heapIdx: -1, stored: true}
+		e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true}
 		if err := decodeState(e, state); err != nil {
 			return fmt.Errorf("router: %s: stored state of message %d: %w", q, seq, err)
 		}
 		maxSeq = max(maxSeq, seq)
 		if e.retained {
 			q.retained = append(q.retained, e)
-			q.retainedBytes += int64(e.size)
+			q.retainedBytes += e.size()
 			q.b.retained.Add(1)
 			return nil
 		}
