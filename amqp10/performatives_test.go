@@ -2,6 +2,9 @@ package amqp10
 
 import (
 	"encoding/hex"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -387,5 +390,40 @@ func BenchmarkDecodeAttach(b *testing.B) {
 		if _, err := a.Unmarshal(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// unmarshaler is what every performative type implements for decoding.
+type unmarshaler interface {
+	Performative
+	Unmarshal(body []byte) ([]byte, error)
+}
+
+// BenchmarkPerformatives encodes (as a whole frame) and decodes (into a
+// reused value of the same type) every performative of allPerformatives,
+// SASL frames included, with their allocations.
+func BenchmarkPerformatives(b *testing.B) {
+	seen := map[string]int{}
+	for _, p := range allPerformatives() {
+		name := strings.TrimPrefix(fmt.Sprintf("%T", p), "*amqp10.")
+		seen[name]++
+		name = fmt.Sprintf("%s-%d", name, seen[name])
+		body := p.Append(nil)
+		b.Run("encode/"+name, func(b *testing.B) {
+			buf := make([]byte, 0, 4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendFrame(buf[:0], FrameTypeAMQP, 1, p, nil)
+			}
+		})
+		b.Run("decode/"+name, func(b *testing.B) {
+			into := reflect.New(reflect.TypeOf(p).Elem()).Interface().(unmarshaler)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := into.Unmarshal(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
