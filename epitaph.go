@@ -93,6 +93,10 @@ type Options struct {
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds the protocol header, SASL and open; default 10s.
 	HandshakeTimeout time.Duration
+	// MaxConnections is the node connection limit: a connection beyond it
+	// is answered with open, then close(amqp:resource-limit-exceeded);
+	// default 10,000, negative means unlimited.
+	MaxConnections int
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
 	// Telemetry configures tracing and metrics from settings and the
@@ -231,6 +235,7 @@ func Start(opts Options) (*Broker, error) {
 		IdleTimeout:      opts.IdleTimeout,
 		MaxMessageSize:   opts.MaxMessageSize,
 		HandshakeTimeout: opts.HandshakeTimeout,
+		MaxConnections:   opts.MaxConnections,
 		AutoCreateQueues: opts.AutoCreateQueues,
 		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),

@@ -54,6 +54,7 @@ const (
 	KeyIdleTimeout      = "idle-timeout"
 	KeyMaxMessageSize   = "max-message-size"
 	KeyHandshakeTimeout = "handshake-timeout"
+	KeyMaxConnections   = "max-connections"
 	KeyLogLevel         = "log-level"
 	KeyLogFormat        = "log-format"
 	KeyTracing          = "tracing"
@@ -142,6 +143,10 @@ type Config struct {
 	MaxMessageSize uint64 `mapstructure:"max-message-size"`
 	// HandshakeTimeout bounds the protocol header, SASL and open exchange.
 	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
+	// MaxConnections is the node's connection limit: a connection beyond
+	// it is answered with open then close(amqp:resource-limit-exceeded).
+	// 0 means unlimited.
+	MaxConnections int `mapstructure:"max-connections"`
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string `mapstructure:"log-level"`
 	// LogFormat is "text" or "json".
@@ -178,6 +183,7 @@ func Default() Config {
 		IdleTimeout:             60 * time.Second,
 		MaxMessageSize:          16 << 20,
 		HandshakeTimeout:        10 * time.Second,
+		MaxConnections:          10000,
 		LogLevel:                "info",
 		LogFormat:               LogFormatText,
 		Tracing:                 TracingAuto,
@@ -212,6 +218,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyIdleTimeout, d.IdleTimeout, "close connections idle for this `duration`")
 	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
 	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
+	fs.Int(KeyMaxConnections, d.MaxConnections, "most concurrent AMQP connections on this node; beyond it open is answered with close(amqp:resource-limit-exceeded) (0: unlimited)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
 	fs.String(KeyTracing, d.Tracing, "OpenTelemetry tracing: auto (on when OTEL_TRACES_EXPORTER=otlp), on or off")
@@ -274,6 +281,7 @@ func Load(args []string) (*Config, error) {
 		KeyIdleTimeout:      d.IdleTimeout,
 		KeyMaxMessageSize:   d.MaxMessageSize,
 		KeyHandshakeTimeout: d.HandshakeTimeout,
+		KeyMaxConnections:   d.MaxConnections,
 		KeyLogLevel:         d.LogLevel,
 		KeyLogFormat:        d.LogFormat,
 		KeyTracing:          d.Tracing,
@@ -362,6 +370,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HandshakeTimeout <= 0 {
 		return invalid(KeyHandshakeTimeout, c.HandshakeTimeout, "want a positive duration")
+	}
+	if c.MaxConnections < 0 {
+		return invalid(KeyMaxConnections, c.MaxConnections, "want 0 (unlimited) or more")
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

@@ -48,6 +48,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 60*time.Second, c.IdleTimeout)
 	require.Equal(t, uint64(16777216), c.MaxMessageSize)
 	require.Equal(t, 10*time.Second, c.HandshakeTimeout)
+	require.Equal(t, 10000, c.MaxConnections)
 	require.Equal(t, "info", c.LogLevel)
 	require.Equal(t, "text", c.LogFormat)
 	require.NoError(t, c.Validate())
@@ -68,6 +69,7 @@ handle-max: 63
 idle-timeout: 30s
 max-message-size: 1048576
 handshake-timeout: 2s
+max-connections: 0
 log-level: debug
 log-format: json
 `)
@@ -86,6 +88,7 @@ log-format: json
 		IdleTimeout:             30 * time.Second,
 		MaxMessageSize:          1 << 20,
 		HandshakeTimeout:        2 * time.Second,
+		MaxConnections:          0,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		LogLevel:                "debug",
@@ -130,6 +133,7 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_IDLE_TIMEOUT", "90s")
 	t.Setenv("EPITAPH_MAX_MESSAGE_SIZE", "2048")
 	t.Setenv("EPITAPH_HANDSHAKE_TIMEOUT", "500ms")
+	t.Setenv("EPITAPH_MAX_CONNECTIONS", "20000")
 	t.Setenv("EPITAPH_LOG_LEVEL", "WARN")
 	t.Setenv("EPITAPH_LOG_FORMAT", "json")
 	t.Setenv("EPITAPH_DEFINITIONS", "defs.json")
@@ -148,6 +152,7 @@ func TestEnv(t *testing.T) {
 		IdleTimeout:             90 * time.Second,
 		MaxMessageSize:          2048,
 		HandshakeTimeout:        500 * time.Millisecond,
+		MaxConnections:          20000,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		LogLevel:                "warn",
@@ -155,6 +160,30 @@ func TestEnv(t *testing.T) {
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
 	}, c)
+}
+
+// max-connections defaults to the node limit 10,000; 0 (unlimited) and
+// other values come from the environment or a flag.
+func TestMaxConnections(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 10000, c.MaxConnections)
+	require.Contains(t, Usage(), "0: unlimited")
+
+	t.Setenv("EPITAPH_MAX_CONNECTIONS", "3")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, c.MaxConnections)
+
+	t.Setenv("EPITAPH_MAX_CONNECTIONS", "0")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 0, c.MaxConnections, "0 means unlimited and is valid")
+
+	c, err = Load([]string{"--max-connections", "50000"})
+	require.NoError(t, err)
+	require.Equal(t, 50000, c.MaxConnections, "the flag wins over the environment")
 }
 
 func TestPrecedence(t *testing.T) {
@@ -218,6 +247,9 @@ func TestInvalid(t *testing.T) {
 		{name: "idle timeout env", env: map[string]string{"EPITAPH_IDLE_TIMEOUT": "soon"}},
 		{name: "handshake timeout negative", args: []string{"--handshake-timeout", "-1s"}},
 		{name: "max message size zero", args: []string{"--max-message-size", "0"}},
+		{name: "max connections negative", args: []string{"--max-connections=-1"}},
+		{name: "max connections env negative", env: map[string]string{"EPITAPH_MAX_CONNECTIONS": "-5"}},
+		{name: "max connections env not a number", env: map[string]string{"EPITAPH_MAX_CONNECTIONS": "many"}},
 		{name: "bool flag", args: []string{"--in-memory=maybe"}},
 		{name: "unknown flag", args: []string{"--no-such-flag"}},
 		{name: "positional argument", args: []string{"serve"}},
@@ -250,7 +282,7 @@ func TestHelp(t *testing.T) {
 	require.NotErrorIs(t, err, ErrInvalid)
 	for _, key := range []string{KeyListen, KeyHTTPListen, KeyDefinitions, KeyInMemory, KeyAutoCreateQueues,
 		KeyAnonymous, KeyMaxFrameSize, KeyChannelMax, KeyHandleMax, KeyIdleTimeout, KeyMaxMessageSize,
-		KeyHandshakeTimeout, KeyLogLevel, KeyLogFormat, keyConfig} {
+		KeyHandshakeTimeout, KeyMaxConnections, KeyLogLevel, KeyLogFormat, keyConfig} {
 		require.Contains(t, Usage(), "--"+key)
 	}
 }

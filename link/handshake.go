@@ -242,13 +242,45 @@ func (c *conn) open() error {
 	if err := c.writeFrameNow(amqp10.FrameTypeAMQP, reply); err != nil {
 		return err
 	}
+	if c.overLimit {
+		// RabbitMQ's check_*_connection_limit: open, then close at
+		// connection scope.
+		return c.refuse(amqp10.Errorf(amqp10.ErrCondResourceLimitExceeded, "connection limit (%d) reached", opts.MaxConnections),
+			fmt.Errorf("%w: connection limit (%d) reached", errRefused, opts.MaxConnections))
+	}
 	vh, ok := opts.Router.VHost(vhost)
 	if !ok || !opts.Router.CanAccessVHost(c.user, vhost) {
 		// Do not reveal whether the vhost exists (RabbitMQ's check_vhost_exists).
-		_ = c.writeFrameNow(amqp10.FrameTypeAMQP, &amqp10.Close{Error: amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess,
-			"access to vhost '%s' refused for user '%s'", vhost, c.user)})
-		return fmt.Errorf("%w: vhost %q for user %q", errRefused, vhost, c.user)
+		return c.refuse(amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess,
+			"access to vhost '%s' refused for user '%s'", vhost, c.user),
+			fmt.Errorf("%w: vhost %q for user %q", errRefused, vhost, c.user))
 	}
 	c.vhost = vh
 	return c.nc.SetDeadline(time.Time{})
+}
+
+// refuse ends a connection whose open was answered: it sends close{e} and
+// waits, at most closeGrace, for the peer's close (2.4.3: "After writing
+// this frame the peer SHOULD continue to read from the connection until it
+// receives the partner's close frame"), so the socket is not reset while
+// our frames are still unread. It returns err, the reason to log.
+func (c *conn) refuse(e *amqp10.Error, err error) error {
+	if werr := c.writeFrameNow(amqp10.FrameTypeAMQP, &amqp10.Close{Error: e}); werr != nil {
+		return fmt.Errorf("%w (sending close: %w)", err, werr)
+	}
+	if derr := c.nc.SetReadDeadline(time.Now().Add(closeGrace)); derr != nil {
+		return err
+	}
+	for {
+		fh, body, rerr := readFrame(c.br, max(handshakeFrameMax, c.srv.opts.MaxFrameSize))
+		if rerr != nil {
+			return err // EOF, the grace period or a bad frame: we are done either way
+		}
+		if fh.Type != amqp10.FrameTypeAMQP || len(body) == 0 {
+			continue
+		}
+		if code, perr := amqp10.PeekDescriptor(body); perr == nil && code == amqp10.DescClose {
+			return err
+		}
+	}
 }

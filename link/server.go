@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -40,6 +42,12 @@ type Options struct {
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds header, SASL and open; default 10s.
 	HandshakeTimeout time.Duration
+	// MaxConnections is the node connection limit; default 10000, negative
+	// means unlimited. Every accepted socket counts until its goroutines
+	// have finished, handshakes included. A connection beyond the limit
+	// gets through SASL and open as usual and is then closed with
+	// amqp:resource-limit-exceeded (RabbitMQ's check_*_connection_limit).
+	MaxConnections int
 	// AutoCreateQueues declares a classic queue for a bare address on attach.
 	AutoCreateQueues bool
 	// Management serves the /management node; nil refuses attaches to it.
@@ -85,6 +93,9 @@ func (o *Options) setDefaults() {
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
 	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 10000
+	}
 	if o.Product == "" {
 		o.Product = "epitaph"
 	}
@@ -103,6 +114,10 @@ type Server struct {
 	closed bool
 	nextID uint64
 	wg     sync.WaitGroup
+
+	// live counts accepted connections whose goroutines have not all
+	// finished yet, refused ones included.
+	live atomic.Int64
 }
 
 // NewServer returns a server; call Serve to accept connections.
@@ -127,7 +142,10 @@ func (s *Server) Serve(ln net.Listener) error {
 				return ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			// Out of file descriptors (or socket buffers) is temporary too:
+			// connections closing free them, so back off and keep serving.
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) ||
+				errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				s.log.Warn("accept failed; backing off", "err", err, "delay", delay)
 				t := time.NewTimer(delay)
@@ -144,16 +162,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			return ErrServerClosed
 		}
 		s.nextID++
-		c := newConn(s, nc, s.nextID)
+		n := s.live.Add(1)
+		c := newConn(s, nc, s.nextID, s.opts.MaxConnections > 0 && n > int64(s.opts.MaxConnections))
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() { // exits when the connection is closed
 			defer s.wg.Done()
-			c.serve()
+			c.serve() // returns once the reader and writer have exited
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			s.live.Add(-1)
 		}()
 	}
 }

@@ -3,11 +3,14 @@
 // scenarios with two client engines, go-amqp and a fast pipelining client on
 // epitaph's amqp10 codec. Every message carries a sequence number; lost,
 // duplicated and beyond-credit deliveries are reported and make it exit 1.
+// The idle scenario opens -connections silent connections (one session
+// each) and reports the broker's resident memory per connection.
 //
 //	epitaph-perf -engine fast -scenario throughput -url amqp://127.0.0.1:5672 -queue plain -size 1024 -duration 10s
 //	epitaph-perf -scenario latency -rate 1000 -duration 10s
 //	epitaph-perf -scenario deadletter -queue work -dlq dlq
 //	epitaph-perf -scenario fill -count 100000 -broker-pid $(pidof epitaph) -drain
+//	epitaph-perf -scenario idle -connections 10000 -broker-pid $(pidof epitaph)
 //	epitaph-perf -url amqp://127.0.0.1:5673 -target /amq/queue/plain -source /amq/queue/plain -credit-mode exhausted   # RabbitMQ 3.10
 //
 // Exit status: 0 clean, 1 loss/duplicates/beyond-credit/refused publishes
@@ -31,13 +34,16 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// The idle scenario holds one file descriptor per connection. Go 1.19+
+	// raises the soft limit at start-up already; this makes it explicit.
+	_, _, fdErr := perf.RaiseFileLimit()
 	fs := flag.NewFlagSet("epitaph-perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c perf.Config
 	var queue, dlq string
 	var asJSON, quiet bool
 	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes) or goamqp (github.com/Azure/go-amqp)")
-	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, fill or consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery)")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, fill, consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery) or idle (open -connections idle connections; broker RSS per connection, needs -broker-pid)")
 	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port)")
 	fs.StringVar(&c.SASL, "sasl", "auto", "auto (PLAIN with user info, else ANONYMOUS), anonymous, plain or none")
 	fs.StringVar(&queue, "queue", "", "queue name: target and source default to /queues/NAME (default plain; work for deadletter)")
@@ -59,7 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report broker CPU per message and RSS from /proc")
 	fs.BoolVar(&c.Durable, "durable", false, "set header durable=true on every message")
 	fs.BoolVar(&c.Drain, "drain", false, "fill: consume (and check) the messages after measuring")
-	fs.DurationVar(&c.Settle, "settle", time.Second, "fill: wait this long after the last publish settles before sampling RSS")
+	fs.DurationVar(&c.Settle, "settle", time.Second, "fill: wait this long after the last publish settles before sampling RSS; idle: after the last connection opened (default 2s for idle)")
+	fs.IntVar(&c.Connections, "connections", perf.DefaultIdleConnections, "idle: connections to open (each needs a file descriptor here and in the broker)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "hard bound on the whole run")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
@@ -70,6 +77,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c.Credit = uint32(credit)
+	if fdErr != nil {
+		fmt.Fprintln(stderr, "epitaph-perf: raising the file descriptor limit:", fdErr)
+	}
+	if c.Scenario == "idle" {
+		settleSet := false
+		fs.Visit(func(f *flag.Flag) { settleSet = settleSet || f.Name == "settle" })
+		if !settleSet {
+			c.Settle = 2 * time.Second
+		}
+	}
 	if queue == "" {
 		queue = "plain"
 		if c.Scenario == "deadletter" {
@@ -120,6 +137,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 func printTable(w io.Writer, r *perf.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(k, f string, v ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, v...)...) }
+	if r.Scenario == "idle" {
+		printIdle(p, r)
+		tw.Flush()
+		return
+	}
 	p("scenario", "%s (engine %s, %s)", r.Scenario, r.Engine, r.URL)
 	dur := ""
 	if r.Durable {
@@ -157,4 +179,26 @@ func printTable(w io.Writer, r *perf.Result) {
 		p("error", "%s", e)
 	}
 	tw.Flush()
+}
+
+// printIdle prints the idle scenario's result lines.
+func printIdle(p func(k, f string, v ...any), r *perf.Result) {
+	p("scenario", "idle (%s)", r.URL)
+	p("connections", "opened %d of %d in %.3f s (%.0f/s), failed %d, closed by the broker %d", r.ConnOpened, r.Connections,
+		r.Elapsed, r.ConnRate, r.ConnFailed, r.ConnClosedByBroker)
+	if r.KeepaliveFrames > 0 {
+		p("keepalive", "%d empty frames sent", r.KeepaliveFrames)
+	}
+	if r.BrokerRSSAfter > 0 {
+		p("broker RSS", "%.1f MiB -> %.1f MiB", float64(r.BrokerRSSBefore)/(1<<20), float64(r.BrokerRSSAfter)/(1<<20))
+		p("broker RSS/conn", "%.0f B (%.1f KiB)", r.BrokerRSSPerConn, r.BrokerRSSPerConnKiB)
+		p("broker CPU", "%.3f s", r.BrokerCPUSeconds)
+	}
+	if r.ClientCPUSeconds > 0 {
+		p("client CPU", "%.3f s", r.ClientCPUSeconds)
+	}
+	p("broker serves after", "%v", r.BrokerServesAfter)
+	for _, e := range r.Errors {
+		p("error", "%s", e)
+	}
 }

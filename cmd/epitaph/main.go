@@ -100,6 +100,10 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 			return epitaph.Options{}, fmt.Errorf("read definitions: %w", err)
 		}
 	}
+	maxConns := cfg.MaxConnections
+	if maxConns == 0 {
+		maxConns = -1 // unlimited (in epitaph.Options 0 means the default)
+	}
 	return epitaph.Options{
 		Listen:                  cfg.Listen,
 		HTTPListen:              cfg.HTTPListen,
@@ -120,6 +124,7 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		IdleTimeout:             cfg.IdleTimeout,
 		MaxMessageSize:          cfg.MaxMessageSize,
 		HandshakeTimeout:        cfg.HandshakeTimeout,
+		MaxConnections:          maxConns,
 		Telemetry: epitaph.TelemetryOptions{
 			Tracing:      cfg.Tracing,
 			OTLPEndpoint: cfg.OTLPEndpoint,

@@ -78,6 +78,23 @@ func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
+	nc, err := dialTCP(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	c := &fastConn{nc: nc, fr: NewFrameReader(nc), out: NewOutQueue(), done: make(chan struct{}), wdone: make(chan struct{})}
+	if err := c.handshake(u, o.SASL, 0); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dialTCP connects to the URL's host (port 5672 when none is given).
+func dialTCP(ctx context.Context, u *url.URL) (net.Conn, error) {
 	host := u.Host
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "5672")
@@ -90,11 +107,15 @@ func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	c := &fastConn{nc: nc, fr: NewFrameReader(nc), out: NewOutQueue(), done: make(chan struct{}), wdone: make(chan struct{})}
-	mech := o.SASL
+	return nc, nil
+}
+
+// handshake runs SASL (sasl as in ConnOptions.SASL), the AMQP header
+// exchange, open (advertising idleTimeOut ms; 0 is none) and begin on
+// channel 0, and reads the broker's open and begin. The caller closes nc
+// on error.
+func (c *fastConn) handshake(u *url.URL, sasl string, idleTimeOut uint32) error {
+	mech := sasl
 	if mech == "" || mech == "auto" {
 		mech = "anonymous"
 		if u.User != nil && u.User.Username() != "" {
@@ -102,43 +123,37 @@ func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
 		}
 	}
 	if err := c.sasl(mech, u); err != nil {
-		nc.Close()
-		return nil, err
+		return err
 	}
-	if _, err := nc.Write(amqp10.ProtoHeaderAMQP[:]); err != nil {
-		nc.Close()
-		return nil, err
+	if _, err := c.nc.Write(amqp10.ProtoHeaderAMQP[:]); err != nil {
+		return err
 	}
 	if h, err := c.fr.ReadProtoHeader(); err != nil || h != amqp10.ProtoHeaderAMQP {
-		nc.Close()
-		return nil, fmt.Errorf("amqp header: got %q, %v", h[:], err)
+		return fmt.Errorf("amqp header: got %q, %v", h[:], err)
 	}
 	var b []byte
 	b = amqp10.AppendFrame(b, amqp10.FrameTypeAMQP, 0, &amqp10.Open{
 		ContainerID: fmt.Sprintf("epitaph-perf-%d", connSeq.Add(1)), Hostname: u.Hostname(),
-		MaxFrameSize: 1 << 20, ChannelMax: math.MaxUint16,
+		MaxFrameSize: 1 << 20, ChannelMax: math.MaxUint16, IdleTimeOut: idleTimeOut,
 	}, nil)
 	b = amqp10.AppendFrame(b, amqp10.FrameTypeAMQP, 0, &amqp10.Begin{
 		NextOutgoingID: 0, IncomingWindow: bigWindow, OutgoingWindow: bigWindow, HandleMax: math.MaxUint32,
 	}, nil)
-	if _, err := nc.Write(b); err != nil {
-		nc.Close()
-		return nil, err
+	if _, err := c.nc.Write(b); err != nil {
+		return err
 	}
 	// read open and begin
 	for got := 0; got < 2; {
 		_, body, err := c.fr.ReadFrame()
 		if err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("open/begin: %w", err)
+			return fmt.Errorf("open/begin: %w", err)
 		}
 		if len(body) == 0 {
 			continue
 		}
 		p, _, err := amqp10.ParsePerformative(body)
 		if err != nil {
-			nc.Close()
-			return nil, err
+			return err
 		}
 		switch p := p.(type) {
 		case *amqp10.Open:
@@ -149,14 +164,12 @@ func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
 			c.nextIncomingID = p.NextOutgoingID
 			got++
 		case *amqp10.Close:
-			nc.Close()
-			return nil, fmt.Errorf("broker closed the connection: %v", p.Error)
+			return fmt.Errorf("%w: %v", ErrBrokerClosed, p.Error)
 		case *amqp10.End:
-			nc.Close()
-			return nil, fmt.Errorf("broker ended the session: %v", p.Error)
+			return fmt.Errorf("broker ended the session: %v", p.Error)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func (c *fastConn) sasl(mech string, u *url.URL) error {
@@ -282,6 +295,10 @@ func (c *fastConn) start(handle func(code uint64, body []byte) error, idle func(
 }
 
 var errClosedByUs = errors.New("closed")
+
+// ErrBrokerClosed is wrapped by the error of a connection the broker closed
+// with close{error} during the handshake (e.g. its connection limit).
+var ErrBrokerClosed = errors.New("broker closed the connection")
 
 func (c *fastConn) fail(err error) {
 	c.errMu.Lock()

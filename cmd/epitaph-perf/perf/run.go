@@ -18,7 +18,7 @@ import (
 // Config is one run of epitaph-perf.
 type Config struct {
 	Engine     string // fast or goamqp
-	Scenario   string // throughput, deadletter, latency, fill
+	Scenario   string // throughput, deadletter, latency, fill, consume, idle
 	URL        string
 	SASL       string
 	Target     string // address senders publish to
@@ -36,10 +36,15 @@ type Config struct {
 	Warmup     time.Duration
 	BrokerPID  int
 	Drain      bool          // fill: consume the messages after measuring
-	Settle     time.Duration // fill: wait before sampling RSS
+	Settle     time.Duration // fill, idle: wait before sampling RSS
 	Timeout    time.Duration // overall bound for the run
 	Progress   io.Writer     // progress lines (nil: none)
 	Durable    bool          // header durable=true on every message
+
+	// Connections is how many idle connections the idle scenario opens
+	// (default DefaultIdleConnections). Each begins one session and then
+	// only sends keepalive frames; BrokerPID is required.
+	Connections int
 
 	recordAfter *atomic.Int64 // latency samples count from this time (unix ns)
 }
@@ -102,6 +107,20 @@ type Result struct {
 	BrokerRSSAfter   int64   `json:"broker_rss_after,omitempty"`
 	BrokerRSSPerMsg  float64 `json:"broker_rss_per_msg,omitempty"`
 
+	// idle scenario: connections asked for, opened (Elapsed is the time
+	// to open them), failed to open, and found closed by the broker after
+	// the RSS sample; keepalive frames sent; the broker's RSS growth per
+	// open connection; whether it served a new connection after all closed.
+	Connections         int     `json:"connections,omitempty"`
+	ConnOpened          int     `json:"connections_opened,omitempty"`
+	ConnFailed          int     `json:"connections_failed,omitempty"`
+	ConnClosedByBroker  int     `json:"connections_closed_by_broker,omitempty"`
+	ConnRate            float64 `json:"connections_per_s,omitempty"`
+	KeepaliveFrames     uint64  `json:"keepalive_frames,omitempty"`
+	BrokerRSSPerConn    float64 `json:"broker_rss_per_conn,omitempty"` // bytes
+	BrokerRSSPerConnKiB float64 `json:"broker_rss_per_conn_kib,omitempty"`
+	BrokerServesAfter   bool    `json:"broker_serves_after,omitempty"`
+
 	Errors []string `json:"errors,omitempty"`
 }
 
@@ -147,6 +166,14 @@ func (c *Config) newReceiver(ctx context.Context, addr string, onMsg func([]byte
 // carried out; a completed run with loss or duplicates returns a Result
 // whose Failed is true.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Scenario == "idle" {
+		if cfg.Timeout <= 0 {
+			cfg.Timeout = 10 * time.Minute
+		}
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		return runIdle(ctx, cfg)
+	}
 	if cfg.Size < 16 {
 		return nil, errors.New("size must be at least 16 bytes (sequence number and send time)")
 	}
@@ -168,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, errors.New("consume needs -count (the messages 0..count-1 a fill left in the queue)")
 		}
 	default:
-		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, fill, consume)", cfg.Scenario)
+		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, fill, consume, idle)", cfg.Scenario)
 	}
 	if cfg.Scenario == "latency" && cfg.Rate <= 0 {
 		return nil, errors.New("latency needs -rate > 0")
