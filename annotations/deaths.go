@@ -77,21 +77,24 @@ type Event struct {
 // only by the first death; Last by every death. h is not modified.
 func Record(h History, ev Event) History {
 	out := History{Deaths: make([]Death, 0, len(h.Deaths)+1), First: h.First, LastError: ev.Error}
-	var updated *Death
+	// A Death value, not a pointer to one: a pointer made it escape (one
+	// allocation per repeat death).
+	var updated Death
+	found := false
 	for i := range h.Deaths {
 		if h.Deaths[i].Queue == ev.Queue && h.Deaths[i].Reason == ev.Reason {
-			d := h.Deaths[i]
-			d.Count++
-			d.LastTime = ev.Time
-			updated = &d
+			updated = h.Deaths[i]
+			updated.Count++
+			updated.LastTime = ev.Time
+			found = true
 			break
 		}
 	}
-	if updated == nil {
-		updated = &Death{Queue: ev.Queue, Reason: ev.Reason, Count: 1, FirstTime: ev.Time, LastTime: ev.Time,
+	if !found {
+		updated = Death{Queue: ev.Queue, Reason: ev.Reason, Count: 1, FirstTime: ev.Time, LastTime: ev.Time,
 			Exchange: ev.Exchange, RoutingKeys: append([]string(nil), ev.RoutingKeys...), TTL: ev.TTL, HasTTL: ev.HasTTL}
 	}
-	out.Deaths = append(out.Deaths, *updated)
+	out.Deaths = append(out.Deaths, updated)
 	for _, d := range h.Deaths {
 		if d.Queue == ev.Queue && d.Reason == ev.Reason {
 			continue
@@ -244,6 +247,15 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 		return History{}, false, nil
 	}
 	if raw, isRaw := v.(amqp10.Raw); isRaw {
+		// The bytes the broker wrote (AppendDeaths) decode straight into
+		// deaths. Anything the direct decoder does not accept, malformed or
+		// outside its subset, goes through the generic values below, which
+		// decide and word the error.
+		if deaths, err := decodeRawDeaths(raw); err == nil {
+			h.Deaths = deaths
+			decodePlaces(anns, &h)
+			return h, true, nil
+		}
 		var err error
 		if v, _, err = amqp10.ReadValue(raw); err != nil {
 			return History{}, true, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -264,6 +276,12 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 		}
 		h.Deaths = append(h.Deaths, d)
 	}
+	decodePlaces(anns, &h)
+	return h, true, nil
+}
+
+// decodePlaces reads the x-*-death-* annotations into h.
+func decodePlaces(anns amqp10.Map, h *History) {
 	str := func(k amqp10.Symbol) string {
 		s, _ := anns.Get(k)
 		v, _ := s.(string)
@@ -274,7 +292,6 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 	if c := str(KeyLastDeathErrorCond); c != "" {
 		h.LastError = &amqp10.Error{Condition: amqp10.ErrCond(c), Description: str(KeyLastDeathErrorDescr)}
 	}
-	return h, true, nil
 }
 
 func decodeDeath(m amqp10.Map) (Death, error) {
@@ -301,16 +318,22 @@ func decodeDeath(m amqp10.Map) (Death, error) {
 		case "exchange":
 			d.Exchange, ok = kv.Value.(string)
 		case "routing-keys":
-			var a *amqp10.Array
-			if a, ok = kv.Value.(*amqp10.Array); ok {
-				for _, e := range a.Elems {
-					s, isStr := e.(string)
-					if !isStr {
-						ok = false
-						break
-					}
-					d.RoutingKeys = append(d.RoutingKeys, s)
+			// An array of strings (RabbitMQ, AppendDeaths) or, from other
+			// encoders, a list of strings.
+			var elems []any
+			switch a := kv.Value.(type) {
+			case *amqp10.Array:
+				elems, ok = a.Elems, true
+			case amqp10.List:
+				elems, ok = a, true
+			}
+			for _, e := range elems {
+				s, isStr := e.(string)
+				if !isStr {
+					ok = false
+					break
 				}
+				d.RoutingKeys = append(d.RoutingKeys, s)
 			}
 		default:
 			ok = true // unknown keys are tolerated
