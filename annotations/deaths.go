@@ -64,6 +64,7 @@ type Event struct {
 	Reason   string
 	Exchange string // the exchange the message was published to before this death
 	// RoutingKeys before this death: primary key then CC keys (BCC excluded).
+	// The recorded Death shares the slice: it must never be modified.
 	RoutingKeys []string
 	TTL         uint32
 	HasTTL      bool
@@ -92,7 +93,7 @@ func Record(h History, ev Event) History {
 	}
 	if !found {
 		updated = Death{Queue: ev.Queue, Reason: ev.Reason, Count: 1, FirstTime: ev.Time, LastTime: ev.Time,
-			Exchange: ev.Exchange, RoutingKeys: append([]string(nil), ev.RoutingKeys...), TTL: ev.TTL, HasTTL: ev.HasTTL}
+			Exchange: ev.Exchange, RoutingKeys: ev.RoutingKeys, TTL: ev.TTL, HasTTL: ev.HasTTL}
 	}
 	out.Deaths = append(out.Deaths, updated)
 	for _, d := range h.Deaths {

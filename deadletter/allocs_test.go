@@ -7,8 +7,8 @@ import "testing"
 func TestDeadLetterPathAllocs(t *testing.T) {
 	p := newDLPath(t)
 	got := testing.AllocsPerRun(1000, func() { p.one(t) })
-	if got > 19 {
-		t.Errorf("dead-letter path: %v allocs, budget 19", got)
+	if got > 17 {
+		t.Errorf("dead-letter path: %v allocs, budget 17", got)
 	}
 	if n := p.deadLettered(); n < 1000 {
 		t.Errorf("dead-lettered %d", n)

@@ -166,6 +166,7 @@ type batch struct {
 	d      *DeadLetterer
 	src    *router.Queue
 	reason router.Reason
+	now    time.Time // the deaths' time (first-time, last-time)
 	counts Counts
 	q      *router.Queue
 	msgs   []*router.Message
@@ -216,7 +217,8 @@ func (b *batch) flush() {
 // DeadLetter implements router.DeadLetterer. It handles the messages in the
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
-	b := batch{d: d, src: src}
+	// One clock read per batch: its deaths happen in the same instant.
+	b := batch{d: d, src: src, now: d.now()}
 	for i := range dead {
 		if dead[i].Retained {
 			b.flush()
@@ -251,7 +253,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		}
 		return
 	}
-	cp, h := d.Copy(src, dm, dlx)
+	cp, h := d.copyAt(src, dm, dlx, b.now)
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {

@@ -55,8 +55,7 @@ func (m *Message) primaryKey() string {
 func (m *Message) withState(dc uint32, anns amqp10.Map) *Message {
 	c := *m
 	c.DeliveryCount = dc
-	c.Anns = cloneMap(anns)
-	c.RoutingKeys = append([]string(nil), m.RoutingKeys...)
+	c.Anns = anns // shared: annotations and routing keys are never modified in place
 	return &c
 }
 
