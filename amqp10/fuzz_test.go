@@ -90,7 +90,7 @@ func FuzzParseMessage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("delivered message does not parse: %v", err)
 		}
-		if !bytes.Equal(d.Bare, m.Bare) || !bytes.Equal(d.Footer, m.Footer) {
+		if !bytes.Equal(d.Bare(), m.Bare()) || !bytes.Equal(d.Footer(), m.Footer()) {
 			t.Fatalf("bare message changed")
 		}
 	})

@@ -58,21 +58,66 @@ type Properties struct {
 // (header, message annotations) are kept apart from the bare message, which
 // stays the exact bytes the publisher sent. A Message is immutable once
 // built and may be shared between queues and goroutines.
+//
+// The raw sections are one slice (they are contiguous in a transfer's
+// payload) and two lengths rather than three slices: one is held per
+// queued message, so it is kept to 56 bytes.
 type Message struct {
 	// Header is the decoded header; HasHeader is false when the publisher sent none.
 	Header    Header
 	HasHeader bool
-	// Annotations is the raw message-annotations section (with its descriptor), nil if absent.
-	Annotations []byte
-	// Bare is the raw bare message: properties, application-properties and
-	// body sections, exactly as received.
-	Bare []byte
-	// Footer is the raw footer section (with its descriptor), nil if absent.
-	Footer []byte
+	// sections holds the message-annotations section (annLen bytes), the
+	// bare message (bareLen bytes) and the footer (the rest), as received.
+	annLen, bareLen uint32
+	sections        []byte
+}
+
+// NewMessage builds a message from its raw sections (each nil when absent),
+// copying them into one buffer.
+func NewMessage(h *Header, annotations, bare, footer []byte) *Message {
+	m := &Message{}
+	if h != nil {
+		m.Header, m.HasHeader = *h, true
+	}
+	n := len(annotations) + len(bare) + len(footer)
+	if n > 0 {
+		m.sections = make([]byte, 0, n)
+		m.sections = append(append(append(m.sections, annotations...), bare...), footer...)
+	}
+	m.annLen, m.bareLen = uint32(len(annotations)), uint32(len(bare))
+	return m
+}
+
+// Annotations is the raw message-annotations section (with its
+// descriptor), nil if absent.
+func (m *Message) Annotations() []byte {
+	if m.annLen == 0 {
+		return nil
+	}
+	return m.sections[:m.annLen:m.annLen]
+}
+
+// Bare is the raw bare message: properties, application-properties and
+// body sections, exactly as received (nil if empty).
+func (m *Message) Bare() []byte {
+	if m.bareLen == 0 {
+		return nil
+	}
+	end := m.annLen + m.bareLen
+	return m.sections[m.annLen:end:end]
+}
+
+// Footer is the raw footer section (with its descriptor), nil if absent.
+func (m *Message) Footer() []byte {
+	start := int(m.annLen + m.bareLen)
+	if start == len(m.sections) {
+		return nil
+	}
+	return m.sections[start:len(m.sections):len(m.sections)]
 }
 
 // Size is the size counted against max-length-bytes: bare message plus footer.
-func (m *Message) Size() int { return len(m.Bare) + len(m.Footer) }
+func (m *Message) Size() int { return len(m.sections) - int(m.annLen) }
 
 // section ranks, in the order the sections must appear.
 const (
@@ -123,7 +168,9 @@ func (m *Message) Parse(payload []byte) error {
 func (m *Message) parse(payload []byte) error {
 	rank := rankNone
 	var bodyKind uint64
-	bareStart, bareEnd := -1, -1
+	// The sections kept (message annotations, bare message, footer) are
+	// contiguous: they start at secStart and run to the end.
+	secStart, bareStart, bareEnd, footStart := -1, -1, -1, -1
 	off := 0
 	for off < len(payload) {
 		sec := payload[off:]
@@ -189,19 +236,29 @@ func (m *Message) parse(payload []byte) error {
 			// only, so nothing forwards or stores them (and a queued
 			// message is 24 bytes smaller without the slice).
 		case rankMessageAnnotations:
-			m.Annotations = raw
+			secStart = off
+			m.annLen = uint32(len(raw))
 		case rankProperties, rankApplicationProperties, rankBody:
 			if bareStart < 0 {
 				bareStart = off
 			}
 			bareEnd = end
 		case rankFooter:
-			m.Footer = raw
+			footStart = off
 		}
 		off = end
 	}
 	if bareStart >= 0 {
-		m.Bare = payload[bareStart:bareEnd:bareEnd]
+		m.bareLen = uint32(bareEnd - bareStart)
+	}
+	if secStart < 0 {
+		secStart = bareStart
+	}
+	if secStart < 0 {
+		secStart = footStart
+	}
+	if secStart >= 0 {
+		m.sections = payload[secStart:len(payload):len(payload)]
 	}
 	return nil
 }
@@ -343,10 +400,10 @@ func sectionValue(sec []byte) ([]byte, error) {
 
 // AnnotationMap decodes the message-annotations section (nil when absent).
 func (m *Message) AnnotationMap() (Map, error) {
-	if m.Annotations == nil {
+	if m.annLen == 0 {
 		return nil, nil
 	}
-	val, err := sectionValue(m.Annotations)
+	val, err := sectionValue(m.Annotations())
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +414,7 @@ func (m *Message) AnnotationMap() (Map, error) {
 // bareSections returns the raw properties and application-properties
 // sections of the bare message (nil when absent) and the body sections.
 func (m *Message) bareSections() (props, appProps, body []byte, err error) {
-	b := m.Bare
+	b := m.Bare()
 	for len(b) > 0 {
 		code, val, err := readDescriptor(b)
 		if err != nil {
@@ -635,11 +692,10 @@ func (m *Message) AppendDelivery(b []byte, h *Header, ann Map) ([]byte, error) {
 	start := len(b)
 	b = AppendHeader(b, h)
 	var err error
-	if b, err = appendMergedAnnotations(b, ann, m.Annotations); err != nil {
+	if b, err = appendMergedAnnotations(b, ann, m.Annotations()); err != nil {
 		return b[:start], err
 	}
-	b = append(b, m.Bare...)
-	return append(b, m.Footer...), nil
+	return append(b, m.sections[m.annLen:]...), nil
 }
 
 // appendMergedAnnotations appends a message-annotations section with the
@@ -701,23 +757,6 @@ func annHasKey(ann Map, key []byte) bool {
 	return false
 }
 
-// WithAnnotations returns a copy of m whose header is h and whose message
-// annotations are exactly ann (re-encoded); the bare message and footer
-// are shared with m. Used to build dead-letter copies.
-func (m *Message) WithAnnotations(h Header, ann Map) (*Message, error) {
-	nm := *m
-	nm.Header, nm.HasHeader = h, true
-	nm.Annotations = nil
-	if len(ann) > 0 {
-		sec, err := AppendMessageAnnotations(nil, ann)
-		if err != nil {
-			return nil, err
-		}
-		nm.Annotations = sec
-	}
-	return &nm, nil
-}
-
 // Append appends the message as stored: header (when HasHeader), message
 // annotations, bare message and footer (delivery annotations are dropped
 // by ParseMessage).
@@ -725,7 +764,5 @@ func (m *Message) Append(b []byte) []byte {
 	if m.HasHeader {
 		b = AppendHeader(b, &m.Header)
 	}
-	b = append(b, m.Annotations...)
-	b = append(b, m.Bare...)
-	return append(b, m.Footer...)
+	return append(b, m.sections...)
 }

@@ -269,7 +269,7 @@ func TestAtomicDeadLetterMoveNoLossNoDuplicate(t *testing.T) {
 			require.Len(t, got, n)
 			seen := map[string]bool{}
 			for _, p := range got {
-				body := string(p.Msg.Wire.Bare)
+				body := string(p.Msg.Wire.Bare())
 				require.False(t, seen[body], "duplicate")
 				seen[body] = true
 				h := deathsOf(t, p.Msg)

@@ -34,7 +34,7 @@ func TestCopy(t *testing.T) {
 	vh, dl := setup(t, false)
 	src := declare(t, vh, "src", amqp10.Map{{Key: "x-dead-letter-exchange", Value: "amq.direct"},
 		{Key: "x-dead-letter-routing-key", Value: "dlk"}})
-	wire := &amqp10.Message{Bare: []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'b'}}
+	wire := amqp10.NewMessage(nil, nil, []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'b'}, nil)
 	m := router.NewMessage(wire)
 	m.Header.TTL, m.Header.HasTTL = 500, true
 	m.Exchange, m.RoutingKeys, m.DeliveryCount = "x", []string{"k", "cc"}, 3

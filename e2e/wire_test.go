@@ -178,8 +178,8 @@ func rawMapEntries(t *testing.T, b []byte, implicitCtor byte) ([]rawEntry, []byt
 // rawAnnotations returns the message-annotations section's entries in wire order.
 func rawAnnotations(t *testing.T, m *amqp10.Message) []rawEntry {
 	t.Helper()
-	require.NotNil(t, m.Annotations, "no message-annotations section")
-	b := m.Annotations
+	require.NotNil(t, m.Annotations(), "no message-annotations section")
+	b := m.Annotations()
 	require.Equal(t, byte(0x00), b[0])
 	switch b[1] {
 	case 0x53:

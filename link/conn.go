@@ -37,7 +37,12 @@ const readBufSize = 16 << 10
 // inFrame is a decoded frame handed from the reader to the loop.
 type inFrame struct {
 	channel uint16
-	perf    amqp10.Performative // nil for a heartbeat
+	perf    amqp10.Performative // nil for a heartbeat, or when hot is set
+	// hot is the descriptor of a transfer, flow or disposition, which the
+	// reader leaves undecoded in payload: the loop decodes it into a value
+	// of its own (one per type, reused), so the per-message frames
+	// allocate no performative.
+	hot     uint64
 	payload []byte
 	err     error
 }
@@ -74,6 +79,10 @@ type conn struct {
 	fl         amqp10.Flow
 	disp       amqp10.Disposition
 	msgBuf     []byte
+	// The hot performatives received, decoded in place (decodeHot).
+	inTr       amqp10.Transfer
+	inFl       amqp10.Flow
+	inDisp     amqp10.Disposition
 	annBuf     amqp10.Map      // a delivery's message annotations, rebuilt per delivery
 	settleIDs  []uint32        // one disposition's unsettled delivery-ids
 	routeBuf   []*router.Queue // the last publish's queues, storage reused
@@ -166,20 +175,53 @@ func (c *conn) readLoop() {
 				Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}})
 			return
 		}
+		if code, err := amqp10.PeekDescriptor(body); err == nil &&
+			(code == amqp10.DescTransfer || code == amqp10.DescFlow || code == amqp10.DescDisposition) {
+			if !c.send(inFrame{channel: fh.Channel, hot: code, payload: body}) {
+				return
+			}
+			continue
+		}
 		p, payload, err := amqp10.ParsePerformative(body)
 		if err != nil {
-			cond := amqp10.ErrCondDecodeError
-			if errors.Is(err, amqp10.ErrInvalidField) {
-				cond = amqp10.ErrCondInvalidField
-			}
-			c.send(inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
-				Err: amqp10.Errorf(cond, "%v", err), Cause: err}})
+			c.send(inFrame{err: decodeError(err)})
 			return
 		}
 		if !c.send(inFrame{channel: fh.Channel, perf: p, payload: payload}) {
 			return
 		}
 	}
+}
+
+// decodeError is the connection error for a performative that does not decode.
+func decodeError(err error) *amqp10.ProtocolError {
+	cond := amqp10.ErrCondDecodeError
+	if errors.Is(err, amqp10.ErrInvalidField) {
+		cond = amqp10.ErrCondInvalidField
+	}
+	return &amqp10.ProtocolError{Scope: amqp10.ScopeConnection, Err: amqp10.Errorf(cond, "%v", err), Cause: err}
+}
+
+// decodeHot decodes a hot frame's performative into the loop's own value
+// for its type. The value is valid until the next hot frame of that type:
+// nothing keeps a pointer to it beyond handling its frame.
+func (c *conn) decodeHot(f *inFrame) error {
+	var err error
+	switch f.hot {
+	case amqp10.DescTransfer:
+		f.payload, err = c.inTr.Unmarshal(f.payload)
+		f.perf = &c.inTr
+	case amqp10.DescFlow:
+		f.payload, err = c.inFl.Unmarshal(f.payload)
+		f.perf = &c.inFl
+	case amqp10.DescDisposition:
+		f.payload, err = c.inDisp.Unmarshal(f.payload)
+		f.perf = &c.inDisp
+	}
+	if err != nil {
+		return decodeError(err)
+	}
+	return nil
 }
 
 // frameBuffered reports whether the next frame is wholly in r's buffer, so
@@ -241,7 +283,14 @@ func (c *conn) loop() {
 				c.readError(f.err)
 				return
 			}
-			if err := c.handle(f); err != nil {
+			err := error(nil)
+			if f.hot != 0 {
+				if err = c.decodeHot(&f); err != nil {
+					c.readError(err) // as a decode error found by the reader
+					return
+				}
+			}
+			if err = c.handle(f); err != nil {
 				c.protocolError(err)
 			}
 			if c.closeRecv {

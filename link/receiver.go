@@ -316,7 +316,7 @@ func (l *receiverLink) settleID(id uint32, st amqp10.DeliveryState) {
 // xcc returns the routing keys of the x-cc message annotation, which must be
 // a list of strings (RabbitMQ 4.1+).
 func xcc(wm *amqp10.Message) ([]string, error) {
-	if wm.Annotations == nil {
+	if wm.Annotations() == nil {
 		return nil, nil
 	}
 	anns, err := wm.AnnotationMap()

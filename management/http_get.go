@@ -234,7 +234,7 @@ func httpPayload(w *amqp10.Message) []byte {
 	}
 	raw, err := w.Body()
 	if err != nil {
-		return w.Bare
+		return w.Bare()
 	}
 	var data []byte
 	var seq []any

@@ -458,7 +458,7 @@ func TestCancel(t *testing.T) {
 				_, c2 := subscribe(t, q, 10)
 				ds := c2.all()
 				require.Len(t, ds, 2)
-				assert.Equal(t, "m2", string(ds[0].Msg.Wire.Bare))
+				assert.Equal(t, "m2", string(ds[0].Msg.Wire.Bare()))
 				assert.Equal(t, tt.dc, ds[0].Header.DeliveryCount)
 				assert.False(t, ds[0].Header.FirstAcquirer)
 				assert.True(t, ds[1].Header.FirstAcquirer)

@@ -60,7 +60,7 @@ func (c *fakeConsumer) last(t *testing.T) Delivery {
 func (c *fakeConsumer) bodies() []string {
 	var out []string
 	for _, d := range c.all() {
-		out = append(out, string(d.Msg.Wire.Bare))
+		out = append(out, string(d.Msg.Wire.Bare()))
 	}
 	return out
 }
@@ -99,7 +99,7 @@ func (f *fakeDL) n() int {
 func (f *fakeDL) bodies() []string {
 	var out []string
 	for _, d := range f.all() {
-		out = append(out, string(d.Msg.Wire.Bare)+":"+string(d.Reason))
+		out = append(out, string(d.Msg.Wire.Bare())+":"+string(d.Reason))
 	}
 	return out
 }
@@ -127,7 +127,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // msg builds a message whose bare section is the body marker (no codec needed).
 func msg(body string, keys ...string) *Message {
 	return &Message{
-		Wire:        &amqp10.Message{Bare: []byte(body)},
+		Wire:        amqp10.NewMessage(nil, nil, []byte(body), nil),
 		Header:      amqp10.Header{Priority: 4},
 		RoutingKeys: keys,
 	}

@@ -201,7 +201,7 @@ func (d *headerData) xAnns() map[string]any {
 			}
 		}
 	}
-	if d.m.Wire != nil && d.m.Wire.Annotations != nil {
+	if d.m.Wire != nil && d.m.Wire.Annotations() != nil {
 		if anns, err := d.m.Wire.AnnotationMap(); err == nil {
 			add(anns)
 		}

@@ -11,7 +11,7 @@ import (
 func peekBodies(ps []PeekedMessage) []string {
 	var out []string
 	for _, p := range ps {
-		out = append(out, string(p.Msg.Wire.Bare))
+		out = append(out, string(p.Msg.Wire.Bare()))
 	}
 	return out
 }

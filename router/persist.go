@@ -89,6 +89,21 @@ func (r *reader) byte() byte {
 }
 
 // bytes returns a copy (stored buffers are only valid during Iterate).
+// view is bytes without the copy: the result aliases the record.
+func (r *reader) view() []byte {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errCorrupt
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	if n == 0 {
+		return nil
+	}
+	return v
+}
+
 func (r *reader) bytes() []byte {
 	n := r.uvarint()
 	if r.err != nil || uint64(len(r.b)) < n {
@@ -141,16 +156,16 @@ func appendMapOrNull(b []byte, m amqp10.Map) ([]byte, error) {
 
 // encodeMessage encodes the immutable part of m for store.Record.Msg.
 func encodeMessage(m *Message) ([]byte, error) {
-	b := make([]byte, 0, 64+m.size()+len(m.Wire.Annotations))
+	b := make([]byte, 0, 64+m.size()+len(m.Wire.Annotations()))
 	b = append(b, msgVersion)
 	b = amqp10.AppendHeader(b, &m.Header)
 	w := m.Wire
 	if w == nil {
 		w = &amqp10.Message{}
 	}
-	b = appendBytes(b, w.Annotations)
-	b = appendBytes(b, w.Bare)
-	b = appendBytes(b, w.Footer)
+	b = appendBytes(b, w.Annotations())
+	b = appendBytes(b, w.Bare())
+	b = appendBytes(b, w.Footer())
 	if w.HasHeader {
 		b = append(b, 1)
 		b = amqp10.AppendHeader(b, &w.Header)
@@ -186,15 +201,15 @@ func decodeMessage(b []byte) (*Message, error) {
 		return nil, errCorrupt
 	}
 	r := &reader{b: b[1:]}
-	m := &Message{Wire: &amqp10.Message{}}
+	m := &Message{}
 	m.Header = r.header()
-	m.Wire.Annotations = r.bytes()
-	m.Wire.Bare = r.bytes()
-	m.Wire.Footer = r.bytes()
+	ann, bare, footer := r.view(), r.view(), r.view() // NewMessage copies them
+	var wh *amqp10.Header
 	if r.byte() == 1 {
-		m.Wire.HasHeader = true
-		m.Wire.Header = r.header()
+		h := r.header()
+		wh = &h
 	}
+	m.Wire = amqp10.NewMessage(wh, ann, bare, footer)
 	m.Exchange = r.str()
 	if n := r.uvarint(); n > 0 && r.err == nil {
 		if n > uint64(len(r.b)) {

@@ -137,7 +137,7 @@ func Extract(wm *amqp10.Message) trace.SpanContext {
 	if wm == nil {
 		return trace.SpanContext{}
 	}
-	if wm.Annotations != nil {
+	if wm.Annotations() != nil {
 		if anns, err := wm.AnnotationMap(); err == nil {
 			if sc := FromAnnotations(anns); sc.IsValid() {
 				return sc
