@@ -69,3 +69,16 @@ func TestFormatHelpers(t *testing.T) {
 		t.Errorf("shellQuote = %q; want %q", got, want)
 	}
 }
+
+func TestDurableSectionKept(t *testing.T) {
+	sec := durBegin + "\n## Durable\nrows\n" + durEnd
+	if got := durableSection("# Benchmarks\n\nin memory\n\n" + sec + "\n"); got != sec {
+		t.Fatalf("durableSection = %q, want %q", got, sec)
+	}
+	if got := durableSection("# Benchmarks\n"); got != "" {
+		t.Fatalf("durableSection of a report without one = %q", got)
+	}
+	if got := durableSection(durBegin + " unterminated"); got != "" {
+		t.Fatalf("durableSection of an unterminated section = %q", got)
+	}
+}

@@ -590,3 +590,17 @@ func ptrOr(r *restartRun) []restartRun {
 	}
 	return []restartRun{*r}
 }
+
+// durableSection returns the durable section of a report, markers
+// included, or "" when it has none.
+func durableSection(report string) string {
+	i := strings.Index(report, durBegin)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(report[i:], durEnd)
+	if j < 0 {
+		return ""
+	}
+	return report[i : i+j+len(durEnd)]
+}
