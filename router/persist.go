@@ -88,8 +88,8 @@ func (r *reader) byte() byte {
 	return c
 }
 
-// bytes returns a copy (stored buffers are only valid during Iterate).
-// view is bytes without the copy: the result aliases the record.
+// view returns the next length-prefixed bytes, aliasing the record: stored
+// buffers are only valid during Iterate, so the caller copies what it keeps.
 func (r *reader) view() []byte {
 	n := r.uvarint()
 	if r.err != nil || uint64(len(r.b)) < n {
@@ -101,21 +101,6 @@ func (r *reader) view() []byte {
 	if n == 0 {
 		return nil
 	}
-	return v
-}
-
-func (r *reader) bytes() []byte {
-	n := r.uvarint()
-	if r.err != nil || uint64(len(r.b)) < n {
-		r.err = errCorrupt
-		return nil
-	}
-	if n == 0 {
-		r.b = r.b[0:]
-		return nil
-	}
-	v := append([]byte(nil), r.b[:n]...)
-	r.b = r.b[n:]
 	return v
 }
 
