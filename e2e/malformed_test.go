@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -146,6 +147,23 @@ func TestMalformedInput(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, amqp10.ErrCondDecodeError, r.expectClose())
 	})
+
+	// Transfer, flow and disposition bodies reach the connection loop
+	// undecoded (it decodes them into values it reuses): their decode
+	// errors take that path.
+	for _, desc := range []byte{0x13, 0x14, 0x15} {
+		t.Run(fmt.Sprintf("garbage hot performative 0x%x", desc), func(t *testing.T) {
+			r := rawDial(t, b)
+			r.open()
+			body := []byte{0x00, 0x53, desc, 0xd0, 0xff, 0xff, 0xff, 0xff, 0x00}
+			f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+			f = append(f, 2, 0, 0, 0)
+			_, err := r.nc.Write(append(f, body...))
+			require.NoError(t, err)
+			assert.Equal(t, amqp10.ErrCondDecodeError, r.expectClose())
+			brokerStillServes(t, b)
+		})
+	}
 
 	t.Run("channel over channel-max", func(t *testing.T) {
 		r := rawDial(t, b)
