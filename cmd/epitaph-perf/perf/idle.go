@@ -270,25 +270,10 @@ func runIdle(ctx context.Context, cfg Config) (*Result, error) {
 	var errMu sync.Mutex
 	var firstErrs []string
 	var opened atomic.Int64
-	progDone := make(chan struct{})
-	progExited := make(chan struct{})
 	start := time.Now()
-	go func() { // exits when progDone is closed
-		defer close(progExited)
-		if cfg.Progress == nil {
-			return
-		}
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-progDone:
-				return
-			case <-t.C:
-				fmt.Fprintf(cfg.Progress, "[idle] %5.1fs opened %d/%d, failed %d\n", time.Since(start).Seconds(), opened.Load(), n, failed.Load())
-			}
-		}
-	}()
+	stopProgress := progress(cfg.Progress, func() string {
+		return fmt.Sprintf("[idle] %5.1fs opened %d/%d, failed %d", time.Since(start).Seconds(), opened.Load(), n, failed.Load())
+	})
 	parallel(n, idleParallel, func() bool { return ctx.Err() != nil || failed.Load() >= idleMaxFailures }, func(int) {
 		c, remoteIdle, err := dialIdle(ctx, u, cfg.SASL)
 		if err != nil {
@@ -303,8 +288,7 @@ func runIdle(ctx context.Context, cfg Config) (*Result, error) {
 		opened.Add(1)
 	})
 	openEnd := time.Now()
-	close(progDone)
-	<-progExited
+	stopProgress()
 	res.ConnOpened = len(set.snapshot())
 	res.ConnFailed = int(failed.Load())
 	res.Elapsed = openEnd.Sub(start).Seconds()

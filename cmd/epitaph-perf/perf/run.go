@@ -371,26 +371,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}(s)
 	}
 
-	// progress
-	progDone := make(chan struct{})
-	go func() {
-		if cfg.Progress == nil {
-			return
-		}
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-progDone:
-				return
-			case <-t.C:
-				el := time.Since(start).Seconds()
-				fmt.Fprintf(cfg.Progress, "[%s %s] %5.1fs sent %d received %d (%.0f msg/s)\n", cfg.Engine, cfg.Scenario, el,
-					nextSeq.Load(), delivered.Load(), float64(delivered.Load())/el)
-			}
-		}
-	}()
-	defer close(progDone)
+	defer progress(cfg.Progress, func() string {
+		el := time.Since(start).Seconds()
+		return fmt.Sprintf("[%s %s] %5.1fs sent %d received %d (%.0f msg/s)", cfg.Engine, cfg.Scenario, el,
+			nextSeq.Load(), delivered.Load(), float64(delivered.Load())/el)
+	})()
 
 	wg.Wait()
 	sendEnd := time.Now()
@@ -632,4 +617,30 @@ func precisePacing() {
 	runtime.LockOSThread()
 	const prSetTimerSlack = 29
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
+}
+
+// progress writes line() to w every 2 s until the returned stop is called;
+// stop returns once the writer goroutine has exited. A nil w writes nothing.
+func progress(w io.Writer, line func() string) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() { // exits when stop is called
+		defer close(exited)
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintln(w, line())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
 }
