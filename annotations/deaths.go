@@ -190,7 +190,12 @@ func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
 		{Key: KeyLastDeathExchange, Value: lx},
 	}
 	var seen [len(ours)]bool
-	out := make(amqp10.Map, 0, len(anns)+len(ours)+2)
+	withError := !strict && h.LastError != nil
+	n := len(anns) + len(ours)
+	if withError {
+		n += 2
+	}
+	out := make(amqp10.Map, 0, n) // exact: with tracing on, the trace context is one append (and copy) more
 next:
 	for _, kv := range anns {
 		if k, ok := kv.Key.(amqp10.Symbol); ok {
@@ -212,7 +217,7 @@ next:
 			out = append(out, ours[i])
 		}
 	}
-	if !strict && h.LastError != nil {
+	if withError {
 		out = append(out,
 			amqp10.KV{Key: KeyLastDeathErrorCond, Value: string(h.LastError.Condition)},
 			amqp10.KV{Key: KeyLastDeathErrorDescr, Value: h.LastError.Description})
