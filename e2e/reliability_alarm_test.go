@@ -56,7 +56,9 @@ func pendingSend(snd *amqp.Sender, m *amqp.Message) <-chan any {
 func blockedSend(t *testing.T, snd *amqp.Sender, prefix string, within time.Duration) (<-chan any, []string) {
 	t.Helper()
 	var through []string
-	for i := range 5 {
+	// Up to 20: under load the client may send a few more before it reads
+	// the flow that closes the window (it failed once at 5).
+	for i := range 20 {
 		b := fmt.Sprintf("%s-%d", prefix, i)
 		ch := pendingSend(snd, durableMsg(b))
 		select {
