@@ -219,8 +219,8 @@ func runDurable(o opts) error {
 	sec := durableReport(o, scs, results, restarts, rmqRestart, loadBefore, loadAfter, rabbitNote, rabbitVersion, sameDisk, dataRoot, time.Since(started))
 	old := readFile(o.out)
 	var out string
-	if i, j := strings.Index(old, durBegin), strings.Index(old, durEnd); i >= 0 && j > i {
-		out = old[:i] + sec + old[j+len(durEnd):]
+	if i, j, ok := durableBounds(old); ok {
+		out = old[:i] + sec + old[j:]
 	} else {
 		out = strings.TrimRight(old, "\n") + "\n\n" + sec + "\n"
 	}
@@ -591,16 +591,25 @@ func ptrOr(r *restartRun) []restartRun {
 	return []restartRun{*r}
 }
 
-// durableSection returns the durable section of a report, markers
-// included, or "" when it has none.
-func durableSection(report string) string {
+// durableBounds returns where the durable section of a report starts and
+// ends (markers included); ok is false when it has none.
+func durableBounds(report string) (start, end int, ok bool) {
 	i := strings.Index(report, durBegin)
 	if i < 0 {
-		return ""
+		return 0, 0, false
 	}
 	j := strings.Index(report[i:], durEnd)
 	if j < 0 {
-		return ""
+		return 0, 0, false
 	}
-	return report[i : i+j+len(durEnd)]
+	return i, i + j + len(durEnd), true
+}
+
+// durableSection returns the durable section of a report, markers
+// included, or "" when it has none.
+func durableSection(report string) string {
+	if i, j, ok := durableBounds(report); ok {
+		return report[i:j]
+	}
+	return ""
 }
