@@ -4,10 +4,14 @@
 // epitaph's amqp10 codec. Every message carries a sequence number; lost,
 // duplicated and beyond-credit deliveries are reported and make it exit 1.
 // The idle scenario opens -connections silent connections (one session
-// each) and reports the broker's resident memory per connection.
+// each) and reports the broker's resident memory per connection. The
+// tcp-latency scenario is the latency scenario without AMQP: the same
+// records at the same paced rate, written raw over TCP through
+// epitaph-null -tcp-relay, the machine's floor for that latency.
 //
 //	epitaph-perf -engine fast -scenario throughput -url amqp://127.0.0.1:5672 -queue plain -size 1024 -duration 10s
 //	epitaph-perf -scenario latency -rate 1000 -duration 10s
+//	epitaph-perf -scenario tcp-latency -url tcp://127.0.0.1:5674 -rate 1000 -duration 10s   # against epitaph-null -tcp-relay
 //	epitaph-perf -scenario deadletter -queue work -dlq dlq
 //	epitaph-perf -scenario fill -count 100000 -broker-pid $(pidof epitaph) -drain
 //	epitaph-perf -scenario idle -connections 10000 -broker-pid $(pidof epitaph)
@@ -43,8 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var queue, dlq string
 	var asJSON, quiet bool
 	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes) or goamqp (github.com/Azure/go-amqp)")
-	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, fill, consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery) or idle (open -connections idle connections; broker RSS per connection, needs -broker-pid)")
-	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port)")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, tcp-latency (latency over raw TCP through epitaph-null -tcp-relay, -url tcp://host:port; no AMQP), fill, consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery) or idle (open -connections idle connections; broker RSS per connection, needs -broker-pid)")
+	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port; tcp-latency: tcp://host:port or host:port)")
 	fs.StringVar(&c.SASL, "sasl", "auto", "auto (PLAIN with user info, else ANONYMOUS), anonymous, plain or none")
 	fs.StringVar(&queue, "queue", "", "queue name: target and source default to /queues/NAME (default plain; work for deadletter)")
 	fs.StringVar(&dlq, "dlq", "dlq", "deadletter: the dead-letter queue to drain")
@@ -60,8 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var credit uint
 	fs.UintVar(&credit, "credit", 1000, "link credit per receiver")
 	fs.StringVar(&c.CreditMode, "credit-mode", "half", "half: top up when half the credit is used; exhausted: grant again only at zero (RabbitMQ 3.10)")
-	fs.Float64Var(&c.Rate, "rate", 0, "latency: messages per second in total")
-	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "latency: leave out messages intended in the first part of the run")
+	fs.Float64Var(&c.Rate, "rate", 0, "latency, tcp-latency: messages per second in total")
+	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "latency, tcp-latency: leave out messages intended in the first part of the run")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report broker CPU per message and RSS from /proc")
 	fs.BoolVar(&c.Durable, "durable", false, "set header durable=true on every message")
 	fs.BoolVar(&c.Drain, "drain", false, "fill: consume (and check) the messages after measuring")
@@ -147,10 +151,16 @@ func printTable(w io.Writer, r *perf.Result) {
 	if r.Durable {
 		dur = "durable, "
 	}
-	p("shape", dur+"%d B, %d sender(s) window %d, %d receiver(s) credit %d (%s)", r.Size, r.Senders, r.Window, r.Receivers, r.Credit, r.CreditMode)
+	if r.Engine == "tcp" {
+		p("shape", "%d B records, %d sender(s) paired with %d receiver(s) by the relay, no AMQP", r.Size, r.Senders, r.Receivers)
+	} else {
+		p("shape", dur+"%d B, %d sender(s) window %d, %d receiver(s) credit %d (%s)", r.Size, r.Senders, r.Window, r.Receivers, r.Credit, r.CreditMode)
+	}
 	p("messages", "sent %d, received %d in %.3f s", r.Sent, r.Received, r.Elapsed)
 	p("rate", "%.0f msg/s", r.Rate)
-	p("publish outcomes", "accepted %d, rejected %d, released %d, other %d", r.PubAccepted, r.PubRejected, r.PubReleased, r.PubOther)
+	if r.Engine != "tcp" { // raw TCP has no publish outcomes
+		p("publish outcomes", "accepted %d, rejected %d, released %d, other %d", r.PubAccepted, r.PubRejected, r.PubReleased, r.PubOther)
+	}
 	p("integrity", "lost %d, duplicated %d, beyond credit %d, undecodable %d", r.Lost, r.Duplicated, r.BeyondCredit, r.Undecodable)
 	if r.LatN > 0 {
 		p("latency (ms)", "p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f  (%d samples, end to end, from %s)", r.LatP50, r.LatP90, r.LatP99, r.LatMax, r.LatMean, r.LatN, map[bool]string{true: "intended send time", false: "the send"}[r.TargetRate > 0])

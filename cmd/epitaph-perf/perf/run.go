@@ -17,8 +17,8 @@ import (
 
 // Config is one run of epitaph-perf.
 type Config struct {
-	Engine     string // fast or goamqp
-	Scenario   string // throughput, deadletter, latency, fill, consume, idle
+	Engine     string // fast or goamqp (tcp-latency: always tcp)
+	Scenario   string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
 	URL        string
 	SASL       string
 	Target     string // address senders publish to
@@ -32,7 +32,7 @@ type Config struct {
 	Window     int
 	Credit     uint32
 	CreditMode string  // half or exhausted
-	Rate       float64 // latency: messages per second (all senders together)
+	Rate       float64 // latency, tcp-latency: messages per second (all senders together)
 	Warmup     time.Duration
 	BrokerPID  int
 	Drain      bool          // fill: consume the messages after measuring
@@ -149,15 +149,21 @@ func (c *Config) conn() ConnOptions {
 }
 
 func (c *Config) newSender(ctx context.Context) (sender, error) {
-	if c.Engine == "goamqp" {
+	switch c.Engine {
+	case "goamqp":
 		return newGoSender(ctx, c.conn(), c.Target)
+	case "tcp":
+		return newTCPSender(ctx, c.URL)
 	}
 	return newFastSender(ctx, c.conn(), c.Target)
 }
 
 func (c *Config) newReceiver(ctx context.Context, addr string, onMsg func([]byte) bool) (receiver, error) {
-	if c.Engine == "goamqp" {
+	switch c.Engine {
+	case "goamqp":
 		return newGoReceiver(ctx, c.conn(), addr, c.Size, onMsg)
+	case "tcp":
+		return newTCPReceiver(ctx, c.URL, c.Size, onMsg)
 	}
 	return newFastReceiver(ctx, c.conn(), addr, c.Size, onMsg)
 }
@@ -180,11 +186,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Senders < 1 {
 		cfg.Senders = 1
 	}
-	if cfg.Engine != "fast" && cfg.Engine != "goamqp" {
+	if cfg.Scenario == "tcp-latency" {
+		// raw TCP through epitaph-null -tcp-relay: no AMQP, so no engine,
+		// window, credit or header; each sender is paired with a receiver
+		if cfg.Receivers < 1 {
+			cfg.Receivers = cfg.Senders
+		}
+		if cfg.Receivers != cfg.Senders {
+			return nil, errors.New("tcp-latency pairs one receiver with each sender: give -receivers equal to -senders")
+		}
+		if _, err := tcpHost(cfg.URL); err != nil {
+			return nil, err
+		}
+		cfg.Engine, cfg.Window, cfg.Credit, cfg.CreditMode, cfg.Durable = "tcp", 0, 0, "", false
+	} else if cfg.Engine != "fast" && cfg.Engine != "goamqp" {
 		return nil, fmt.Errorf("unknown engine %q (fast, goamqp)", cfg.Engine)
 	}
 	switch cfg.Scenario {
-	case "throughput", "deadletter", "latency":
+	case "throughput", "deadletter", "latency", "tcp-latency":
 		if cfg.Receivers < 1 {
 			cfg.Receivers = 1
 		}
@@ -195,10 +214,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, errors.New("consume needs -count (the messages 0..count-1 a fill left in the queue)")
 		}
 	default:
-		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, fill, consume, idle)", cfg.Scenario)
+		return nil, fmt.Errorf("unknown scenario %q (throughput, deadletter, latency, tcp-latency, fill, consume, idle)", cfg.Scenario)
 	}
-	if cfg.Scenario == "latency" && cfg.Rate <= 0 {
-		return nil, errors.New("latency needs -rate > 0")
+	if (cfg.Scenario == "latency" || cfg.Scenario == "tcp-latency") && cfg.Rate <= 0 {
+		return nil, fmt.Errorf("%s needs -rate > 0", cfg.Scenario)
 	}
 	if cfg.Duration <= 0 && cfg.Count == 0 {
 		return nil, errors.New("give -duration or -count")
@@ -206,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Minute
 	}
-	if cfg.CreditMode == "" {
+	if cfg.CreditMode == "" && cfg.Engine != "tcp" {
 		cfg.CreditMode = "half"
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -245,7 +264,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return false
 			}
 			now := time.Now()
-			if cfg.Scenario == "latency" || cfg.Scenario == "throughput" {
+			if cfg.Scenario == "latency" || cfg.Scenario == "tcp-latency" || cfg.Scenario == "throughput" {
 				// end to end: from the intended send time (latency) or the
 				// time the sender took the message (throughput)
 				intended := int64(binary.BigEndian.Uint64(body[8:]))
@@ -273,7 +292,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer closeAll()
 	switch cfg.Scenario {
-	case "throughput", "latency":
+	case "throughput", "latency", "tcp-latency":
 		for i := 0; i < cfg.Receivers; i++ {
 			r, err := cfg.newReceiver(ctx, cfg.Source, newHandler(false))
 			if err != nil {
