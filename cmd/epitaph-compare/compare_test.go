@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/epitaph-mq/epitaph/cmd/epitaph-perf/perf"
 )
 
 func TestParseBench(t *testing.T) {
@@ -80,5 +84,55 @@ func TestDurableSectionKept(t *testing.T) {
 	}
 	if got := durableSection(durBegin + " unterminated"); got != "" {
 		t.Fatalf("durableSection of an unterminated section = %q", got)
+	}
+}
+
+// The latency table: the TCP relay gets its own row after the brokers,
+// named for what it is, and one sentence says what it measures; without
+// relay runs the table is as before.
+func TestLatencySectionWithTCPRelay(t *testing.T) {
+	lat := func(p50, p99 float64) run1 {
+		return run1{res: &perf.Result{LatP50: p50, LatP90: p50, LatP99: p99, LatMax: 2 * p99}}
+	}
+	scs := []scenario{
+		{id: "tp-fast-16", title: "throughput", metric: "rate"},
+		{id: "lat-1k", title: "latency at 1,000 msg/s", metric: "latency"},
+	}
+	res := map[string]map[string][]run1{
+		"tp-fast-16": {"epitaph": {{res: &perf.Result{Rate: 1}}}},
+		"lat-1k": {
+			"epitaph":   {lat(0.15, 0.4), lat(0.16, 0.5), lat(0.14, 0.3)},
+			"null":      {lat(0.14, 0.3)},
+			"tcp-relay": {lat(0.1, 0.2), lat(0.09, 0.3), {err: "failed"}},
+		},
+	}
+	render := func(res map[string]map[string][]run1) string {
+		var w strings.Builder
+		latencySection(func(f string, a ...any) { fmt.Fprintf(&w, f, a...) }, scs, res)
+		return w.String()
+	}
+	out := render(res)
+	for _, want := range []string{
+		"| latency at 1,000 msg/s | epitaph | 0.150 (0.140–0.160) | 0.150 (0.140–0.160) | 0.400 (0.300–0.500) | 0.800 (0.600–1.000) |\n" +
+			"| latency at 1,000 msg/s | null | 0.140 (0.140–0.140) | 0.140 (0.140–0.140) | 0.300 (0.300–0.300) | 0.600 (0.600–0.600) |\n" +
+			"| latency at 1,000 msg/s | TCP relay (no AMQP) | 0.095 (0.090–0.100) | 0.095 (0.090–0.100) | 0.250 (0.200–0.300) | 0.500 (0.400–0.600) |\n",
+		"TCP relay (no AMQP) is no broker: `epitaph-null -tcp-relay`",
+		"the machine's floor for a message crossing one relay process on loopback.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("latency section lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "| latency at") != 3 || strings.Contains(out, "throughput") {
+		t.Errorf("want exactly the three latency rows:\n%s", out)
+	}
+
+	delete(res["lat-1k"], "tcp-relay")
+	out = render(res)
+	if strings.Contains(out, "TCP relay") || strings.Contains(out, "tcp-relay") {
+		t.Errorf("no relay runs, but the section names the relay:\n%s", out)
+	}
+	if want := "## Latency (ms, fixed rate, from the intended send time: corrected for coordinated omission)\n\n| scenario | broker |"; !strings.Contains(out, want) {
+		t.Errorf("without relay runs the table should follow the heading directly:\n%s", out)
 	}
 }

@@ -14,6 +14,11 @@
 // script (needs `apt-get install -y rabbitmq-server curl`); it is skipped,
 // and said so in the report, when the script or the server is missing.
 //
+// The latency scenarios also measure the machine's floor alongside: the
+// same records at the same rate over raw TCP through epitaph-null
+// -tcp-relay (pinned like the null broker), driven by epitaph-perf
+// -scenario tcp-latency; the report names it "TCP relay (no AMQP)".
+//
 // Besides the side-by-side runs, epitaph alone gets a 1,000,000-message
 // fill (-fill-count-large, scenario fill-large) and 10,000 idle connections
 // (-idle-connections, scenario idle), each on a freshly started process,
@@ -110,6 +115,21 @@ type broker struct {
 	creditMode string
 	cmd        *exec.Cmd
 	restart    func() error
+	// scenario, when set, is the epitaph-perf -scenario run against this
+	// system in place of the scenario's own (the TCP relay: tcp-latency)
+	scenario string
+}
+
+// tcpRelay is the id of the TCP relay (epitaph-null -tcp-relay) among the
+// brokers: no AMQP, the machine's floor in the latency scenarios.
+const tcpRelay = "tcp-relay"
+
+// brokerLabel is how the latency table names a broker.
+func brokerLabel(b string) string {
+	if b == tcpRelay {
+		return "TCP relay (no AMQP)"
+	}
+	return b
 }
 
 type scenario struct {
@@ -187,6 +207,14 @@ func run(o opts) error {
 	defer stopProc(ncmd)
 	brokers["null"] = &broker{name: "null", url: "amqp://" + naddr, pid: ncmd.Process.Pid, addr: func(q string) string { return "/queues/" + q }, creditMode: "half"}
 	order = append(order, "null")
+	// the machine's floor for the latency scenarios: raw TCP through one relay process
+	rcmd, raddr, err := startListening("taskset", "-c", o.brokerCPU, o.nullBin, "-tcp-relay", "--listen", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("epitaph-null -tcp-relay: %w", err)
+	}
+	defer stopProc(rcmd)
+	brokers[tcpRelay] = &broker{name: tcpRelay, url: "tcp://" + raddr, pid: rcmd.Process.Pid, scenario: "tcp-latency"}
+	order = append(order, tcpRelay)
 	// RabbitMQ
 	rabbitNote := ""
 	rabbitVersion := ""
@@ -211,6 +239,7 @@ func run(o opts) error {
 
 	dur := o.dur.String()
 	all := []string{"epitaph", "rabbitmq", "null"}
+	withRelay := []string{"epitaph", "rabbitmq", "null", tcpRelay}
 	common := []string{"-window", "100", "-credit", "1000"}
 	scenarios := []scenario{
 		{"tp-fast-16", "throughput, fast engine, 16 B", append([]string{"-engine", "fast", "-scenario", "throughput", "-size", "16", "-duration", dur}, common...), all, "rate"},
@@ -218,8 +247,8 @@ func run(o opts) error {
 		{"tp-go-16", "throughput, go-amqp engine, 16 B", append([]string{"-engine", "goamqp", "-scenario", "throughput", "-size", "16", "-duration", dur}, common...), all, "rate"},
 		{"tp-go-1k", "throughput, go-amqp engine, 1 KiB", append([]string{"-engine", "goamqp", "-scenario", "throughput", "-size", "1024", "-duration", dur}, common...), all, "rate"},
 		{"dl-fast-1k", "dead-letter (reject into DLQ, drain DLQ), fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "deadletter", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
-		{"lat-1k", "latency at 1,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "1000", "-size", "1024", "-duration", dur}, common...), all, "latency"},
-		{"lat-10k", "latency at 10,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "10000", "-size", "1024", "-duration", dur}, common...), all, "latency"},
+		{"lat-1k", "latency at 1,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "1000", "-size", "1024", "-duration", dur}, common...), withRelay, "latency"},
+		{"lat-10k", "latency at 10,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "10000", "-size", "1024", "-duration", dur}, common...), withRelay, "latency"},
 		{"fill", fmt.Sprintf("memory: fill %d x 1 KiB into a classic queue", o.fillCount), append([]string{"-engine", "fast", "-scenario", "fill", "-size", "1024", "-count", strconv.Itoa(o.fillCount), "-drain", "-settle", "2s"}, common...), []string{"epitaph", "rabbitmq"}, "rss"},
 	}
 	// epitaph only, each run on a fresh process (see freshEpitaph)
@@ -322,12 +351,25 @@ func runPerf(o opts, sc scenario, b *broker) run1 {
 	timeout := perfTimeout(o, sc)
 	args := []string{"-c", o.clientCPU, o.perfBin}
 	args = append(args, sc.args...)
+	if b.scenario != "" {
+		for i := range len(args) - 1 {
+			if args[i] == "-scenario" {
+				args[i+1] = b.scenario
+			}
+		}
+	}
 	q := "plain"
 	if strings.Contains(strings.Join(sc.args, " "), "deadletter") {
 		q = "work"
 	}
-	args = append(args, "-url", b.url, "-target", b.addr(q), "-source", b.addr(q), "-dlq-source", b.addr("dlq"),
-		"-credit-mode", b.creditMode, "-broker-pid", strconv.Itoa(b.pid), "-json", "-quiet", "-timeout", fmtDur(timeout))
+	args = append(args, "-url", b.url)
+	if b.addr != nil { // the TCP relay has no addresses and no credit
+		args = append(args, "-target", b.addr(q), "-source", b.addr(q), "-dlq-source", b.addr("dlq"))
+	}
+	if b.creditMode != "" {
+		args = append(args, "-credit-mode", b.creditMode)
+	}
+	args = append(args, "-broker-pid", strconv.Itoa(b.pid), "-json", "-quiet", "-timeout", fmtDur(timeout))
 	cmdline := "taskset " + shellJoin(args)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
@@ -590,22 +632,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		}
 	}
 
-	p("\n## Latency (ms, fixed rate, from the intended send time: corrected for coordinated omission)\n\n")
-	p("| scenario | broker | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n")
-	for _, sc := range scs {
-		if sc.metric != "latency" {
-			continue
-		}
-		for _, b := range []string{"epitaph", "rabbitmq", "null"} {
-			if res[sc.id][b] == nil {
-				continue
-			}
-			f := func(g func(*perf.Result) float64) string { s, ok := get(sc.id, b, g); return fmtStat(s, ok, "%.3f") }
-			p("| %s | %s | %s | %s | %s | %s |\n", sc.title, b, f(func(r *perf.Result) float64 { return r.LatP50 }), f(func(r *perf.Result) float64 { return r.LatP90 }),
-				f(func(r *perf.Result) float64 { return r.LatP99 }), f(func(r *perf.Result) float64 { return r.LatMax }))
-		}
-	}
-	p("\nThe first 500 ms of each run are left out (warm-up). Each value is the median over runs of that run's percentile.\n")
+	latencySection(p, scs, res)
 
 	_, hasFill := res["fill"]
 	_, hasLarge := res["fill-large"]
@@ -740,8 +767,8 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 	if len(res["idle"]["epitaph"]) > 0 {
 		idleBrokerCmd = fmt.Sprintf("\nFor the idle-connection runs epitaph gets `--max-connections %d` added.\n", o.idleConns+idleConnMargin)
 	}
-	p("\n## Commands\n\nThe compare itself:\n\n```\n%s\n```\n\nBrokers (ports are picked by the OS; RabbitMQ with `%s start && %s topology`, then `taskset -a -p -c %s $(%s pid)`):\n\n```\ntaskset -c %s epitaph --listen 127.0.0.1:0 --in-memory --http-listen \"\" --definitions DEFS.json --log-level warn\ntaskset -c %s epitaph-null --listen 127.0.0.1:0\n```\n%s\nDEFS.json:\n\n```json\n%s```\n\nLoad runs (last repetition, exact):\n\n```\n",
-		"go run ./cmd/epitaph-compare "+shellJoin(os.Args[1:]), o.rabbit, o.rabbit, o.brokerCPU, o.rabbit, o.brokerCPU, o.brokerCPU, idleBrokerCmd, definitions)
+	p("\n## Commands\n\nThe compare itself:\n\n```\n%s\n```\n\nBrokers (ports are picked by the OS; RabbitMQ with `%s start && %s topology`, then `taskset -a -p -c %s $(%s pid)`):\n\n```\ntaskset -c %s epitaph --listen 127.0.0.1:0 --in-memory --http-listen \"\" --definitions DEFS.json --log-level warn\ntaskset -c %s epitaph-null --listen 127.0.0.1:0\ntaskset -c %s epitaph-null -tcp-relay --listen 127.0.0.1:0\n```\n%s\nDEFS.json:\n\n```json\n%s```\n\nLoad runs (last repetition, exact):\n\n```\n",
+		"go run ./cmd/epitaph-compare "+shellJoin(os.Args[1:]), o.rabbit, o.rabbit, o.brokerCPU, o.rabbit, o.brokerCPU, o.brokerCPU, o.brokerCPU, idleBrokerCmd, definitions)
 	for _, sc := range scs {
 		for _, b := range order {
 			if rs := res[sc.id][b]; len(rs) > 0 {
@@ -760,6 +787,34 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		p("```\n")
 	}
 	return w.String()
+}
+
+// latencySection writes the latency table: a row per scenario and system,
+// the TCP relay (the machine's floor, no AMQP) after the brokers.
+func latencySection(p func(string, ...any), scs []scenario, res map[string]map[string][]run1) {
+	get := func(sc, b string, f func(*perf.Result) float64) (stat, bool) { return stats(collect(res[sc][b], f)) }
+	p("\n## Latency (ms, fixed rate, from the intended send time: corrected for coordinated omission)\n\n")
+	for _, sc := range scs {
+		if sc.metric == "latency" && res[sc.id][tcpRelay] != nil {
+			p("%s is no broker: `epitaph-null -tcp-relay`, pinned like the brokers, copies the same records, sent at the same rate by `epitaph-perf -scenario tcp-latency`, from one raw TCP connection to another, so its row is the machine's floor for a message crossing one relay process on loopback.\n\n", brokerLabel(tcpRelay))
+			break
+		}
+	}
+	p("| scenario | broker | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n")
+	for _, sc := range scs {
+		if sc.metric != "latency" {
+			continue
+		}
+		for _, b := range []string{"epitaph", "rabbitmq", "null", tcpRelay} {
+			if res[sc.id][b] == nil {
+				continue
+			}
+			f := func(g func(*perf.Result) float64) string { s, ok := get(sc.id, b, g); return fmtStat(s, ok, "%.3f") }
+			p("| %s | %s | %s | %s | %s | %s |\n", sc.title, brokerLabel(b), f(func(r *perf.Result) float64 { return r.LatP50 }), f(func(r *perf.Result) float64 { return r.LatP90 }),
+				f(func(r *perf.Result) float64 { return r.LatP99 }), f(func(r *perf.Result) float64 { return r.LatMax }))
+		}
+	}
+	p("\nThe first 500 ms of each run are left out (warm-up). Each value is the median over runs of that run's percentile.\n")
 }
 
 func dash(sc scenario, b, s string) string {
