@@ -55,6 +55,7 @@ const (
 	KeyMaxMessageSize   = "max-message-size"
 	KeyHandshakeTimeout = "handshake-timeout"
 	KeyMaxConnections   = "max-connections"
+	KeyGCHeapFloor      = "gc-heap-floor"
 	KeyLogLevel         = "log-level"
 	KeyLogFormat        = "log-format"
 	KeyTracing          = "tracing"
@@ -147,6 +148,11 @@ type Config struct {
 	// it is answered with open then close(amqp:resource-limit-exceeded).
 	// 0 means unlimited.
 	MaxConnections int `mapstructure:"max-connections"`
+	// GCHeapFloor is the smallest heap goal the garbage collector is given
+	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
+	// leaves the collector alone. A memory high watermark caps it at half
+	// the watermark.
+	GCHeapFloor uint64 `mapstructure:"gc-heap-floor"`
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string `mapstructure:"log-level"`
 	// LogFormat is "text" or "json".
@@ -184,6 +190,7 @@ func Default() Config {
 		MaxMessageSize:          16 << 20,
 		HandshakeTimeout:        10 * time.Second,
 		MaxConnections:          10000,
+		GCHeapFloor:             32 << 20,
 		LogLevel:                "info",
 		LogFormat:               LogFormatText,
 		Tracing:                 TracingAuto,
@@ -219,6 +226,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
 	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
 	fs.Int(KeyMaxConnections, d.MaxConnections, "most concurrent AMQP connections on this node; beyond it open is answered with close(amqp:resource-limit-exceeded) (0: unlimited)")
+	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
 	fs.String(KeyTracing, d.Tracing, "OpenTelemetry tracing: auto (on when OTEL_TRACES_EXPORTER=otlp), on or off")
@@ -282,6 +290,7 @@ func Load(args []string) (*Config, error) {
 		KeyMaxMessageSize:   d.MaxMessageSize,
 		KeyHandshakeTimeout: d.HandshakeTimeout,
 		KeyMaxConnections:   d.MaxConnections,
+		KeyGCHeapFloor:      d.GCHeapFloor,
 		KeyLogLevel:         d.LogLevel,
 		KeyLogFormat:        d.LogFormat,
 		KeyTracing:          d.Tracing,

@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, uint64(16777216), c.MaxMessageSize)
 	require.Equal(t, 10*time.Second, c.HandshakeTimeout)
 	require.Equal(t, 10000, c.MaxConnections)
+	require.Equal(t, uint64(32<<20), c.GCHeapFloor)
 	require.Equal(t, "info", c.LogLevel)
 	require.Equal(t, "text", c.LogFormat)
 	require.NoError(t, c.Validate())
@@ -70,6 +71,7 @@ idle-timeout: 30s
 max-message-size: 1048576
 handshake-timeout: 2s
 max-connections: 0
+gc-heap-floor: 0
 log-level: debug
 log-format: json
 `)
@@ -89,6 +91,7 @@ log-format: json
 		MaxMessageSize:          1 << 20,
 		HandshakeTimeout:        2 * time.Second,
 		MaxConnections:          0,
+		GCHeapFloor:             0,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		LogLevel:                "debug",
@@ -134,6 +137,7 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_MAX_MESSAGE_SIZE", "2048")
 	t.Setenv("EPITAPH_HANDSHAKE_TIMEOUT", "500ms")
 	t.Setenv("EPITAPH_MAX_CONNECTIONS", "20000")
+	t.Setenv("EPITAPH_GC_HEAP_FLOOR", "16777216")
 	t.Setenv("EPITAPH_LOG_LEVEL", "WARN")
 	t.Setenv("EPITAPH_LOG_FORMAT", "json")
 	t.Setenv("EPITAPH_DEFINITIONS", "defs.json")
@@ -153,6 +157,7 @@ func TestEnv(t *testing.T) {
 		MaxMessageSize:          2048,
 		HandshakeTimeout:        500 * time.Millisecond,
 		MaxConnections:          20000,
+		GCHeapFloor:             16 << 20,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		LogLevel:                "warn",
@@ -282,7 +287,7 @@ func TestHelp(t *testing.T) {
 	require.NotErrorIs(t, err, ErrInvalid)
 	for _, key := range []string{KeyListen, KeyHTTPListen, KeyDefinitions, KeyInMemory, KeyAutoCreateQueues,
 		KeyAnonymous, KeyMaxFrameSize, KeyChannelMax, KeyHandleMax, KeyIdleTimeout, KeyMaxMessageSize,
-		KeyHandshakeTimeout, KeyMaxConnections, KeyLogLevel, KeyLogFormat, keyConfig} {
+		KeyHandshakeTimeout, KeyMaxConnections, KeyGCHeapFloor, KeyLogLevel, KeyLogFormat, keyConfig} {
 		require.Contains(t, Usage(), "--"+key)
 	}
 }

@@ -61,6 +61,7 @@ func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer startHeapFloor(heapFloorBytes(cfg), log)()
 
 	b, err := epitaph.Start(opts)
 	if err != nil {
@@ -133,6 +134,15 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 			OTLPMetrics:  cfg.OTLPMetrics,
 		},
 	}, nil
+}
+
+// heapFloorBytes is the configured GC heap floor, capped at half the memory
+// high watermark so that garbage alone never raises the memory alarm.
+func heapFloorBytes(cfg *config.Config) uint64 {
+	if cfg.MemoryHighWatermark > 0 {
+		return min(cfg.GCHeapFloor, cfg.MemoryHighWatermark/2)
+	}
+	return cfg.GCHeapFloor
 }
 
 // newLogger builds the process logger: text or JSON on stderr at the
