@@ -305,9 +305,13 @@ func (l *receiverLink) settleID(id uint32, st amqp10.DeliveryState) {
 	if l.settled && id == l.id {
 		return
 	}
-	d := &l.s.c.disp
-	*d = amqp10.Disposition{Role: amqp10.RoleReceiver, First: id, Settled: !l.second, State: st}
-	l.s.c.write(l.s.local, d, nil)
+	if st.Kind == amqp10.StateAccepted && st.Error == nil && len(st.Annotations) == 0 {
+		l.s.c.accepted(l.s.local, id, !l.second)
+	} else {
+		d := &l.s.c.disp
+		*d = amqp10.Disposition{Role: amqp10.RoleReceiver, First: id, Settled: !l.second, State: st}
+		l.s.c.write(l.s.local, d, nil)
+	}
 	if l.second {
 		l.s.unsettledIn[id] = l
 	}
