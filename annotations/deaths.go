@@ -76,8 +76,16 @@ type Event struct {
 // an existing {queue, reason} entry gets count+1 and last-time, keeps its
 // other fields and moves to the front; a new one is prepended. First is set
 // only by the first death; Last by every death. h is not modified.
-func Record(h History, ev Event) History {
-	out := History{Deaths: make([]Death, 0, len(h.Deaths)+1), First: h.First, LastError: ev.Error}
+func Record(h History, ev Event) History { return RecordTo(nil, h, ev) }
+
+// RecordTo is Record with the deaths written into dst's storage when it has
+// room (dst must not share storage with h.Deaths): a caller that uses each
+// history only until the next one reuses one slice.
+func RecordTo(dst []Death, h History, ev Event) History {
+	if cap(dst) < len(h.Deaths)+1 {
+		dst = make([]Death, 0, len(h.Deaths)+1)
+	}
+	out := History{Deaths: dst[:0], First: h.First, LastError: ev.Error}
 	// A Death value, not a pointer to one: a pointer made it escape (one
 	// allocation per repeat death).
 	var updated Death
@@ -168,8 +176,35 @@ func DeathsValue(h History) *amqp10.Array {
 // are appended in that order, and the error annotations always go last.
 // The result is a new map; anns is not modified.
 func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
+	return ApplyBoxed(anns, h, strict, nil)
+}
+
+// Boxer turns the queue and exchange names of the first/last annotations
+// into interface values, reusing the last value of each: a run of deaths in
+// one queue boxes its name once. The zero value is ready to use.
+type Boxer struct {
+	queue, exchange boxed
+}
+
+type boxed struct {
+	s string
+	v any
+}
+
+func (b *boxed) box(s string) any {
+	if b.v == nil || b.s != s {
+		b.s, b.v = s, s
+	}
+	return b.v
+}
+
+// ApplyBoxed is Apply boxing names through bx (nil: a new value each).
+func ApplyBoxed(anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.Map {
+	if bx == nil {
+		bx = new(Boxer) // stays on the stack
+	}
 	// Box each string once: a first death has First == Last.
-	fq, fr, fx := any(h.First.Queue), boxReason(h.First.Reason), any(h.First.Exchange)
+	fq, fr, fx := bx.queue.box(h.First.Queue), boxReason(h.First.Reason), bx.exchange.box(h.First.Exchange)
 	lq, lr, lx := fq, fr, fx
 	if h.Last.Queue != h.First.Queue {
 		lq = h.Last.Queue

@@ -10,8 +10,8 @@ func TestDeadLetterPathAllocs(t *testing.T) {
 	}
 	p := newDLPath(t)
 	got := testing.AllocsPerRun(1000, func() { p.one(t) })
-	if got > 17 {
-		t.Errorf("dead-letter path: %v allocs, budget 17", got)
+	if got > 13 {
+		t.Errorf("dead-letter path: %v allocs, budget 13", got)
 	}
 	if n := p.deadLettered(); n < 1000 {
 		t.Errorf("dead-lettered %d", n)

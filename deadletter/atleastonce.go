@@ -89,7 +89,7 @@ func (d *DeadLetterer) deadLetterRetained(src *router.Queue, dm *router.Dead) {
 	if at.IsZero() {
 		at = d.now()
 	}
-	cp, h := d.copyAt(src, dm, dlx, at)
+	cp, h := d.copyAt(src, dm, dlx, at, nil)
 	targets, err := src.VHost().Route(dlx, cp)
 	if err != nil || len(targets) == 0 {
 		d.countRetained(src, dm, "no route")

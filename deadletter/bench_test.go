@@ -100,14 +100,14 @@ func BenchmarkCopy(b *testing.B) {
 	b.Run("first", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			dl.Copy(src, &router.Dead{Msg: m, Reason: router.ReasonRejected}, "dlx")
+			dl.Copy(src, &router.Dead{Msg: *m, Reason: router.ReasonRejected}, "dlx")
 		}
 	})
-	again, _ := dl.Copy(src, &router.Dead{Msg: m, Reason: router.ReasonRejected}, "dlx")
+	again, _ := dl.Copy(src, &router.Dead{Msg: *m, Reason: router.ReasonRejected}, "dlx")
 	b.Run("repeat", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			dl.Copy(src, &router.Dead{Msg: again, Reason: router.ReasonRejected}, "dlx")
+			dl.Copy(src, &router.Dead{Msg: *again, Reason: router.ReasonRejected}, "dlx")
 		}
 	})
 }

@@ -172,6 +172,19 @@ type batch struct {
 	msgs   []*router.Message
 	// targets is the last message's routing result, reused for the next.
 	targets []*router.Queue
+	// The last copy's history (valid until the next copy) and boxed names.
+	scratch *copyScratch
+}
+
+// scratches keeps copyScratch values between DeadLetter calls: a call
+// usually dead-letters a few messages, and reusing its storage saves an
+// allocation per message.
+var scratches = sync.Pool{New: func() any { return new(copyScratch) }}
+
+// copyScratch is storage a run of copies reuses.
+type copyScratch struct {
+	deaths []annotations.Death
+	boxes  annotations.Boxer
 }
 
 // tally counts one message's fate under reason.
@@ -218,7 +231,8 @@ func (b *batch) flush() {
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
 	// One clock read per batch: its deaths happen in the same instant.
-	b := batch{d: d, src: src, now: d.now()}
+	b := batch{d: d, src: src, now: d.now(), scratch: scratches.Get().(*copyScratch)}
+	defer scratches.Put(b.scratch)
 	for i := range dead {
 		if dead[i].Retained {
 			b.flush()
@@ -253,7 +267,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		}
 		return
 	}
-	cp, h := d.copyAt(src, dm, dlx, b.now)
+	cp, h := d.copyAt(src, dm, dlx, b.now, b.scratch)
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {
@@ -340,20 +354,24 @@ func deathCount(anns amqp10.Map, queue string, reason router.Reason) uint64 {
 // or else all the original keys (x-cc included); the delivery count is
 // carried; x-opt-deaths and the x-*-death-* annotations are written.
 func (d *DeadLetterer) Copy(src *router.Queue, dm *router.Dead, dlx string) (*router.Message, annotations.History) {
-	return d.copyAt(src, dm, dlx, d.now())
+	return d.copyAt(src, dm, dlx, d.now(), nil)
 }
 
 // copyAt is Copy with the death recorded at t (for a retained message: its
-// first attempt, kept across retries and restarts).
-func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time) (*router.Message, annotations.History) {
-	m := dm.Msg
+// first attempt, kept across retries and restarts). With scratch, the
+// history returned lives in it and is valid until its next use.
+func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time, scratch *copyScratch) (*router.Message, annotations.History) {
+	if scratch == nil {
+		scratch = new(copyScratch)
+	}
+	m := &dm.Msg
 	h, _, err := annotations.Decode(m.Anns)
 	if err != nil {
 		// Only the broker writes Anns, so this is a bug; start afresh rather than lose the message.
 		d.log.Error("unreadable dead-letter history; starting a new one", "queue", src.Name(), "err", err)
 		h = annotations.History{}
 	}
-	h = annotations.Record(h, annotations.Event{
+	h = annotations.RecordTo(scratch.deaths, h, annotations.Event{
 		Queue:       src.Name(),
 		Reason:      string(dm.Reason),
 		Exchange:    m.Exchange,
@@ -375,7 +393,8 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		Exchange:      dlx,
 		RoutingKeys:   keys,
 		DeliveryCount: m.DeliveryCount,
-		Anns:          annotations.Apply(m.Anns, h, d.strict),
+		Anns:          annotations.ApplyBoxed(m.Anns, h, d.strict, &scratch.boxes),
 	}
+	scratch.deaths = h.Deaths
 	return cp, h
 }

@@ -38,7 +38,7 @@ func TestCopy(t *testing.T) {
 	m := router.NewMessage(wire)
 	m.Header.TTL, m.Header.HasTTL = 500, true
 	m.Exchange, m.RoutingKeys, m.DeliveryCount = "x", []string{"k", "cc"}, 3
-	cp, h := dl.Copy(src, &router.Dead{Msg: m, Reason: router.ReasonRejected,
+	cp, h := dl.Copy(src, &router.Dead{Msg: *m, Reason: router.ReasonRejected,
 		Error: &amqp10.Error{Condition: "app:e", Description: "d"}}, "amq.direct")
 
 	assert.Same(t, wire, cp.Wire, "the bare message is shared, not copied")
@@ -59,7 +59,7 @@ func TestCopy(t *testing.T) {
 func TestStrictOmitsErrorAnnotations(t *testing.T) {
 	vh, dl := setup(t, true)
 	src := declare(t, vh, "src", amqp10.Map{{Key: "x-dead-letter-exchange", Value: ""}})
-	cp, _ := dl.Copy(src, &router.Dead{Msg: router.NewMessage(&amqp10.Message{}), Reason: router.ReasonRejected,
+	cp, _ := dl.Copy(src, &router.Dead{Msg: *router.NewMessage(&amqp10.Message{}), Reason: router.ReasonRejected,
 		Error: &amqp10.Error{Condition: "app:e"}}, "")
 	_, ok := cp.Anns.Get(annotations.KeyLastDeathErrorCond)
 	assert.False(t, ok)
@@ -83,16 +83,16 @@ func TestRoutesAndCountsAndDropsCycles(t *testing.T) {
 		return m
 	}
 	// expired from src: src itself would be a cycle, "other" is not.
-	dl.DeadLetter(src, []router.Dead{{Msg: msg(), Reason: router.ReasonExpired}})
+	dl.DeadLetter(src, []router.Dead{{Msg: *msg(), Reason: router.ReasonExpired}})
 	assert.Equal(t, 0, src.Len(), "the cycling target is dropped")
 	assert.Equal(t, 1, other.Len())
 	// rejected: no cycle, both targets get it.
-	dl.DeadLetter(src, []router.Dead{{Msg: msg(), Reason: router.ReasonRejected}})
+	dl.DeadLetter(src, []router.Dead{{Msg: *msg(), Reason: router.ReasonRejected}})
 	assert.Equal(t, 1, src.Len())
 	assert.Equal(t, 2, other.Len())
 
-	dl.DeadLetter(noDLX, []router.Dead{{Msg: msg(), Reason: router.ReasonMaxLen}})
-	dl.DeadLetter(missing, []router.Dead{{Msg: msg(), Reason: router.ReasonExpired}})
+	dl.DeadLetter(noDLX, []router.Dead{{Msg: *msg(), Reason: router.ReasonMaxLen}})
+	dl.DeadLetter(missing, []router.Dead{{Msg: *msg(), Reason: router.ReasonExpired}})
 	assert.Equal(t, Counts{DeadLettered: 1}, dl.QueueStats("/", "src")[router.ReasonExpired])
 	assert.Equal(t, Counts{DeadLettered: 1}, dl.QueueStats("/", "src")[router.ReasonRejected])
 	assert.Equal(t, Counts{DroppedNoDLX: 1}, dl.QueueStats("/", "plain")[router.ReasonMaxLen])
@@ -102,7 +102,7 @@ func TestRoutesAndCountsAndDropsCycles(t *testing.T) {
 	self := declare(t, vh, "self", amqp10.Map{{Key: "x-dead-letter-exchange", Value: ""}})
 	m := msg()
 	m.RoutingKeys = []string{"self"}
-	dl.DeadLetter(self, []router.Dead{{Msg: m, Reason: router.ReasonExpired}})
+	dl.DeadLetter(self, []router.Dead{{Msg: *m, Reason: router.ReasonExpired}})
 	assert.Equal(t, 0, self.Len())
 	assert.Equal(t, Counts{DroppedCycle: 1}, dl.QueueStats("/", "self")[router.ReasonExpired])
 	assert.Len(t, dl.Stats(), 5)

@@ -47,7 +47,8 @@ type Options struct {
 }
 
 // DeadLetterer takes messages that died in src, in the order they died. It
-// is called without any queue lock held.
+// is called without any queue lock held. dead is valid only during the
+// call: the queue reuses its storage.
 type DeadLetterer interface {
 	DeadLetter(src *Queue, dead []Dead)
 }
@@ -65,7 +66,7 @@ type DeadLetterer interface {
 // until then the router hands them over again on every topology or policy
 // change and every Options.DeadLetterRetryInterval.
 type Dead struct {
-	Msg    *Message // a copy carrying the queue's delivery count and merged annotations
+	Msg    Message // a copy carrying the queue's delivery count and merged annotations
 	Reason Reason
 	// Error is the consumer's rejected error, if any (issue 3's x-last-death-error-*).
 	Error *amqp10.Error

@@ -53,10 +53,16 @@ func (m *Message) primaryKey() string {
 
 // withState returns a shallow copy of m carrying dc and anns.
 func (m *Message) withState(dc uint32, anns amqp10.Map) *Message {
+	c := m.stateCopy(dc, anns)
+	return &c
+}
+
+// stateCopy is withState as a value, for a Dead (no allocation).
+func (m *Message) stateCopy(dc uint32, anns amqp10.Map) Message {
 	c := *m
 	c.DeliveryCount = dc
 	c.Anns = anns // shared: annotations and routing keys are never modified in place
-	return &c
+	return c
 }
 
 // hasDeaths reports whether anns records an earlier dead-lettering.

@@ -556,7 +556,7 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 		q.b.armRetry()
 		return
 	}
-	d := Dead{Msg: e.msg.withState(e.dc, e.anns()), Reason: r, Error: err, Time: time.Unix(0, now)}
+	d := Dead{Msg: e.msg.stateCopy(e.dc, e.anns()), Reason: r, Error: err, Time: time.Unix(0, now)}
 	if e.stored {
 		d.e = e
 	}
@@ -565,7 +565,7 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 
 func (q *Queue) retainedDead(e *entry) Dead {
 	dead := e.dead()
-	return Dead{Msg: e.msg.withState(e.dc, e.anns()), Reason: dead.deadReason, Error: dead.deadErr,
+	return Dead{Msg: e.msg.stateCopy(e.dc, e.anns()), Reason: dead.deadReason, Error: dead.deadErr,
 		Retained: true, Time: timeFromNano(dead.deadAt), e: e}
 }
 
@@ -612,6 +612,10 @@ func (q *Queue) retryRetained() {
 // call leaves its messages to the active flusher. Afterwards, stored
 // at-most-once messages that the DeadLetterer did not forward with
 // ForwardDead are settled, and retained ones become retryable.
+// maxKeptOutbox bounds the outbox storage a queue keeps between flushes
+// (a mass expiry's outbox is let go).
+const maxKeptOutbox = 256
+
 func (q *Queue) flushDead() {
 	q.mu.Lock()
 	if q.flushing || len(q.outbox) == 0 {
@@ -636,6 +640,10 @@ func (q *Queue) flushDead() {
 			case !batch[i].Retained:
 				q.settleStoredLocked(e)
 			}
+		}
+		if q.outbox == nil && cap(batch) <= maxKeptOutbox {
+			clear(batch)
+			q.outbox = batch[:0] // the next deaths reuse its storage
 		}
 	}
 	q.flushing = false
