@@ -173,13 +173,23 @@ type batch struct {
 	// targets is the last message's routing result, reused for the next.
 	targets []*router.Queue
 	// The last copy's history (valid until the next copy) and boxed names.
-	scratch *copyScratch
+	scratch copyScratch
 }
 
-// scratches keeps copyScratch values between DeadLetter calls: a call
-// usually dead-letters a few messages, and reusing its storage saves an
-// allocation per message.
-var scratches = sync.Pool{New: func() any { return new(copyScratch) }}
+// batches keeps batch values between DeadLetter calls: a call usually
+// dead-letters a few messages, and reusing the storage of its slices saves
+// several allocations per call.
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+// release clears what the batch refers to and returns it to the pool.
+func (b *batch) release() {
+	clear(b.targets)
+	b.targets = b.targets[:0]
+	clear(b.scratch.deaths)
+	b.scratch.deaths = b.scratch.deaths[:0]
+	*b = batch{msgs: b.msgs[:0], targets: b.targets, scratch: copyScratch{deaths: b.scratch.deaths, boxes: b.scratch.boxes}}
+	batches.Put(b)
+}
 
 // copyScratch is storage a run of copies reuses.
 type copyScratch struct {
@@ -230,16 +240,17 @@ func (b *batch) flush() {
 // DeadLetter implements router.DeadLetterer. It handles the messages in the
 // order they died (§2.9).
 func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
+	b := batches.Get().(*batch)
+	defer b.release()
 	// One clock read per batch: its deaths happen in the same instant.
-	b := batch{d: d, src: src, now: d.now(), scratch: scratches.Get().(*copyScratch)}
-	defer scratches.Put(b.scratch)
+	b.d, b.src, b.now = d, src, d.now()
 	for i := range dead {
 		if dead[i].Retained {
 			b.flush()
 			d.deadLetterRetained(src, &dead[i]) // at-least-once: atleastonce.go
 			continue
 		}
-		d.deadLetter(src, &dead[i], &b)
+		d.deadLetter(src, &dead[i], b)
 	}
 	b.flush()
 }
@@ -267,7 +278,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		}
 		return
 	}
-	cp, h := d.copyAt(src, dm, dlx, b.now, b.scratch)
+	cp, h := d.copyAt(src, dm, dlx, b.now, &b.scratch)
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {
