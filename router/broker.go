@@ -73,8 +73,9 @@ type Dead struct {
 	// Retained: at-least-once; the message stays in the source queue until
 	// ForwardDead moves it.
 	Retained bool
-	// Time is when the message died (for a retained message: the first
-	// time, kept across retries and restarts). Zero when unknown.
+	// Time is when a retained message first died, kept across retries and
+	// restarts; zero for the others (the DeadLetterer reads the clock once
+	// per call for those).
 	Time time.Time
 
 	e *entry // the source entry when stored or retained

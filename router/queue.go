@@ -543,8 +543,8 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 		q.settleStoredLocked(e)
 		return
 	}
-	now := q.nowNano()
 	if q.retainsLocked(r) {
+		now := q.nowNano()
 		e.retained, e.inFlight, e.delivered = true, true, false
 		x := e.extension()
 		x.deadReason, x.deadErr, x.deadAt = r, err, now
@@ -556,7 +556,9 @@ func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
 		q.b.armRetry()
 		return
 	}
-	d := Dead{Msg: e.msg.stateCopy(e.dc, e.anns()), Reason: r, Error: err, Time: time.Unix(0, now)}
+	// At most once: the dead-letterer stamps the deaths of a batch with one
+	// clock reading, so Time stays zero (unknown) here.
+	d := Dead{Msg: e.msg.stateCopy(e.dc, e.anns()), Reason: r, Error: err}
 	if e.stored {
 		d.e = e
 	}
