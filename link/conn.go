@@ -19,6 +19,14 @@ import (
 // connection is cut off as a slow consumer.
 const maxPendingOutput = 64 << 20
 
+// inBatch is the most frames the reader hands the loop at once, and
+// inQueue how many batches may wait for the loop before the reader stops
+// reading (back-pressure on the peer through TCP).
+const (
+	inBatch = 64
+	inQueue = 4
+)
+
 // maxBurst is how many frames or mail batches the loop handles before it
 // flushes its output even though more input is waiting.
 const maxBurst = 64
@@ -101,7 +109,8 @@ type conn struct {
 	pendCh   uint16
 	hasPend  bool
 
-	inc  chan inFrame  // reader -> loop; closed when the reader exits
+	inc  chan []inFrame // reader -> loop, in batches; closed when the reader exits
+	free chan []inFrame // loop -> reader: emptied batches for reuse
 	done chan struct{} // closed when the loop exits
 	mbox mailbox
 	out  outbuf
@@ -127,7 +136,8 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		overLimit:  overLimit,
 		sessions:   make(map[uint16]*session),
 		localChans: make(map[uint16]*session),
-		inc:        make(chan inFrame, 64),
+		inc:        make(chan []inFrame, inQueue),
+		free:       make(chan []inFrame, inQueue+1),
 		done:       make(chan struct{}),
 		mbox:       mailbox{wake: make(chan struct{}, 1)},
 		out:        outbuf{wake: make(chan struct{}, 1)},
@@ -160,47 +170,71 @@ func (c *conn) serve() {
 	wg.Wait()
 }
 
-// readLoop decodes frames and hands them to the loop.
+// readLoop decodes frames and hands them to the loop in batches: the
+// frames that are already buffered go together (up to inBatch), so the
+// hand-off costs one channel operation per read, not one per frame. A
+// batch is always handed over before a read that may wait for the peer.
 func (c *conn) readLoop() {
 	defer close(c.inc)
 	idle := c.srv.opts.IdleTimeout
+	var batch []inFrame
 	for {
-		// The idle deadline only matters when reading the next frame may wait
-		// for the peer: a frame already wholly buffered needs no new deadline.
-		if !frameBuffered(c.br) {
-			if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
-				c.send(inFrame{err: err})
+		f, keep, ok := c.readOne(idle)
+		if keep {
+			batch = append(batch, f)
+		}
+		if len(batch) > 0 && (!ok || len(batch) >= inBatch || !frameBuffered(c.br)) {
+			if !c.send(batch) {
 				return
 			}
+			batch = c.spare()
 		}
-		fh, body, err := readFrame(c.br, c.srv.opts.MaxFrameSize)
-		if err != nil {
-			c.send(inFrame{err: err})
+		if !ok {
 			return
 		}
-		if len(body) == 0 {
-			continue // heartbeat
+	}
+}
+
+// readOne reads the next frame. keep is false for a heartbeat, which the
+// loop need not see; ok is false after the reader's last frame: an error,
+// which f carries.
+func (c *conn) readOne(idle time.Duration) (f inFrame, keep, ok bool) {
+	// The idle deadline only matters when reading the next frame may wait
+	// for the peer: a frame already wholly buffered needs no new deadline.
+	if !frameBuffered(c.br) {
+		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			return inFrame{err: err}, true, false
 		}
-		if fh.Type != amqp10.FrameTypeAMQP {
-			c.send(inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
-				Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}})
-			return
-		}
-		if code, err := amqp10.PeekDescriptor(body); err == nil &&
-			(code == amqp10.DescTransfer || code == amqp10.DescFlow || code == amqp10.DescDisposition) {
-			if !c.send(inFrame{channel: fh.Channel, hot: code, payload: body}) {
-				return
-			}
-			continue
-		}
-		p, payload, err := amqp10.ParsePerformative(body)
-		if err != nil {
-			c.send(inFrame{err: decodeError(err)})
-			return
-		}
-		if !c.send(inFrame{channel: fh.Channel, perf: p, payload: payload}) {
-			return
-		}
+	}
+	fh, body, err := readFrame(c.br, c.srv.opts.MaxFrameSize)
+	if err != nil {
+		return inFrame{err: err}, true, false
+	}
+	if len(body) == 0 {
+		return inFrame{}, false, true // heartbeat
+	}
+	if fh.Type != amqp10.FrameTypeAMQP {
+		return inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}}, true, false
+	}
+	if code, err := amqp10.PeekDescriptor(body); err == nil &&
+		(code == amqp10.DescTransfer || code == amqp10.DescFlow || code == amqp10.DescDisposition) {
+		return inFrame{channel: fh.Channel, hot: code, payload: body}, true, true
+	}
+	p, payload, err := amqp10.ParsePerformative(body)
+	if err != nil {
+		return inFrame{err: decodeError(err)}, true, false
+	}
+	return inFrame{channel: fh.Channel, perf: p, payload: payload}, true, true
+}
+
+// spare returns an emptied batch for the reader to fill.
+func (c *conn) spare() []inFrame {
+	select {
+	case b := <-c.free:
+		return b
+	default:
+		return nil
 	}
 }
 
@@ -246,9 +280,9 @@ func frameBuffered(r *bufio.Reader) bool {
 	return err == nil && int64(binary.BigEndian.Uint32(h)) <= int64(n)
 }
 
-func (c *conn) send(f inFrame) bool {
+func (c *conn) send(batch []inFrame) bool {
 	select {
-	case c.inc <- f:
+	case c.inc <- batch:
 		return true
 	case <-c.done:
 		return false
@@ -286,30 +320,23 @@ func (c *conn) loop() {
 					s.setBlocked(blocked)
 				}
 			}
-		case f, ok := <-c.inc:
+		case batch, ok := <-c.inc:
 			if !ok {
 				c.lost = !c.closeRecv
 				return
 			}
-			if f.err != nil {
-				c.readError(f.err)
-				return
-			}
-			err := error(nil)
-			if f.hot != 0 {
-				if err = c.decodeHot(&f); err != nil {
-					c.readError(err) // as a decode error found by the reader
+			for i := range batch {
+				if !c.inbound(&batch[i]) {
 					return
 				}
+				if c.closeSent {
+					startGrace()
+				}
 			}
-			if err = c.handle(f); err != nil {
-				c.protocolError(err)
-			}
-			if c.closeRecv {
-				return
-			}
-			if c.closeSent {
-				startGrace()
+			clear(batch) // drop the payloads: message bytes now belong to queues
+			select {
+			case c.free <- batch[:0]:
+			default:
 			}
 		case <-c.mbox.wake:
 			if !c.closeSent {
@@ -338,6 +365,24 @@ func (c *conn) loop() {
 			return
 		}
 	}
+}
+
+// inbound handles one frame from the reader; false ends the loop.
+func (c *conn) inbound(f *inFrame) bool {
+	if f.err != nil {
+		c.readError(f.err)
+		return false
+	}
+	if f.hot != 0 {
+		if err := c.decodeHot(f); err != nil {
+			c.readError(err) // as a decode error found by the reader
+			return false
+		}
+	}
+	if err := c.handle(*f); err != nil {
+		c.protocolError(err)
+	}
+	return !c.closeRecv
 }
 
 // readError handles the reader's terminal error.
