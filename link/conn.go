@@ -19,12 +19,15 @@ import (
 // connection is cut off as a slow consumer.
 const maxPendingOutput = 64 << 20
 
-// inBatch is the most frames the reader hands the loop at once, and
-// inQueue how many batches may wait for the loop before the reader stops
-// reading (back-pressure on the peer through TCP).
+// inBatch and inBatchBytes bound what the reader hands the loop at once
+// (a batch ends at the frame that reaches either), and inQueue is how many
+// batches may wait for the loop before the reader stops reading
+// (back-pressure on the peer through TCP): at most about 4 × (64 KiB + one
+// frame) of a connection's input waits for its loop.
 const (
-	inBatch = 64
-	inQueue = 4
+	inBatch      = 64
+	inBatchBytes = 64 << 10
+	inQueue      = 4
 )
 
 // maxBurst is how many frames or mail batches the loop handles before it
@@ -178,16 +181,18 @@ func (c *conn) readLoop() {
 	defer close(c.inc)
 	idle := c.srv.opts.IdleTimeout
 	var batch []inFrame
+	size := 0
 	for {
 		f, keep, ok := c.readOne(idle)
 		if keep {
 			batch = append(batch, f)
+			size += len(f.payload)
 		}
-		if len(batch) > 0 && (!ok || len(batch) >= inBatch || !frameBuffered(c.br)) {
+		if len(batch) > 0 && (!ok || len(batch) >= inBatch || size >= inBatchBytes || !frameBuffered(c.br)) {
 			if !c.send(batch) {
 				return
 			}
-			batch = c.spare()
+			batch, size = c.spare(), 0
 		}
 		if !ok {
 			return
