@@ -51,12 +51,23 @@ func ParseFrameHeader(b []byte) (FrameHeader, error) {
 // then payload (transfer payload, or nil); the size is backpatched.
 // It allocates nothing when b has capacity. A nil p gives an empty frame.
 func AppendFrame(b []byte, typ byte, channel uint16, p Performative, payload []byte) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0, 2, typ, byte(channel>>8), byte(channel))
+	b, start := BeginFrame(b, typ, channel)
 	if p != nil {
 		b = p.Append(b)
 	}
-	b = append(b, payload...)
+	return EndFrame(append(b, payload...), start)
+}
+
+// BeginFrame appends the header of a frame whose body the caller appends
+// in place (performative, then payload); EndFrame(b, start) then sets its
+// size. A delivery is encoded straight into the output this way.
+func BeginFrame(b []byte, typ byte, channel uint16) (_ []byte, start int) {
+	start = len(b)
+	return append(b, 0, 0, 0, 0, 2, typ, byte(channel>>8), byte(channel)), start
+}
+
+// EndFrame sets the size of the frame BeginFrame started at start.
+func EndFrame(b []byte, start int) []byte {
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start))
 	return b
 }

@@ -176,7 +176,7 @@ func DeathsValue(h History) *amqp10.Array {
 // are appended in that order, and the error annotations always go last.
 // The result is a new map; anns is not modified.
 func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
-	return ApplyBoxed(anns, h, strict, nil)
+	return ApplyInto(nil, anns, h, strict, nil)
 }
 
 // Boxer turns the queue and exchange names of the first/last annotations
@@ -198,8 +198,10 @@ func (b *boxed) box(s string) any {
 	return b.v
 }
 
-// ApplyBoxed is Apply boxing names through bx (nil: a new value each).
-func ApplyBoxed(anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.Map {
+// ApplyInto is Apply writing the new map into dst's storage when it has
+// room (else a new map), and boxing names through bx (nil: a new value
+// each).
+func ApplyInto(dst, anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.Map {
 	if bx == nil {
 		bx = new(Boxer) // stays on the stack
 	}
@@ -230,7 +232,10 @@ func ApplyBoxed(anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.Map {
 	if withError {
 		n += 2
 	}
-	out := make(amqp10.Map, 0, n) // exact: with tracing on, the trace context is one append (and copy) more
+	out := dst[:0]
+	if cap(out) < n {
+		out = make(amqp10.Map, 0, n) // exact: with tracing on, the trace context is one append (and copy) more
+	}
 next:
 	for _, kv := range anns {
 		if k, ok := kv.Key.(amqp10.Symbol); ok {

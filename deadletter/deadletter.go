@@ -191,6 +191,14 @@ func (b *batch) release() {
 	batches.Put(b)
 }
 
+// copyAlloc is a dead-letter copy with room for the seven annotations of a
+// first death of a message without broker annotations (a rejection's error
+// adds two, which then take a map of their own).
+type copyAlloc struct {
+	msg  router.Message
+	anns [7]amqp10.KV
+}
+
 // copyScratch is storage a run of copies reuses.
 type copyScratch struct {
 	deaths []annotations.Death
@@ -398,13 +406,22 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 	}
 	hdr := m.Header
 	hdr.TTL, hdr.HasTTL = 0, false
-	cp := &router.Message{
+	var cp *router.Message
+	var anns amqp10.Map
+	if len(m.Anns) == 0 {
+		// A first death: the copy and its annotations in one allocation.
+		ca := new(copyAlloc)
+		cp, anns = &ca.msg, ca.anns[:0]
+	} else {
+		cp = new(router.Message)
+	}
+	*cp = router.Message{
 		Wire:          m.Wire,
 		Header:        hdr,
 		Exchange:      dlx,
 		RoutingKeys:   keys,
 		DeliveryCount: m.DeliveryCount,
-		Anns:          annotations.ApplyBoxed(m.Anns, h, d.strict, &scratch.boxes),
+		Anns:          annotations.ApplyInto(anns, m.Anns, h, d.strict, &scratch.boxes),
 	}
 	scratch.deaths = h.Deaths
 	return cp, h
