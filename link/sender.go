@@ -124,7 +124,7 @@ func (l *senderLink) send(d *router.Delivery) bool {
 			sc := span.SpanContext()
 			od.span = &sc
 		}
-		s.unsettledOut[id] = od
+		s.unsettledOut.Put(id, od)
 	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/seqwin"
 )
 
 const (
@@ -58,8 +59,8 @@ type session struct {
 	links     map[uint32]endpoint
 	detaching map[uint32]bool // links we detached with an error, awaiting the peer's detach
 
-	unsettledOut map[uint32]outDelivery   // by delivery-id
-	unsettledIn  map[uint32]*receiverLink // rcv-settle-mode second: awaiting the peer's settlement
+	unsettledOut seqwin.Window[uint32, outDelivery] // by delivery-id
+	unsettledIn  map[uint32]*receiverLink           // rcv-settle-mode second: awaiting the peer's settlement
 	pending      []pendingItem
 	ending       bool     // we sent end with an error and await the peer's end
 	mgmtWaiting  [][]byte // management responses waiting for the response link to attach
@@ -76,7 +77,6 @@ func newSession(c *conn, remote, local uint16, b *amqp10.Begin) *session {
 		peerWindowMax:        b.IncomingWindow,
 		links:                make(map[uint32]endpoint),
 		detaching:            make(map[uint32]bool),
-		unsettledOut:         make(map[uint32]outDelivery),
 		unsettledIn:          make(map[uint32]*receiverLink),
 	}
 }
@@ -152,7 +152,7 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 			ctr.linkAdded(l, -1)
 		}
 	}
-	clear(s.unsettledOut)
+	s.unsettledOut.Clear()
 	clear(s.unsettledIn)
 	s.pending = nil
 }
@@ -274,9 +274,9 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 	// Settle in ascending delivery-id order (dead-lettering order, §2.9).
 	c := s.c
 	ids := c.settleIDs[:0]
-	if span := last - d.First; int64(span) < int64(len(s.unsettledOut)) {
+	if span := last - d.First; int64(span) < int64(s.unsettledOut.Len()) {
 		for id := d.First; ; id++ {
-			if _, ok := s.unsettledOut[id]; ok {
+			if _, ok := s.unsettledOut.Get(id); ok {
 				ids = append(ids, id)
 			}
 			if id == last {
@@ -284,7 +284,8 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 			}
 		}
 	} else {
-		for id := range s.unsettledOut {
+		// All yields the ids in the window's overflow map unordered.
+		for id := range s.unsettledOut.All() {
 			if inRange(id, d.First, last) {
 				ids = append(ids, id)
 			}
@@ -294,25 +295,26 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 	// Settle each run of consecutive deliveries of one link as one batch.
 	c.settleIDs = ids
 	for rest := ids; len(rest) > 0; {
-		l := s.unsettledOut[rest[0]].l
-		n := 1
-		for n < len(rest) && s.unsettledOut[rest[n]].l == l {
-			n++
-		}
-		run := rest[:n]
-		rest = rest[n:]
+		first, _ := s.unsettledOut.Get(rest[0])
+		l := first.l
 		tags, errs := c.settleTags[:0], c.settleErrs[:0]
-		for _, id := range run {
-			tags = append(tags, s.unsettledOut[id].tag)
+		for _, id := range rest {
+			od, _ := s.unsettledOut.Get(id)
+			if od.l != l {
+				break
+			}
+			tags = append(tags, od.tag)
 			errs = append(errs, nil)
 		}
+		run := rest[:len(tags)]
+		rest = rest[len(tags):]
 		l.sub.SettleBatch(tags, o, errs)
 		c.settleTags, c.settleErrs = tags, errs
 		var invalid error
 		for i, id := range run {
-			od, err := s.unsettledOut[id], errs[i]
+			od, _ := s.unsettledOut.Delete(id)
+			err := errs[i]
 			errs[i] = nil
-			delete(s.unsettledOut, id)
 			if l.qc != nil && err == nil {
 				l.qc.settled(&o)
 			}
@@ -394,11 +396,7 @@ func (s *session) removeLink(h uint32, l endpoint, reason router.CancelReason) {
 		ctr.linkAdded(l, -1)
 	}
 	if sl, ok := l.(*senderLink); ok {
-		for id, od := range s.unsettledOut {
-			if od.l == sl {
-				delete(s.unsettledOut, id)
-			}
-		}
+		s.unsettledOut.DeleteFunc(func(_ uint32, od outDelivery) bool { return od.l == sl })
 		s.pending = slices.DeleteFunc(s.pending, func(p pendingItem) bool { return p.l == sl })
 	} else {
 		for id, rl := range s.unsettledIn {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/seqwin"
 )
 
 // Delivery is a message handed to a consumer.
@@ -131,7 +132,7 @@ type Subscription struct {
 	linkCredit    uint32 // the receiver's link-credit from its last flow
 	handedOut     uint32 // the sender's delivery-count: deliveries handed out
 	nextTag       uint64
-	unsettled     map[uint64]*entry
+	unsettled     seqwin.Window[uint64, *entry] // by tag
 	cancelled     bool
 }
 
@@ -149,7 +150,6 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		q: q, c: c, preSettled: opts.PreSettled, owner: opts.Owner,
 		deliveryCount: opts.InitialDeliveryCount,
 		handedOut:     opts.InitialDeliveryCount,
-		unsettled:     map[uint64]*entry{},
 	}
 	q.subs = append(q.subs, s)
 	q.hadConsumer = true
@@ -258,13 +258,12 @@ func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 	}
 	requeued := false
 	for i, tag := range tags {
-		e, ok := s.unsettled[tag]
+		e, ok := s.unsettled.Delete(tag)
 		if !ok {
 			errs[i] = fmt.Errorf("%w: no unsettled delivery with tag %d", ErrNotFound, tag)
 			continue
 		}
 		errs[i] = nil
-		delete(s.unsettled, tag)
 		q.unacked--
 		switch o.Kind {
 		case amqp10.StateAccepted:
@@ -342,14 +341,14 @@ func (s *Subscription) Cancel(reason CancelReason) {
 			q.rr--
 		}
 	}
-	tags := make([]uint64, 0, len(s.unsettled))
-	for t := range s.unsettled {
+	tags := make([]uint64, 0, s.unsettled.Len())
+	for t := range s.unsettled.All() {
 		tags = append(tags, t)
 	}
-	slices.Sort(tags)
+	slices.Sort(tags) // All yields the tags in the window's overflow map unordered
 	requeued := false
 	for _, t := range tags {
-		e := s.unsettled[t]
+		e, _ := s.unsettled.Get(t)
 		q.unacked--
 		e.acquired++
 		if reason == CancelConnectionLost {
@@ -362,7 +361,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		q.requeueLocked(e)
 		requeued = true
 	}
-	s.unsettled = nil
+	s.unsettled.Clear()
 	now := q.nowNano()
 	if requeued {
 		q.afterRequeueLocked(now)
@@ -420,7 +419,7 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns())
 	d := Delivery{Tag: tag, Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}
 	if !s.preSettled {
-		s.unsettled[tag] = e
+		s.unsettled.Put(tag, e)
 		q.unacked++
 		if e.stored {
 			e.delivered = true

@@ -533,3 +533,58 @@ func TestPurge(t *testing.T) {
 	assert.Equal(t, 1, q.Len())
 	assert.Empty(t, e.dl.all(), "purge never dead-letters")
 }
+
+// TestCancelOrderAfterLongHeld: deliveries held while thousands of later ones
+// are settled (so the subscription keeps them apart from the recent ones)
+// still return to the queue in delivery order.
+func TestCancelOrderAfterLongHeld(t *testing.T) {
+	const n = 6000
+	e := newEnv(t)
+	q := e.queue(t, "q", Quorum) // returns are delivered in return order
+	publishN(t, e, "q", n)
+	s, c := subscribe(t, q, n)
+	ds := c.all()
+	require.Len(t, ds, n)
+	tags := make([]uint64, 0, n)
+	for _, d := range ds[2 : n-1] {
+		tags = append(tags, d.Tag)
+	}
+	errs := make([]error, len(tags))
+	s.SettleBatch(tags, Outcome{Kind: amqp10.StateAccepted}, errs)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	s.Cancel(CancelDetach)
+	_, c2 := subscribe(t, q, 10)
+	assert.Equal(t, []string{"m1", "m2", fmt.Sprint("m", n)}, c2.bodies())
+}
+
+// BenchmarkSettleOutstanding is BenchmarkPublishDeliverSettle with 1000
+// deliveries outstanding: after each publish the consumer settles the oldest
+// one, as a consumer with prefetch does.
+func BenchmarkSettleOutstanding(b *testing.B) {
+	const outstanding = 1000
+	h := newHotPath(b, "")
+	publish := func() {
+		m := NewMessage(h.wire)
+		m.RoutingKeys = h.keys
+		if st, err := h.vh.Publish("", m); err != nil || st.Kind != amqp10.StateAccepted {
+			b.Fatalf("publish: %v %v", st, err)
+		}
+	}
+	h.sub.Flow(0, 2*outstanding, false)
+	for range outstanding {
+		publish()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		publish()
+		if err := h.sub.Settle(h.c.last.Tag-outstanding, Outcome{Kind: amqp10.StateAccepted}); err != nil {
+			b.Fatal(err)
+		}
+		h.n++
+		if h.n%500 == 0 {
+			h.sub.Flow(h.n, 2*outstanding, false)
+		}
+	}
+}

@@ -729,7 +729,7 @@ func (q *Queue) deleteLocked() (int, []*Subscription) {
 	subs := q.subs
 	for _, s := range subs {
 		s.cancelled = true
-		s.unsettled = nil
+		s.unsettled.Clear()
 	}
 	q.subs = nil
 	q.unacked = 0
