@@ -114,7 +114,7 @@ type conn struct {
 
 	inc  chan []inFrame // reader -> loop, in batches; closed when the reader exits
 	free chan []inFrame // loop -> reader: emptied batches for reuse
-	done chan struct{} // closed when the loop exits
+	done chan struct{}  // closed when the loop exits
 	mbox mailbox
 	out  outbuf
 
