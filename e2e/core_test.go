@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -373,6 +374,63 @@ func TestLargeMessage(t *testing.T) {
 	require.Equal(t, len(payload), len(m.GetData()))
 	require.True(t, bytes.Equal(payload, m.GetData()))
 	require.NoError(t, r.AcceptMessage(ctxT(t), m))
+}
+
+// Deliveries around the consumer's max-frame-size: the broker encodes a
+// delivery that fits one frame in place and splits the others, and no frame
+// exceeds the size the consumer announced (go-amqp does not check that, so
+// a raw consumer does).
+func TestDeliveryAtFrameSizeBoundary(t *testing.T) {
+	b := startBroker(t, oneQueue)
+	const maxFrame = 4096
+	snd := sender(t, session(t, dial(t, b, nil)), "/queues/q", nil)
+	var payloads [][]byte
+	for size := maxFrame - 200; size <= maxFrame+40; size += 3 {
+		payloads = append(payloads, bytes.Repeat([]byte{byte(size)}, size))
+		require.IsType(t, &amqp.StateAccepted{}, send(t, snd, amqp.NewMessage(payloads[len(payloads)-1])))
+	}
+
+	r := rawDial(t, b)
+	_, err := r.nc.Write(amqp10.ProtoHeaderAMQP[:])
+	require.NoError(t, err)
+	var h [8]byte
+	_, err = io.ReadFull(r.nc, h[:])
+	require.NoError(t, err)
+	r.write(0, &amqp10.Open{ContainerID: "raw", MaxFrameSize: maxFrame, ChannelMax: 10})
+	expectFrame[*amqp10.Open](r)
+	r.write(0, &amqp10.Begin{NextOutgoingID: 0, IncomingWindow: 10000, OutgoingWindow: 1000, HandleMax: 10})
+	expectFrame[*amqp10.Begin](r)
+	r.write(0, &amqp10.Attach{Name: "raw-receiver", Handle: 0, Role: amqp10.RoleReceiver,
+		SndSettleMode: amqp10.SndSettled, HasSndSettleMode: true,
+		Source: &amqp10.Source{Address: "/queues/q", HasAddress: true}, Target: &amqp10.Target{}})
+	expectFrame[*amqp10.Attach](r)
+	r.write(0, &amqp10.Flow{NextIncomingID: 0, HasNextIncomingID: true, IncomingWindow: 10000,
+		NextOutgoingID: 0, OutgoingWindow: 1000, Handle: 0, HasHandle: true,
+		DeliveryCount: 0, HasDeliveryCount: true, LinkCredit: uint32(len(payloads)), HasLinkCredit: true})
+	var msg []byte
+	for i := 0; i < len(payloads); {
+		var hb [8]byte
+		_, err := io.ReadFull(r.nc, hb[:])
+		require.NoError(t, err)
+		fh, err := amqp10.ParseFrameHeader(hb[:])
+		require.NoError(t, err)
+		require.LessOrEqual(t, fh.Size, uint32(maxFrame), "frame over the consumer's max-frame-size (message %d)", i)
+		body := make([]byte, fh.Size-8)
+		_, err = io.ReadFull(r.nc, body)
+		require.NoError(t, err)
+		if len(body) == 0 {
+			continue
+		}
+		p, payload, err := amqp10.ParsePerformative(body[int(fh.DataOffset)*4-8:])
+		require.NoError(t, err)
+		tr, ok := p.(*amqp10.Transfer)
+		require.True(t, ok, "got %T", p)
+		msg = append(msg, payload...)
+		if !tr.More {
+			require.True(t, bytes.Contains(msg, payloads[i]), "message %d (%d bytes) not delivered whole", i, len(payloads[i]))
+			msg, i = nil, i+1
+		}
+	}
 }
 
 // go-amqp refuses, client-side, to send a message over the max-message-size

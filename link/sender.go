@@ -93,7 +93,7 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		// dead-letter consumer's, continue the producer's trace.
 		anns = telemetry.Inject(anns, span.SpanContext())
 	}
-	body, err := d.Msg.Wire.AppendDelivery(c.msgBuf[:0], &d.Header, anns)
+	id, ok, err := s.sendDelivery(l.handle, d, anns, l.preSettled)
 	clear(anns) // keep no message's values reachable from the scratch map
 	c.annBuf = anns[:0]
 	if err != nil {
@@ -101,8 +101,6 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		_ = l.sub.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected})
 		return true
 	}
-	c.msgBuf = body
-	id, ok := s.sendMessage(l.handle, body, d.Tag, l.preSettled)
 	if !ok {
 		// Held back by the peer's window: the span is never ended, so never
 		// exported; the retry starts another.
@@ -129,6 +127,59 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	return true
 }
 
+// sendDelivery writes delivery d with message annotations anns on handle.
+// A delivery that fits one frame, nearly all of them, is encoded straight
+// into the connection's output behind its transfer; a larger one is
+// encoded aside and split by sendMessage. ok is false when the peer's
+// session window is too small for it now (nothing is written then).
+func (s *session) sendDelivery(handle uint32, d *router.Delivery, anns amqp10.Map, settled bool) (id uint32, ok bool, err error) {
+	if s.remoteIncomingWindow == 0 {
+		return 0, false, nil // no frame may go now, one or many
+	}
+	c := s.c
+	c.flushDisp()
+	mark := len(c.wbuf)
+	b, start := amqp10.BeginFrame(c.wbuf, amqp10.FrameTypeAMQP, s.local)
+	b = s.outTransfer(handle, d.Tag, settled).Append(b)
+	bodyAt := len(b)
+	b, err = d.Msg.Wire.AppendDelivery(b, &d.Header, anns)
+	if err != nil {
+		c.wbuf = b[:mark]
+		return 0, false, err
+	}
+	if len(b)-start <= int(c.peerMaxFrame) {
+		c.wbuf = amqp10.EndFrame(b, start)
+		return s.sent(1), true, nil
+	}
+	c.msgBuf = append(c.msgBuf[:0], b[bodyAt:]...)
+	c.wbuf = b[:mark]
+	id, ok = s.sendMessage(handle, c.msgBuf, d.Tag, settled)
+	return id, ok, nil
+}
+
+// outTransfer returns the connection's transfer value set up as the first
+// (or only) frame of the next delivery on handle.
+func (s *session) outTransfer(handle uint32, tag uint64, settled bool) *amqp10.Transfer {
+	c := s.c
+	binary.BigEndian.PutUint64(c.tag[:], tag)
+	tr := &c.tr
+	*tr = amqp10.Transfer{Handle: handle,
+		DeliveryID: s.nextDeliveryID, HasDeliveryID: true, DeliveryTag: c.tag[:],
+		HasMessageFormat: true, Settled: settled, HasSettled: true}
+	return tr
+}
+
+// sent accounts for a delivery of n frames just written and returns its
+// delivery-id.
+func (s *session) sent(n uint32) uint32 {
+	id := s.nextDeliveryID
+	s.nextDeliveryID++
+	s.nextOutgoingID += n
+	s.remoteIncomingWindow -= min(n, s.remoteIncomingWindow)
+	s.c.tr.DeliveryTag = nil
+	return id
+}
+
 // sendMessage writes body as a delivery on handle, split into frames of the
 // peer's max-frame-size. ok is false when the peer's session window is too
 // small for it now (nothing is written then).
@@ -139,29 +190,15 @@ func (s *session) sendMessage(handle uint32, body []byte, tag uint64, settled bo
 	if s.remoteIncomingWindow < frames && (s.remoteIncomingWindow == 0 || s.remoteIncomingWindow < s.peerWindowMax) {
 		return 0, false
 	}
-	id = s.nextDeliveryID
-	s.nextDeliveryID++
-	binary.BigEndian.PutUint64(c.tag[:], tag)
-	tr := &c.tr
-	for first := true; ; first = false {
-		n := min(chunk, len(body))
-		*tr = amqp10.Transfer{Handle: handle, More: n < len(body)}
-		if first {
-			tr.DeliveryID, tr.HasDeliveryID = id, true
-			tr.DeliveryTag = c.tag[:]
-			tr.HasMessageFormat = true
-			tr.Settled, tr.HasSettled = settled, true
-		}
-		c.write(s.local, tr, body[:n])
-		body = body[n:]
-		s.nextOutgoingID++
-		if s.remoteIncomingWindow > 0 {
-			s.remoteIncomingWindow--
-		}
+	tr := s.outTransfer(handle, tag, settled)
+	for n := uint32(0); ; n++ {
+		k := min(chunk, len(body))
+		tr.More = k < len(body)
+		c.write(s.local, tr, body[:k])
+		body = body[k:]
 		if !tr.More {
-			break
+			return s.sent(n + 1), true
 		}
+		*tr = amqp10.Transfer{Handle: handle} // continuation frames carry only the handle (and more)
 	}
-	tr.DeliveryTag = nil
-	return id, true
 }
