@@ -25,7 +25,7 @@ const maxPendingOutput = 64 << 20
 // (back-pressure on the peer through TCP): at most about 4 × (64 KiB + one
 // frame) of a connection's input waits for its loop.
 const (
-	inBatch      = 64
+	inBatch      = 16
 	inBatchBytes = 64 << 10
 	inQueue      = 4
 )
@@ -140,7 +140,7 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		sessions:   make(map[uint16]*session),
 		localChans: make(map[uint16]*session),
 		inc:        make(chan []inFrame, inQueue),
-		free:       make(chan []inFrame, inQueue+1),
+		free:       make(chan []inFrame, inQueue+2), // every batch there can be: queued, being read, being handled
 		done:       make(chan struct{}),
 		mbox:       mailbox{wake: make(chan struct{}, 1)},
 		out:        outbuf{wake: make(chan struct{}, 1)},
@@ -185,6 +185,9 @@ func (c *conn) readLoop() {
 	for {
 		f, keep, ok := c.readOne(idle)
 		if keep {
+			if batch == nil {
+				batch = c.spare()
+			}
 			batch = append(batch, f)
 			size += len(f.payload)
 		}
@@ -192,7 +195,7 @@ func (c *conn) readLoop() {
 			if !c.send(batch) {
 				return
 			}
-			batch, size = c.spare(), 0
+			batch, size = nil, 0
 		}
 		if !ok {
 			return
@@ -233,13 +236,15 @@ func (c *conn) readOne(idle time.Duration) (f inFrame, keep, ok bool) {
 	return inFrame{channel: fh.Channel, perf: p, payload: payload}, true, true
 }
 
-// spare returns an emptied batch for the reader to fill.
+// spare returns an emptied batch for the reader to fill. Batches are made
+// at their full size and go round between the reader and the loop, so a
+// steady stream of frames allocates none.
 func (c *conn) spare() []inFrame {
 	select {
 	case b := <-c.free:
 		return b
 	default:
-		return nil
+		return make([]inFrame, 0, inBatch)
 	}
 }
 
