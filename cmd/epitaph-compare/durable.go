@@ -429,7 +429,7 @@ func durableReport(o opts, scs []scenario, res map[string]map[string][]run1, res
 	p("- Queues: `plain` (durable classic) and `qq` (quorum, `x-queue-type: quorum`) on both brokers. RabbitMQ 3.10's AMQP 1.0 plugin publishes to and consumes from quorum queues without trouble, so quorum is included.\n")
 	p("- Load average (1, 5, 15 min) before / after: %s / %s.", fields3(loadBefore), fields3(loadAfter))
 	if parseLoad(loadBefore) > 0.5 || parseLoad(loadAfter) > 2.5 {
-		p(" Other engineers' test runs were sharing the machine, so absolute figures and tails are noisier than on an idle machine; the ratios come from alternating runs in the same compare.")
+		p(" The machine was not idle (load average above 0.5 before, or above 2.5 after), so absolute figures and tails are noisier than on an idle machine; the ratios come from alternating runs in the same compare.")
 	}
 	p("\n")
 	if rabbitNote != "" {

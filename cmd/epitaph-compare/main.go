@@ -568,7 +568,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 	p("| epitaph built from | %s |\n", sourceState())
 	p("| load average before / after (1, 5, 15 min) | %s / %s |\n\n", fields3(loadBefore), fields3(loadAfter))
 	if la := parseLoad(loadBefore); la > 0.5 || parseLoad(loadAfter) > 2.5 {
-		p("Other engineers' test runs were sharing the machine during this compare (load average above; the brokers and the client need about 2 cores themselves), so tails and absolute rates are noisier than on an idle machine.\n\n")
+		p("The machine was not idle (load average above 0.5 before the compare, or above 2.5 after it; the brokers and the client need about 2 cores themselves), so tails and absolute rates are noisier than on an idle machine.\n\n")
 	}
 	if rabbitNote != "" {
 		p("%s\n\n", rabbitNote)
