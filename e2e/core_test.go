@@ -391,13 +391,7 @@ func TestDeliveryAtFrameSizeBoundary(t *testing.T) {
 	}
 
 	r := rawDial(t, b)
-	_, err := r.nc.Write(amqp10.ProtoHeaderAMQP[:])
-	require.NoError(t, err)
-	var h [8]byte
-	_, err = io.ReadFull(r.nc, h[:])
-	require.NoError(t, err)
-	r.write(0, &amqp10.Open{ContainerID: "raw", MaxFrameSize: maxFrame, ChannelMax: 10})
-	expectFrame[*amqp10.Open](r)
+	r.openWith(&amqp10.Open{ContainerID: "raw", MaxFrameSize: maxFrame, ChannelMax: 10})
 	r.write(0, &amqp10.Begin{NextOutgoingID: 0, IncomingWindow: 10000, OutgoingWindow: 1000, HandleMax: 10})
 	expectFrame[*amqp10.Begin](r)
 	r.write(0, &amqp10.Attach{Name: "raw-receiver", Handle: 0, Role: amqp10.RoleReceiver,

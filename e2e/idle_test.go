@@ -16,17 +16,11 @@ import (
 func TestHeartbeatsSent(t *testing.T) {
 	b := startBroker(t, "")
 	r := rawDial(t, b)
-	_, err := r.nc.Write(amqp10.ProtoHeaderAMQP[:])
-	require.NoError(t, err)
-	var h [8]byte
-	_, err = io.ReadFull(r.nc, h[:])
-	require.NoError(t, err)
-	r.write(0, &amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, IdleTimeOut: 400})
-	_, p := r.read()
-	o := p.(*amqp10.Open)
+	o := r.openWith(&amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, IdleTimeOut: 400})
 	assert.Equal(t, uint32(30000), o.IdleTimeOut, "we advertise half our 60 s threshold")
 	require.NoError(t, r.nc.SetReadDeadline(time.Now().Add(2*time.Second)))
-	_, err = io.ReadFull(r.nc, h[:])
+	var h [8]byte
+	_, err := io.ReadFull(r.nc, h[:])
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0, 0, 0, 8, 2, 0, 0, 0}, h[:], "an empty frame")
 }

@@ -33,15 +33,22 @@ func rawDial(t *testing.T, b *epitaph.Broker) *rawConn {
 // open does the raw (no SASL) header exchange and open.
 func (r *rawConn) open() {
 	r.t.Helper()
+	r.openWith(&amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 10})
+}
+
+// openWith does the raw header exchange, sends o and returns the broker's open.
+func (r *rawConn) openWith(o *amqp10.Open) *amqp10.Open {
+	r.t.Helper()
 	_, err := r.nc.Write(amqp10.ProtoHeaderAMQP[:])
 	require.NoError(r.t, err)
 	var h [8]byte
 	_, err = io.ReadFull(r.nc, h[:])
 	require.NoError(r.t, err)
 	require.Equal(r.t, amqp10.ProtoHeaderAMQP, h)
-	r.write(0, &amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 10})
+	r.write(0, o)
 	_, p := r.read()
 	require.IsType(r.t, &amqp10.Open{}, p)
+	return p.(*amqp10.Open)
 }
 
 func (r *rawConn) write(ch uint16, p amqp10.Performative) {
