@@ -14,8 +14,9 @@ import (
 // grown by as much as is live. A broker under load with few messages queued
 // has a small live heap (a few MiB of in-flight messages) and allocates
 // hundreds of MiB a second (every inbound frame, every dead-letter copy), so
-// it collected about a hundred times a second, and the collector took about
-// a tenth of its CPU. After each collection the floor raises GOGC just enough
+// it collected about a hundred times a second (384 collections in a 4 s
+// dead-letter run), and collecting cost it 15-20% of its CPU per message.
+// After each collection the floor raises GOGC just enough
 // that the next goal is the floor, and puts it back to the base value once
 // twice the live heap exceeds the floor: a broker holding a million messages
 // collects exactly as it would with GOGC 100, and one holding few may let
