@@ -60,7 +60,7 @@ func runDurable(o opts) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := buildBins(&o, tmp); err != nil {
+	if err := buildBins(tmp, bin{&o.epitaphBin, "./cmd/epitaph"}, bin{&o.perfBin, "./cmd/epitaph-perf"}); err != nil {
 		return err
 	}
 	defs := filepath.Join(tmp, "definitions.json")
@@ -231,11 +231,16 @@ func runDurable(o opts) error {
 	return nil
 }
 
-func buildBins(o *opts, tmp string) error {
-	for _, b := range []struct {
-		p   *string
-		pkg string
-	}{{&o.epitaphBin, "./cmd/epitaph"}, {&o.perfBin, "./cmd/epitaph-perf"}} {
+// bin is a command the compare runs: its path (given by a flag, or empty
+// to build it) and its package.
+type bin struct {
+	p   *string
+	pkg string
+}
+
+// buildBins builds into tmp each of bins whose path was not given.
+func buildBins(tmp string, bins ...bin) error {
+	for _, b := range bins {
 		if *b.p != "" {
 			continue
 		}
@@ -544,17 +549,7 @@ func durableReport(o opts, scs []scenario, res map[string]map[string][]run1, res
 		}
 	}
 
-	// failures
-	var fails []string
-	for _, sc := range scs {
-		for _, id := range ids {
-			for i, r := range res[sc.id][id] {
-				if r.err != "" {
-					fails = append(fails, fmt.Sprintf("- %s on %s, run %d: %s", sc.id, id, i+1, r.err))
-				}
-			}
-		}
-	}
+	fails := failedRuns(scs, ids, res)
 	p("\n### Integrity\n\n")
 	if len(fails) == 0 {
 		p("Every durable run delivered every message exactly once (no lost, duplicated, beyond-credit or undecodable deliveries) and every publish was accepted.\n")

@@ -151,21 +151,8 @@ func run(o opts) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	for _, b := range []struct {
-		p   *string
-		pkg string
-	}{{&o.epitaphBin, "./cmd/epitaph"}, {&o.nullBin, "./cmd/epitaph-null"}, {&o.perfBin, "./cmd/epitaph-perf"}} {
-		if *b.p != "" {
-			continue
-		}
-		out := filepath.Join(tmp, filepath.Base(b.pkg))
-		logf("go build -o %s %s", out, b.pkg)
-		c := exec.Command("go", "build", "-o", out, b.pkg)
-		c.Stdout, c.Stderr = os.Stderr, os.Stderr
-		if err := c.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", b.pkg, err)
-		}
-		*b.p = out
+	if err := buildBins(tmp, bin{&o.epitaphBin, "./cmd/epitaph"}, bin{&o.nullBin, "./cmd/epitaph-null"}, bin{&o.perfBin, "./cmd/epitaph-perf"}); err != nil {
+		return err
 	}
 	defs := filepath.Join(tmp, "definitions.json")
 	if err := os.WriteFile(defs, []byte(definitions), 0o644); err != nil {
@@ -745,17 +732,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		target("codec allocations", "not measured in this compare (-micro=false or -only without micro)", nil)
 	}
 
-	// failures
-	var fails []string
-	for _, sc := range scs {
-		for _, b := range order {
-			for i, r := range res[sc.id][b] {
-				if r.err != "" {
-					fails = append(fails, fmt.Sprintf("- %s on %s, run %d: %s", sc.id, b, i+1, r.err))
-				}
-			}
-		}
-	}
+	fails := failedRuns(scs, order, res)
 	p("\n## Integrity\n\n")
 	if len(fails) == 0 {
 		p("Every run delivered every message exactly once: no lost, duplicated, beyond-credit or undecodable deliveries, and every publish was accepted.\n")
@@ -787,6 +764,22 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		p("```\n")
 	}
 	return w.String()
+}
+
+// failedRuns lists the runs that failed, a markdown bullet each, in
+// scenario, system and run order.
+func failedRuns(scs []scenario, systems []string, res map[string]map[string][]run1) []string {
+	var fails []string
+	for _, sc := range scs {
+		for _, b := range systems {
+			for i, r := range res[sc.id][b] {
+				if r.err != "" {
+					fails = append(fails, fmt.Sprintf("- %s on %s, run %d: %s", sc.id, b, i+1, r.err))
+				}
+			}
+		}
+	}
+	return fails
 }
 
 // latencySection writes the latency table: a row per scenario and system,
