@@ -428,77 +428,63 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 				rec.acceptUnknown++
 			}
 		}
-		// The q1 consumer: reject 30 %, modified{undeliverable-here} 10 %.
-		wg.Go(func() {
-			c, s, ok := dialSession()
-			if !ok {
-				return
-			}
-			defer c.Close()
-			r, err := s.NewReceiver(ctx, "/queues/q1", &amqp.ReceiverOptions{SettlementMode: &second, Credit: 20})
-			if err != nil {
-				return
-			}
-			for ctx.Err() == nil {
-				m, err := r.Receive(ctx, nil)
+		// consume settles, with handle, every message queue delivers
+		// (rcv-settle-mode second, credit 20) until the broker dies.
+		consume := func(queue string, handle func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg)) {
+			wg.Go(func() {
+				c, s, ok := dialSession()
+				if !ok {
+					return
+				}
+				defer c.Close()
+				r, err := s.NewReceiver(ctx, "/queues/"+queue, &amqp.ReceiverOptions{SettlementMode: &second, Credit: 20})
 				if err != nil {
 					return
 				}
-				b := body(m)
-				rec := l.get(b)
-				if rec == nil {
-					l.errorf("q1 delivered %q, never published", b)
-					continue
+				for ctx.Err() == nil {
+					m, err := r.Receive(ctx, nil)
+					if err != nil {
+						return
+					}
+					rec := l.get(body(m))
+					if rec == nil {
+						l.errorf("%s delivered %q, never published", queue, body(m))
+						continue
+					}
+					handle(r, m, rec)
 				}
-				if ds, _ := deathsOrNil(m); len(ds) != 0 {
-					l.errorf("%s delivered from q1 with deaths %v", b, ds)
-				}
-				l.mu.Lock()
-				rec.deliveredAt = append(rec.deliveredAt, time.Now())
-				l.mu.Unlock()
-				switch f2Decision(rec.seq) {
-				case "reject":
-					settle(rec, true, func() error { return r.RejectMessage(ctx, m, nil) })
-				case "modify":
-					settle(rec, true, func() error {
-						return r.ModifyMessage(ctx, m, &amqp.ModifyMessageOptions{DeliveryFailed: true, UndeliverableHere: true})
-					})
-				default:
-					settle(rec, false, func() error { return r.AcceptMessage(ctx, m) })
-				}
+			})
+		}
+		// The q1 consumer: reject 30 %, modified{undeliverable-here} 10 %.
+		consume("q1", func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg) {
+			if ds, _ := deathsOrNil(m); len(ds) != 0 {
+				l.errorf("%s delivered from q1 with deaths %v", body(m), ds)
+			}
+			l.mu.Lock()
+			rec.deliveredAt = append(rec.deliveredAt, time.Now())
+			l.mu.Unlock()
+			switch f2Decision(rec.seq) {
+			case "reject":
+				settle(rec, true, func() error { return r.RejectMessage(ctx, m, nil) })
+			case "modify":
+				settle(rec, true, func() error {
+					return r.ModifyMessage(ctx, m, &amqp.ModifyMessageOptions{DeliveryFailed: true, UndeliverableHere: true})
+				})
+			default:
+				settle(rec, false, func() error { return r.AcceptMessage(ctx, m) })
 			}
 		})
 		// The qc consumer: reject until the death count reaches 2.
-		wg.Go(func() {
-			c, s, ok := dialSession()
-			if !ok {
-				return
+		consume("qc", func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg) {
+			l.checkCopy("qc", m)
+			var c uint64
+			if ds, _ := deathsOrNil(m); len(ds) > 0 {
+				c, _ = ds[0]["count"].(uint64)
 			}
-			defer c.Close()
-			r, err := s.NewReceiver(ctx, "/queues/qc", &amqp.ReceiverOptions{SettlementMode: &second, Credit: 20})
-			if err != nil {
-				return
-			}
-			for ctx.Err() == nil {
-				m, err := r.Receive(ctx, nil)
-				if err != nil {
-					return
-				}
-				rec := l.get(body(m))
-				if rec == nil {
-					l.errorf("qc delivered %q, never published", body(m))
-					continue
-				}
-				l.checkCopy("qc", m)
-				var c uint64
-				if ds, _ := deathsOrNil(m); len(ds) > 0 {
-					c, _ = ds[0]["count"].(uint64)
-				}
-				if c < 2 {
-					settle(rec, true, func() error { return r.RejectMessage(ctx, m, nil) })
-				} else {
-					settle(rec, false, func() error { return r.AcceptMessage(ctx, m) })
-				}
+			if c < 2 {
+				settle(rec, true, func() error { return r.RejectMessage(ctx, m, nil) })
+			} else {
+				settle(rec, false, func() error { return r.AcceptMessage(ctx, m) })
 			}
 		})
 
