@@ -57,6 +57,16 @@ func (r *rawConn) write(ch uint16, p amqp10.Performative) {
 	require.NoError(r.t, err)
 }
 
+// writeBody writes an AMQP frame on channel 0 whose body is the raw bytes
+// body (a performative the encoder would not produce).
+func (r *rawConn) writeBody(body []byte) {
+	r.t.Helper()
+	f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+	f = append(f, 2, amqp10.FrameTypeAMQP, 0, 0)
+	_, err := r.nc.Write(append(f, body...))
+	require.NoError(r.t, err)
+}
+
 // read returns the next non-heartbeat frame (readFrame without the payload).
 func (r *rawConn) read() (uint16, amqp10.Performative) {
 	r.t.Helper()
@@ -136,10 +146,7 @@ func TestMalformedInput(t *testing.T) {
 		r := rawDial(t, b)
 		r.open()
 		body := []byte{0x00, 0x53, 0x99, 0x45} // descriptor 0x99, empty list
-		f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
-		f = append(f, 2, 0, 0, 0)
-		_, err := r.nc.Write(append(f, body...))
-		require.NoError(t, err)
+		r.writeBody(body)
 		assert.Equal(t, amqp10.ErrCondDecodeError, r.expectClose())
 		brokerStillServes(t, b)
 	})
@@ -148,10 +155,7 @@ func TestMalformedInput(t *testing.T) {
 		r := rawDial(t, b)
 		r.open()
 		body := []byte{0x00, 0x53, 0x11, 0xd0, 0xff, 0xff, 0xff, 0xff, 0x00}
-		f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
-		f = append(f, 2, 0, 0, 0)
-		_, err := r.nc.Write(append(f, body...))
-		require.NoError(t, err)
+		r.writeBody(body)
 		assert.Equal(t, amqp10.ErrCondDecodeError, r.expectClose())
 	})
 
@@ -163,10 +167,7 @@ func TestMalformedInput(t *testing.T) {
 			r := rawDial(t, b)
 			r.open()
 			body := []byte{0x00, 0x53, desc, 0xd0, 0xff, 0xff, 0xff, 0xff, 0x00}
-			f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
-			f = append(f, 2, 0, 0, 0)
-			_, err := r.nc.Write(append(f, body...))
-			require.NoError(t, err)
+			r.writeBody(body)
 			assert.Equal(t, amqp10.ErrCondDecodeError, r.expectClose())
 			brokerStillServes(t, b)
 		})
