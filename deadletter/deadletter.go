@@ -184,10 +184,9 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // release clears what the batch refers to and returns it to the pool.
 func (b *batch) release() {
 	clear(b.targets)
-	b.targets = b.targets[:0]
 	clear(b.scratch.deaths)
 	b.scratch.deaths = b.scratch.deaths[:0]
-	*b = batch{msgs: b.msgs[:0], targets: b.targets, scratch: copyScratch{deaths: b.scratch.deaths, boxes: b.scratch.boxes}}
+	*b = batch{msgs: b.msgs[:0], targets: b.targets[:0], scratch: b.scratch}
 	batches.Put(b)
 }
 

@@ -176,7 +176,6 @@ func (s *session) sent(n uint32) uint32 {
 	s.nextDeliveryID++
 	s.nextOutgoingID += n
 	s.remoteIncomingWindow -= min(n, s.remoteIncomingWindow)
-	s.c.tr.DeliveryTag = nil
 	return id
 }
 
