@@ -588,22 +588,25 @@ func (c *conn) flushDisp() {
 }
 
 // flushOut hands the loop's output to the writer, with one lock and one
-// wake-up, and returns how many bytes now wait for the socket.
+// wake-up, and returns how many bytes now wait for the socket. With nothing
+// written it returns 0 without locking: what waits can only have shrunk
+// since the last check.
 func (c *conn) flushOut() int {
 	c.flushDisp()
+	if len(c.wbuf) == 0 {
+		return 0
+	}
 	o := &c.out
 	o.mu.Lock()
-	if len(c.wbuf) > 0 {
-		if len(o.buf) == 0 {
-			o.buf, c.wbuf = c.wbuf, o.buf[:0]
-		} else {
-			o.buf = append(o.buf, c.wbuf...)
-			c.wbuf = c.wbuf[:0]
-		}
-		defer o.signal()
+	if len(o.buf) == 0 {
+		o.buf, c.wbuf = c.wbuf, o.buf[:0]
+	} else {
+		o.buf = append(o.buf, c.wbuf...)
+		c.wbuf = c.wbuf[:0]
 	}
 	n := len(o.buf)
 	o.mu.Unlock()
+	o.signal()
 	return n
 }
 
