@@ -716,9 +716,12 @@ func TestDLRuleCQTTLZeroWithConsumer(t *testing.T) {
 	declareQueue(t, b, "dlq", router.Classic, nil)
 	s := session(t, dial(t, b, nil))
 	r := receiver(t, s, "/queues/q", nil)
-	eventually(t, "consumer attached", func() bool {
+	// TTL 0 delivers only to a consumer that can take the message now, so
+	// wait for the receiver's credit, not just its attach: go-amqp sends its
+	// first flow after the attach returns.
+	eventually(t, "consumer has credit", func() bool {
 		q, _ := vhost(t, b).Queue("q")
-		return q.Info().Consumers == 1
+		return q.Info().ConsumerCredit > 0
 	})
 	publishBodies(t, s, "/queues/q", "m")
 	m := recv(t, r)

@@ -49,6 +49,7 @@ func (s *httpServer) httpQueueJSON(q *router.Queue) map[string]any {
 		"messages_unacknowledged":     info.MessagesUnacknowledged,
 		"message_bytes_ready":         info.MessageBytes,
 		"consumers":                   info.Consumers,
+		"consumer_credit":             info.ConsumerCredit,
 		"policy":                      policy,
 		"effective_policy_definition": httpMapJSON(info.EffectivePolicyDefinition),
 		"state":                       "running",

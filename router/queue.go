@@ -47,6 +47,9 @@ type QueueInfo struct {
 	Retained      int
 	RetainedBytes int64
 	Consumers     int
+	// ConsumerCredit is the link credit the queue's consumers have left: how
+	// many messages it could deliver now without waiting for a flow.
+	ConsumerCredit int64
 	// Policy is the name of the policy applied to the queue ("" for none),
 	// EffectivePolicyDefinition its definition (RabbitMQ's management
 	// fields "policy" and "effective_policy_definition").
@@ -214,12 +217,22 @@ func (q *Queue) Info() QueueInfo {
 		Retained:                  len(q.retained),
 		RetainedBytes:             q.retainedBytes,
 		Consumers:                 len(q.subs),
+		ConsumerCredit:            q.creditLocked(),
 		Policy:                    q.cfg.policy,
 		EffectivePolicyDefinition: cloneMap(q.policyDef),
 	}
 	q.unlock()
 	q.flushDead()
 	return info
+}
+
+// creditLocked sums the credit of the queue's consumers.
+func (q *Queue) creditLocked() int64 {
+	var n int64
+	for _, s := range q.subs {
+		n += int64(s.credit())
+	}
+	return n
 }
 
 // Purge removes every ready message (never dead-lettered) and returns how
