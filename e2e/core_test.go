@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"testing"
@@ -424,6 +425,46 @@ func TestDeliveryAtFrameSizeBoundary(t *testing.T) {
 			require.True(t, bytes.Contains(msg, payloads[i]), "message %d (%d bytes) not delivered whole", i, len(payloads[i]))
 			msg, i = nil, i+1
 		}
+	}
+}
+
+// A consumer that stops reading fills the socket: the broker's writes then
+// end part-way through a frame, and what is left must still go out first
+// and whole. 1,500 deliveries of 16 KiB (24 MB) are far more than loopback
+// socket buffers hold, so the consumer reads them only once the queue has
+// handed them all out.
+func TestConsumerThatStopsReadingGetsEveryFrameWhole(t *testing.T) {
+	b := startBroker(t, oneQueue)
+	const n, size = 1500, 16 << 10
+	snd := sender(t, session(t, dial(t, b, nil)), "/queues/q", &amqp.SenderOptions{SettlementMode: amqp.SenderSettleModeSettled.Ptr()})
+	payload := func(i int) []byte {
+		p := bytes.Repeat([]byte{byte(i)}, size)
+		binary.BigEndian.PutUint32(p, uint32(i))
+		return p
+	}
+	for i := range n {
+		require.NoError(t, snd.Send(ctxT(t), amqp.NewMessage(payload(i)), nil))
+	}
+	eventually(t, "all published", func() bool { return queueLen(t, b, "q") == n })
+
+	r := rawDial(t, b)
+	r.open()
+	r.write(0, &amqp10.Begin{NextOutgoingID: 0, IncomingWindow: n, OutgoingWindow: 1000, HandleMax: 10})
+	expectFrame[*amqp10.Begin](r)
+	r.write(0, &amqp10.Attach{Name: "stalled", Handle: 0, Role: amqp10.RoleReceiver,
+		SndSettleMode: amqp10.SndSettled, HasSndSettleMode: true,
+		Source: &amqp10.Source{Address: "/queues/q", HasAddress: true}, Target: &amqp10.Target{}})
+	expectFrame[*amqp10.Attach](r)
+	r.write(0, &amqp10.Flow{NextIncomingID: 0, HasNextIncomingID: true, IncomingWindow: n,
+		NextOutgoingID: 0, OutgoingWindow: 1000, Handle: 0, HasHandle: true,
+		DeliveryCount: 0, HasDeliveryCount: true, LinkCredit: n, HasLinkCredit: true})
+	eventually(t, "all handed out", func() bool { return queueLen(t, b, "q") == 0 })
+
+	for i := range n {
+		tr, body := expectFrame[*amqp10.Transfer](r)
+		require.False(t, tr.More, "a 16 KiB message fits one 64 KiB frame")
+		require.Equal(t, uint32(i), tr.DeliveryID, "delivery-ids are contiguous")
+		require.True(t, bytes.Contains(body, payload(i)), "message %d not delivered whole", i)
 	}
 }
 
