@@ -214,13 +214,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(amqp10
 // entryBySeqLocked finds a just-enqueued entry (at the tail of main, or
 // handed out or retained meanwhile: then nil, nothing to withdraw).
 func (q *Queue) entryBySeqLocked(seq uint64) *entry {
-	items := q.main.items
-	for i := len(items) - 1; i >= q.main.head && i >= len(items)-4; i-- {
-		if items[i] != nil && items[i].seq == seq {
-			return items[i]
-		}
-	}
-	return nil
+	return q.main.findTail(seq, 4)
 }
 
 // withdraw removes the in-memory copies of a publish the store refused,

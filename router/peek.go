@@ -57,13 +57,11 @@ func decodedRaw(m amqp10.Map) amqp10.Map {
 func (q *Queue) readyPrefixLocked(n int) []*entry {
 	var out []*entry
 	for _, l := range []*readyList{&q.returns, &q.main} {
-		for _, e := range l.items[l.head:] {
+		for e := range l.all() {
 			if len(out) >= n {
 				return out
 			}
-			if e.ready {
-				out = append(out, e)
-			}
+			out = append(out, e)
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package router
 
 import (
 	"container/heap"
+	"iter"
+	"slices"
 	"sort"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -83,97 +85,202 @@ func (e *entry) dead() entryExt {
 // size is the size counted against x-max-length-bytes.
 func (e *entry) size() int64 { return int64(e.msg.size()) }
 
+// readyChunk is how many entries a full chunk of a ready list holds: 4 KiB
+// of pointers, one size class. A list's first chunks are smaller (8, 16,
+// ... entries), so a queue that holds a few messages holds a few pointers.
+const readyChunk = 512
+
 // readyList holds ready entries in delivery order. Entries removed from the
 // middle (expiry) stay behind as tombstones (ready == false) and are
 // skipped; the list compacts itself when they pile up.
+//
+// It is a deque of chunks, not one slice: growing a slice of a million
+// entries copies 8 MB under the queue lock and leaves the old array as
+// garbage, and a drained prefix is only given back by copying. Chunks are
+// taken and given back one at a time instead.
 type readyList struct {
-	items []*entry
-	head  int
-	holes int
+	chunks [][]*entry // chunks[first:] are the list's, each non-empty
+	first  int
+	head   int // chunks[first][:head] are gone
+	n      int // entries from head on, tombstones included
+	holes  int
+	spare  []*entry // the largest emptied chunk, for the next one needed
 }
 
-func (l *readyList) pushBack(e *entry) { l.items = append(l.items, e) }
+func (l *readyList) pushBack(e *entry) {
+	want := 8
+	if k := len(l.chunks); k > l.first {
+		c := l.chunks[k-1]
+		if len(c) < cap(c) {
+			l.chunks[k-1] = append(c, e)
+			l.n++
+			return
+		}
+		want = min(2*cap(c), readyChunk)
+	}
+	l.chunks = append(l.chunks, append(l.newChunk(want), e))
+	l.n++
+}
+
+// newChunk returns an empty chunk of capacity n, or the spare if it is
+// at least that large.
+func (l *readyList) newChunk(n int) []*entry {
+	if cap(l.spare) >= n {
+		c := l.spare
+		l.spare = nil
+		return c
+	}
+	return make([]*entry, 0, n)
+}
 
 // insertBySeq puts e back at its original position (classic requeue).
 func (l *readyList) insertBySeq(e *entry) {
-	live := l.items[l.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].seq > e.seq })
+	live := l.chunks[l.first:]
+	// The first chunk whose last entry comes after e.
+	i := sort.Search(len(live), func(i int) bool {
+		c := live[i]
+		return c[len(c)-1].seq > e.seq
+	})
 	if i == len(live) {
-		l.items = append(l.items, e)
+		l.pushBack(e)
 		return
 	}
-	if i == 0 && l.head > 0 {
+	c := live[i]
+	lo := 0
+	if i == 0 {
+		lo = l.head
+	}
+	j := lo + sort.Search(len(c)-lo, func(k int) bool { return c[lo+k].seq > e.seq })
+	l.n++
+	if i == 0 && j == l.head && l.head > 0 {
 		l.head--
-		l.items[l.head] = e
+		c[l.head] = e
 		return
 	}
-	at := l.head + i
-	l.items = append(l.items, nil)
-	copy(l.items[at+1:], l.items[at:])
-	l.items[at] = e
+	if len(c) == cap(c) {
+		if i == 0 && l.head > 0 {
+			// Reclaim the first chunk's gone prefix instead of splitting.
+			m := copy(c, c[l.head:])
+			clear(c[m:])
+			c, j, l.head = c[:m], j-l.head, 0
+		} else {
+			// Split: the second half moves to a chunk of its own.
+			half := len(c) / 2
+			second := append(l.newChunk(cap(c)), c[half:]...)
+			clear(c[half:])
+			c = c[:half]
+			l.chunks = slices.Insert(l.chunks, l.first+i+1, second)
+			live = l.chunks[l.first:]
+			live[i] = c
+			if j > half {
+				i, c, j = i+1, second, j-half
+			}
+		}
+	}
+	c = append(c, nil)
+	copy(c[j+1:], c[j:])
+	c[j] = e
+	live[i] = c
 }
 
 // front returns the first ready entry, dropping leading tombstones.
 func (l *readyList) front() *entry {
-	for l.head < len(l.items) {
-		e := l.items[l.head]
-		if e.ready {
+	for l.n > 0 {
+		if e := l.chunks[l.first][l.head]; e.ready {
 			return e
 		}
-		l.items[l.head] = nil
-		l.head++
+		l.dropFront()
 		l.holes--
 	}
-	l.shrink()
 	return nil
 }
 
 // popFront removes and returns the first ready entry.
 func (l *readyList) popFront() *entry {
 	e := l.front()
-	if e == nil {
-		return nil
+	if e != nil {
+		l.dropFront()
 	}
-	l.items[l.head] = nil
-	l.head++
-	l.shrink()
 	return e
+}
+
+// dropFront removes the first entry. An emptied chunk may become the
+// spare; the slice of chunks is reused from its start once empty, and
+// compacted once mostly gone.
+func (l *readyList) dropFront() {
+	c := l.chunks[l.first]
+	c[l.head] = nil
+	l.head++
+	l.n--
+	if l.head < len(c) {
+		return
+	}
+	l.chunks[l.first] = nil
+	l.first++
+	l.head = 0
+	if cap(c) > cap(l.spare) {
+		l.spare = c[:0]
+	}
+	switch {
+	case l.first == len(l.chunks):
+		l.chunks, l.first = l.chunks[:0], 0
+	case l.first >= 32 && l.first > len(l.chunks)/2:
+		m := copy(l.chunks, l.chunks[l.first:])
+		clear(l.chunks[m:])
+		l.chunks, l.first = l.chunks[:m], 0
+	}
 }
 
 // hole records that an entry of this list became a tombstone.
 func (l *readyList) hole() {
 	l.holes++
-	if l.holes > 32 && l.holes > (len(l.items)-l.head)/2 {
-		live := l.items[:0]
-		for _, e := range l.items[l.head:] {
-			if e.ready {
-				live = append(live, e)
-			}
+	if l.holes > 32 && l.holes > l.n/2 {
+		old := *l
+		*l = readyList{spare: old.spare}
+		for e := range old.all() {
+			l.pushBack(e)
 		}
-		clear(l.items[len(live):])
-		l.items, l.head, l.holes = live, 0, 0
 	}
 }
 
-func (l *readyList) shrink() {
-	if l.head == len(l.items) {
-		l.items, l.head = l.items[:0], 0
-		return
-	}
-	if l.head > 1024 && l.head > len(l.items)/2 {
-		n := copy(l.items, l.items[l.head:])
-		clear(l.items[n:])
-		l.items, l.head = l.items[:n], 0
+// all yields the ready entries in order.
+func (l *readyList) all() iter.Seq[*entry] {
+	return func(yield func(*entry) bool) {
+		lo := l.head
+		for _, c := range l.chunks[l.first:] {
+			for _, e := range c[lo:] {
+				if e.ready && !yield(e) {
+					return
+				}
+			}
+			lo = 0
+		}
 	}
 }
 
 // each calls f for every ready entry in order.
 func (l *readyList) each(f func(*entry)) {
-	for _, e := range l.items[l.head:] {
-		if e.ready {
-			f(e)
+	for e := range l.all() {
+		f(e)
+	}
+}
+
+// findTail returns the entry with seq if it is among the last k entries,
+// ready or not.
+func (l *readyList) findTail(seq uint64, k int) *entry {
+	for ci := len(l.chunks) - 1; ci >= l.first && k > 0; ci-- {
+		c := l.chunks[ci]
+		lo := 0
+		if ci == l.first {
+			lo = l.head
+		}
+		for i := len(c) - 1; i >= lo && k > 0; i, k = i-1, k-1 {
+			if c[i].seq == seq {
+				return c[i]
+			}
 		}
 	}
+	return nil
 }
 
 func (l *readyList) reset() { *l = readyList{} }
