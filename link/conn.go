@@ -67,7 +67,7 @@ type inFrame struct {
 type conn struct {
 	srv      *Server
 	nc       net.Conn
-	raw      syscall.RawConn // nc's socket, for the loop's inline writes; nil for TLS
+	raw      syscall.RawConn // nc's socket, for the loop's inline writes; nil if nc is no socket
 	br       *bufio.Reader
 	id       uint64
 	log      *slog.Logger
@@ -597,8 +597,8 @@ func (c *conn) flushDisp() {
 // flushOut passes the loop's output on and returns how many bytes now
 // wait for the writer. When the writer has nothing to write, the loop
 // writes itself, with one non-blocking system call: a lone delivery then
-// reaches the socket without waking another goroutine, which is most of a
-// light load's latency. What the socket does not take, and everything
+// reaches the socket without waking another goroutine. What the socket
+// does not take, and everything
 // while the writer is busy, goes to the writer with one lock and one
 // wake-up. With nothing written it returns 0 without locking: what waits
 // can only have shrunk since the last check.
