@@ -74,6 +74,21 @@ func TestFormatHelpers(t *testing.T) {
 	}
 }
 
+// pairedRatio divides run by run within a repetition, skips failed runs,
+// and takes the median of what is left.
+func TestPairedRatio(t *testing.T) {
+	r := func(rate float64) run1 { return run1{res: &perf.Result{Rate: rate}} }
+	dl := []run1{r(50), r(40), {err: "failed"}, r(300)}
+	plain := []run1{r(100), r(100), r(100), r(400)}
+	got, ok := pairedRatio(dl, plain, func(r *perf.Result) float64 { return r.Rate })
+	if !ok || got.med != 0.5 || got.lo != 0.4 || got.hi != 0.75 || got.n != 3 {
+		t.Errorf("pairedRatio = %+v, %v; want median 0.5 (0.4-0.75) of 3", got, ok)
+	}
+	if _, ok := pairedRatio(nil, plain, func(r *perf.Result) float64 { return r.Rate }); ok {
+		t.Error("pairedRatio of no runs reported a value")
+	}
+}
+
 func TestDurableSectionKept(t *testing.T) {
 	sec := durBegin + "\n## Durable\nrows\n" + durEnd
 	if got := durableSection("# Benchmarks\n\nin memory\n\n" + sec + "\n"); got != sec {
