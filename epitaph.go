@@ -43,9 +43,46 @@ const (
 type Options struct {
 	// Listen is the AMQP listen address; default ":5672".
 	Listen string
+	// NoPlainListener turns the plain (non-TLS) AMQP listener off; Listen
+	// is then ignored. It needs a TLS listener.
+	NoPlainListener bool
 	// HTTPListen is the management HTTP API's listen address; empty means
 	// no HTTP listener (cmd/epitaph's default is 127.0.0.1:15672).
 	HTTPListen string
+	// TLSCertFile and TLSKeyFile (PEM) turn on the amqps listener on
+	// TLSListen (default ":5671"), TLS 1.2 or later. ReloadTLS reads them
+	// again. Without a certificate there is no TLS listener.
+	TLSCertFile, TLSKeyFile string
+	// TLSListen is the amqps listen address; default ":5671" when
+	// TLSCertFile is set.
+	TLSListen string
+	// TLSCAFile (PEM) holds the CAs client certificates are verified
+	// against; needed by TLSVerifyPeer.
+	TLSCAFile string
+	// TLSVerifyPeer requests a client certificate and verifies one that is
+	// sent (RabbitMQ's ssl_options.verify = verify_peer); a verified
+	// certificate makes SASL EXTERNAL available.
+	TLSVerifyPeer bool
+	// TLSFailIfNoPeerCert refuses TLS clients without a certificate
+	// (ssl_options.fail_if_no_peer_cert); needs TLSVerifyPeer.
+	TLSFailIfNoPeerCert bool
+	// TLSHandshakeTimeout bounds the TLS handshake; default 5s, as
+	// RabbitMQ's ssl_handshake_timeout.
+	TLSHandshakeTimeout time.Duration
+	// SSLCertLoginFrom names the user of a SASL EXTERNAL login, as
+	// RabbitMQ's ssl_cert_login_from: "distinguished_name" (default),
+	// "common_name" or "subject_alternative_name"; for the last,
+	// SSLCertLoginSANType ("dns" default, "ip", "email", "uri") and
+	// SSLCertLoginSANIndex (0-based) pick the name.
+	SSLCertLoginFrom     string
+	SSLCertLoginSANType  string
+	SSLCertLoginSANIndex int
+	// HTTPTLS serves the management HTTP API over HTTPS on HTTPListen with
+	// the TLS certificate.
+	HTTPTLS bool
+	// PlainWithoutTLS says from where SASL PLAIN is accepted on the plain
+	// listener: "loopback" (default) or "all". Over TLS it always is.
+	PlainWithoutTLS string
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Definitions is a RabbitMQ definitions JSON document applied at start.
@@ -114,7 +151,9 @@ type Options struct {
 
 // Broker is a running broker.
 type Broker struct {
-	ln     net.Listener
+	ln     net.Listener // nil with NoPlainListener
+	tlsLn  net.Listener // nil without a TLS certificate
+	certs  *link.TLSCerts
 	srv    *link.Server
 	httpLn net.Listener
 	httpS  *http.Server
@@ -131,6 +170,7 @@ type Broker struct {
 	closeOnce sync.Once
 	closeErr  error
 	serveDone chan struct{}
+	tlsDone   chan struct{}
 	httpDone  chan struct{}
 }
 
@@ -178,7 +218,32 @@ func Start(opts Options) (*Broker, error) {
 	default:
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
-	b := &Broker{serveDone: make(chan struct{}), httpDone: make(chan struct{}), log: opts.Logger}
+	switch opts.PlainWithoutTLS {
+	case "", link.PlainWithoutTLSLoopback, link.PlainWithoutTLSAll:
+	default:
+		return nil, fmt.Errorf("%w: plain without TLS %q (want loopback or all)", ErrInvalidOptions, opts.PlainWithoutTLS)
+	}
+	var certs *link.TLSCerts
+	if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
+		var err error
+		certs, err = link.NewTLSCerts(link.TLSOptions{CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile,
+			CAFile: opts.TLSCAFile, VerifyPeer: opts.TLSVerifyPeer, FailIfNoPeerCert: opts.TLSFailIfNoPeerCert,
+			HandshakeTimeout: opts.TLSHandshakeTimeout, CertLoginFrom: opts.SSLCertLoginFrom,
+			CertLoginSANType: opts.SSLCertLoginSANType, CertLoginSANIndex: opts.SSLCertLoginSANIndex})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		if opts.TLSListen == "" {
+			opts.TLSListen = ":5671"
+		}
+	} else if opts.TLSListen != "" || opts.HTTPTLS {
+		return nil, fmt.Errorf("%w: TLS listeners need a certificate and key file", ErrInvalidOptions)
+	}
+	if opts.NoPlainListener && certs == nil {
+		return nil, fmt.Errorf("%w: with the plain listener off a TLS listener is needed", ErrInvalidOptions)
+	}
+	b := &Broker{serveDone: make(chan struct{}), tlsDone: make(chan struct{}), httpDone: make(chan struct{}),
+		log: opts.Logger, certs: certs}
 	if err := b.setupTelemetry(&opts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -220,15 +285,35 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		b.abort()
-		return nil, fmt.Errorf("listen: %w", err)
+	var ln net.Listener
+	if !opts.NoPlainListener {
+		var err error
+		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
+			b.abort()
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+	}
+	closeListeners := func() {
+		if ln != nil {
+			ln.Close()
+		}
+		if b.tlsLn != nil {
+			b.tlsLn.Close()
+		}
+	}
+	if certs != nil {
+		var err error
+		if b.tlsLn, err = net.Listen("tcp", opts.TLSListen); err != nil {
+			closeListeners()
+			b.abort()
+			return nil, fmt.Errorf("tls listen: %w", err)
+		}
 	}
 	srv := link.NewServer(link.Options{
 		Logger:           opts.Logger.With("component", "amqp"),
 		Router:           rt,
 		Anonymous:        string(opts.Anonymous),
+		PlainWithoutTLS:  opts.PlainWithoutTLS,
 		MaxFrameSize:     opts.MaxFrameSize,
 		ChannelMax:       opts.ChannelMax,
 		HandleMax:        opts.HandleMax,
@@ -246,7 +331,7 @@ func Start(opts Options) (*Broker, error) {
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {
-		ln.Close()
+		closeListeners()
 		b.abort()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -255,8 +340,9 @@ func Start(opts Options) (*Broker, error) {
 		metrics = telemetry.PrometheusHandler(b.providers.Reader)
 	}
 	if opts.HTTPListen != "" {
+		var err error
 		if b.httpLn, err = net.Listen("tcp", opts.HTTPListen); err != nil {
-			ln.Close()
+			closeListeners()
 			b.abort()
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
@@ -266,27 +352,78 @@ func Start(opts Options) (*Broker, error) {
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 		}
+		serveHTTP := b.httpS.Serve
+		if opts.HTTPTLS {
+			b.httpS.TLSConfig = certs.HTTPConfig()
+			serveHTTP = func(l net.Listener) error { return b.httpS.ServeTLS(l, "", "") }
+		}
 		go func() { // exits when Close shuts the HTTP server down
 			defer close(b.httpDone)
-			if err := b.httpS.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serveHTTP(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				b.log.Error("http serve stopped", "err", err)
 			}
 		}()
 	} else {
 		close(b.httpDone)
 	}
-	go func() { // exits when the listener is closed by Close
-		defer close(b.serveDone)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, link.ErrServerClosed) {
-			b.log.Error("serve stopped", "err", err)
-		}
-	}()
-	b.log.Info("amqp listening", "addr", ln.Addr().String())
+	if ln != nil {
+		go func() { // exits when the listener is closed by Close
+			defer close(b.serveDone)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, link.ErrServerClosed) {
+				b.log.Error("serve stopped", "err", err)
+			}
+		}()
+		b.log.Info("amqp listening", "addr", ln.Addr().String())
+	} else {
+		close(b.serveDone)
+	}
+	if b.tlsLn != nil {
+		go func() { // exits when the TLS listener is closed by Close
+			defer close(b.tlsDone)
+			if err := srv.ServeTLS(b.tlsLn, certs); err != nil && !errors.Is(err, link.ErrServerClosed) {
+				b.log.Error("TLS serve stopped", "err", err)
+			}
+		}()
+		b.log.Info("amqps listening", "addr", b.tlsLn.Addr().String())
+	} else {
+		close(b.tlsDone)
+	}
 	return b, nil
 }
 
-// Addr returns the bound AMQP address.
-func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+// Addr returns the bound plain AMQP address, or nil when the plain
+// listener is off.
+func (b *Broker) Addr() net.Addr {
+	if b.ln == nil {
+		return nil
+	}
+	return b.ln.Addr()
+}
+
+// TLSAddr returns the bound amqps address, or nil when TLS is off.
+func (b *Broker) TLSAddr() net.Addr {
+	if b.tlsLn == nil {
+		return nil
+	}
+	return b.tlsLn.Addr()
+}
+
+// ErrNoTLS is returned by ReloadTLS when no TLS certificate is configured.
+var ErrNoTLS = errors.New("epitaph: TLS is not configured")
+
+// ReloadTLS reads the TLS certificate, key and CA files again: new TLS
+// handshakes (amqps and HTTPS) use them, connections already established
+// are not touched. On error the previous certificate stays in use.
+func (b *Broker) ReloadTLS() error {
+	if b.certs == nil {
+		return ErrNoTLS
+	}
+	if err := b.certs.Reload(); err != nil {
+		return fmt.Errorf("reload TLS certificate: %w", err)
+	}
+	b.log.Info("TLS certificate reloaded")
+	return nil
+}
 
 // HTTPAddr returns the bound management HTTP address, or nil when the
 // HTTP API is off.
@@ -311,13 +448,20 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.opts.ShutdownTimeout)
 		defer cancel()
-		lnErr := b.ln.Close()
+		var lnErr error
+		if b.ln != nil {
+			lnErr = b.ln.Close()
+		}
+		if b.tlsLn != nil {
+			lnErr = errors.Join(lnErr, b.tlsLn.Close())
+		}
 		var httpErr error
 		if b.httpS != nil {
 			httpErr = b.httpS.Shutdown(ctx)
 		}
 		err := b.srv.Shutdown(ctx)
 		<-b.serveDone
+		<-b.tlsDone
 		<-b.httpDone
 		b.router.Close()
 		var stErr error

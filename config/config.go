@@ -63,6 +63,32 @@ const (
 	KeyOTLPProtocol     = "otlp-protocol"
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
+
+	KeyTLSListen            = "tls-listen"
+	KeyTLSCertFile          = "tls-cert-file"
+	KeyTLSKeyFile           = "tls-key-file"
+	KeyTLSCAFile            = "tls-ca-file"
+	KeyTLSVerifyPeer        = "tls-verify-peer"
+	KeyTLSFailIfNoPeerCert  = "tls-fail-if-no-peer-cert"
+	KeyTLSHandshakeTimeout  = "tls-handshake-timeout"
+	KeySSLCertLoginFrom     = "ssl-cert-login-from"
+	KeySSLCertLoginSANType  = "ssl-cert-login-san-type"
+	KeySSLCertLoginSANIndex = "ssl-cert-login-san-index"
+	KeyHTTPTLS              = "http-tls"
+	KeyPlainWithoutTLS      = "plain-without-tls"
+)
+
+// Values of ssl-cert-login-from, as RabbitMQ's ssl_cert_login_from.
+const (
+	CertLoginDistinguishedName = "distinguished_name"
+	CertLoginCommonName        = "common_name"
+	CertLoginSAN               = "subject_alternative_name"
+)
+
+// Values of plain-without-tls.
+const (
+	PlainWithoutTLSLoopback = "loopback"
+	PlainWithoutTLSAll      = "all"
 )
 
 // Tracing modes accepted by the tracing key.
@@ -169,6 +195,32 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
+
+	// TLSListen is the amqps listen address, used when TLSCertFile is set.
+	TLSListen string `mapstructure:"tls-listen"`
+	// TLSCertFile and TLSKeyFile (PEM) turn the amqps listener on.
+	TLSCertFile string `mapstructure:"tls-cert-file"`
+	TLSKeyFile  string `mapstructure:"tls-key-file"`
+	// TLSCAFile (PEM) verifies client certificates.
+	TLSCAFile string `mapstructure:"tls-ca-file"`
+	// TLSVerifyPeer requests and verifies client certificates.
+	TLSVerifyPeer bool `mapstructure:"tls-verify-peer"`
+	// TLSFailIfNoPeerCert refuses TLS clients without a certificate.
+	TLSFailIfNoPeerCert bool `mapstructure:"tls-fail-if-no-peer-cert"`
+	// TLSHandshakeTimeout bounds the TLS handshake.
+	TLSHandshakeTimeout time.Duration `mapstructure:"tls-handshake-timeout"`
+	// SSLCertLoginFrom names the SASL EXTERNAL user: distinguished_name,
+	// common_name or subject_alternative_name.
+	SSLCertLoginFrom string `mapstructure:"ssl-cert-login-from"`
+	// SSLCertLoginSANType and SSLCertLoginSANIndex pick the subject
+	// alternative name for subject_alternative_name.
+	SSLCertLoginSANType  string `mapstructure:"ssl-cert-login-san-type"`
+	SSLCertLoginSANIndex int    `mapstructure:"ssl-cert-login-san-index"`
+	// HTTPTLS serves the management API over HTTPS with the TLS certificate.
+	HTTPTLS bool `mapstructure:"http-tls"`
+	// PlainWithoutTLS is from where SASL PLAIN is accepted without TLS:
+	// "loopback" or "all".
+	PlainWithoutTLS string `mapstructure:"plain-without-tls"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -198,6 +250,11 @@ func Default() Config {
 		OTLPProtocol:            "",
 		Metrics:                 true,
 		OTLPMetrics:             false,
+		TLSListen:               ":5671",
+		TLSHandshakeTimeout:     5 * time.Second,
+		SSLCertLoginFrom:        CertLoginDistinguishedName,
+		SSLCertLoginSANType:     "dns",
+		PlainWithoutTLS:         PlainWithoutTLSLoopback,
 	}
 }
 
@@ -234,6 +291,18 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
 	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
+	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set")
+	fs.String(KeyTLSCertFile, d.TLSCertFile, "PEM certificate (chain) `file`; turns the amqps listener on (reloaded on SIGHUP)")
+	fs.String(KeyTLSKeyFile, d.TLSKeyFile, "PEM private key `file` of tls-cert-file")
+	fs.String(KeyTLSCAFile, d.TLSCAFile, "PEM CA `file` client certificates are verified against")
+	fs.Bool(KeyTLSVerifyPeer, d.TLSVerifyPeer, "request and verify client certificates (enables SASL EXTERNAL)")
+	fs.Bool(KeyTLSFailIfNoPeerCert, d.TLSFailIfNoPeerCert, "refuse TLS clients that send no certificate (needs tls-verify-peer)")
+	fs.Duration(KeyTLSHandshakeTimeout, d.TLSHandshakeTimeout, "time allowed for the TLS handshake")
+	fs.String(KeySSLCertLoginFrom, d.SSLCertLoginFrom, "SASL EXTERNAL user name from: distinguished_name, common_name or subject_alternative_name")
+	fs.String(KeySSLCertLoginSANType, d.SSLCertLoginSANType, "subject alternative name type for subject_alternative_name: dns, ip, email or uri")
+	fs.Int(KeySSLCertLoginSANIndex, d.SSLCertLoginSANIndex, "which subject alternative name of that type (0 is the first)")
+	fs.Bool(KeyHTTPTLS, d.HTTPTLS, "serve the management HTTP API over HTTPS with tls-cert-file")
+	fs.String(KeyPlainWithoutTLS, d.PlainWithoutTLS, "accept SASL PLAIN without TLS from: loopback or all")
 	return fs
 }
 
@@ -298,6 +367,19 @@ func Load(args []string) (*Config, error) {
 		KeyOTLPProtocol:     d.OTLPProtocol,
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
+
+		KeyTLSListen:            d.TLSListen,
+		KeyTLSCertFile:          d.TLSCertFile,
+		KeyTLSKeyFile:           d.TLSKeyFile,
+		KeyTLSCAFile:            d.TLSCAFile,
+		KeyTLSVerifyPeer:        d.TLSVerifyPeer,
+		KeyTLSFailIfNoPeerCert:  d.TLSFailIfNoPeerCert,
+		KeyTLSHandshakeTimeout:  d.TLSHandshakeTimeout,
+		KeySSLCertLoginFrom:     d.SSLCertLoginFrom,
+		KeySSLCertLoginSANType:  d.SSLCertLoginSANType,
+		KeySSLCertLoginSANIndex: d.SSLCertLoginSANIndex,
+		KeyHTTPTLS:              d.HTTPTLS,
+		KeyPlainWithoutTLS:      d.PlainWithoutTLS,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -335,6 +417,9 @@ func Load(args []string) (*Config, error) {
 	c.Tracing = strings.ToLower(strings.TrimSpace(c.Tracing))
 	c.OTLPProtocol = strings.ToLower(strings.TrimSpace(c.OTLPProtocol))
 	c.OTLPEndpoint = strings.TrimSpace(c.OTLPEndpoint)
+	c.SSLCertLoginFrom = strings.ToLower(strings.TrimSpace(c.SSLCertLoginFrom))
+	c.SSLCertLoginSANType = strings.ToLower(strings.TrimSpace(c.SSLCertLoginSANType))
+	c.PlainWithoutTLS = strings.ToLower(strings.TrimSpace(c.PlainWithoutTLS))
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -343,7 +428,13 @@ func Load(args []string) (*Config, error) {
 
 // Validate reports the first invalid field, wrapping ErrInvalid.
 func (c *Config) Validate() error {
-	if err := validAddr(KeyListen, c.Listen); err != nil {
+	if c.Listen != "" || c.TLSCertFile == "" {
+		// Empty turns the plain listener off, when there is a TLS one.
+		if err := validAddr(KeyListen, c.Listen); err != nil {
+			return err
+		}
+	}
+	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	if c.HTTPListen != "" {
@@ -409,6 +500,49 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(raw); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return invalid(KeyOTLPEndpoint, c.OTLPEndpoint, "want http(s)://host:port or host:port")
 		}
+	}
+	return nil
+}
+
+// validateTLS checks the TLS keys.
+func (c *Config) validateTLS() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return invalid(KeyTLSKeyFile, c.TLSKeyFile, "tls-cert-file and tls-key-file go together")
+	}
+	if c.TLSCertFile != "" {
+		if err := validAddr(KeyTLSListen, c.TLSListen); err != nil {
+			return err
+		}
+	}
+	if c.HTTPTLS && c.TLSCertFile == "" {
+		return invalid(KeyHTTPTLS, c.HTTPTLS, "needs tls-cert-file")
+	}
+	if c.TLSVerifyPeer && c.TLSCAFile == "" {
+		return invalid(KeyTLSCAFile, c.TLSCAFile, "tls-verify-peer needs a CA file")
+	}
+	if c.TLSFailIfNoPeerCert && !c.TLSVerifyPeer {
+		return invalid(KeyTLSFailIfNoPeerCert, c.TLSFailIfNoPeerCert, "needs tls-verify-peer")
+	}
+	if c.TLSHandshakeTimeout <= 0 {
+		return invalid(KeyTLSHandshakeTimeout, c.TLSHandshakeTimeout, "want a positive duration")
+	}
+	switch c.SSLCertLoginFrom {
+	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
+	default:
+		return invalid(KeySSLCertLoginFrom, c.SSLCertLoginFrom, "want distinguished_name, common_name or subject_alternative_name")
+	}
+	switch c.SSLCertLoginSANType {
+	case "dns", "ip", "email", "uri":
+	default:
+		return invalid(KeySSLCertLoginSANType, c.SSLCertLoginSANType, "want dns, ip, email or uri")
+	}
+	if c.SSLCertLoginSANIndex < 0 {
+		return invalid(KeySSLCertLoginSANIndex, c.SSLCertLoginSANIndex, "want 0 or more")
+	}
+	switch c.PlainWithoutTLS {
+	case PlainWithoutTLSLoopback, PlainWithoutTLSAll:
+	default:
+		return invalid(KeyPlainWithoutTLS, c.PlainWithoutTLS, "want loopback or all")
 	}
 	return nil
 }

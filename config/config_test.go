@@ -98,6 +98,11 @@ log-format: json
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		TLSListen:               ":5671",
+		TLSHandshakeTimeout:     5 * time.Second,
+		SSLCertLoginFrom:        CertLoginDistinguishedName,
+		SSLCertLoginSANType:     "dns",
+		PlainWithoutTLS:         PlainWithoutTLSLoopback,
 	}, c)
 }
 
@@ -164,6 +169,11 @@ func TestEnv(t *testing.T) {
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		TLSListen:               ":5671",
+		TLSHandshakeTimeout:     5 * time.Second,
+		SSLCertLoginFrom:        CertLoginDistinguishedName,
+		SSLCertLoginSANType:     "dns",
+		PlainWithoutTLS:         PlainWithoutTLSLoopback,
 	}, c)
 }
 
@@ -298,4 +308,57 @@ func TestParseLogLevel(t *testing.T) {
 	require.Equal(t, "DEBUG", c.SlogLevel().String())
 	_, err := ParseLogLevel("loud")
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// The TLS keys: defaults as RabbitMQ's (distinguished_name, 5 s handshake),
+// the amqps listener only with a certificate, the plain listener may be
+// turned off only when there is a TLS one, and inconsistent combinations
+// are refused.
+func TestTLSKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, "", c.TLSCertFile)
+	require.Equal(t, 5*time.Second, c.TLSHandshakeTimeout)
+	require.Equal(t, CertLoginDistinguishedName, c.SSLCertLoginFrom)
+	require.Equal(t, PlainWithoutTLSLoopback, c.PlainWithoutTLS)
+
+	t.Setenv("EPITAPH_TLS_CERT_FILE", "c.pem")
+	t.Setenv("EPITAPH_TLS_KEY_FILE", "k.pem")
+	t.Setenv("EPITAPH_SSL_CERT_LOGIN_FROM", "Common_Name")
+	c, err = Load([]string{"--listen", "", "--tls-listen", "127.0.0.1:5999", "--tls-verify-peer",
+		"--tls-ca-file", "ca.pem", "--tls-fail-if-no-peer-cert", "--tls-handshake-timeout", "250ms",
+		"--http-tls", "--plain-without-tls", "all", "--ssl-cert-login-san-type", "email", "--ssl-cert-login-san-index", "2"})
+	require.NoError(t, err)
+	require.Equal(t, "", c.Listen)
+	require.Equal(t, "127.0.0.1:5999", c.TLSListen)
+	require.Equal(t, "c.pem", c.TLSCertFile)
+	require.Equal(t, "k.pem", c.TLSKeyFile)
+	require.Equal(t, "ca.pem", c.TLSCAFile)
+	require.True(t, c.TLSVerifyPeer)
+	require.True(t, c.TLSFailIfNoPeerCert)
+	require.True(t, c.HTTPTLS)
+	require.Equal(t, 250*time.Millisecond, c.TLSHandshakeTimeout)
+	require.Equal(t, CertLoginCommonName, c.SSLCertLoginFrom)
+	require.Equal(t, "email", c.SSLCertLoginSANType)
+	require.Equal(t, 2, c.SSLCertLoginSANIndex)
+	require.Equal(t, PlainWithoutTLSAll, c.PlainWithoutTLS)
+
+	clearEnv(t)
+	for name, args := range map[string][]string{
+		"no listener at all":         {"--listen", ""},
+		"cert without key":           {"--tls-cert-file", "c.pem"},
+		"https without cert":         {"--http-tls"},
+		"verify without CA":          {"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-verify-peer"},
+		"fail-if-no-cert w/o verify": {"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-fail-if-no-peer-cert"},
+		"zero handshake time-out":    {"--tls-handshake-timeout", "0s"},
+		"unknown login source":       {"--ssl-cert-login-from", "serial"},
+		"unknown SAN type":           {"--ssl-cert-login-san-type", "other_name"},
+		"negative SAN index":         {"--ssl-cert-login-san-index", "-1"},
+		"unknown plain-without-tls":  {"--plain-without-tls", "none"},
+		"bad tls-listen with a cert": {"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-listen", "5671"},
+	} {
+		_, err := Load(args)
+		require.ErrorIs(t, err, ErrInvalid, name)
+	}
 }

@@ -2,6 +2,7 @@ package link
 
 import (
 	"bufio"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -75,6 +76,11 @@ type conn struct {
 	// overLimit: accepted beyond Options.MaxConnections; the handshake
 	// answers open with open and close(resource-limit-exceeded).
 	overLimit bool
+
+	// certs is set on connections accepted by ServeTLS; peerCert is the
+	// client's certificate once the TLS handshake has verified it.
+	certs    *TLSCerts
+	peerCert *x509.Certificate
 
 	// Set by handshake, then read-only.
 	user           string
@@ -160,6 +166,10 @@ func (c *conn) forceClose() { c.forceOnce.Do(func() { close(c.force) }) }
 // serve runs the connection to its end.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	if err := c.tlsHandshake(); err != nil {
+		c.log.Info("TLS handshake failed", "err", err)
+		return
+	}
 	if err := c.handshake(); err != nil {
 		c.log.Info("handshake failed", "err", err)
 		return

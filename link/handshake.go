@@ -135,9 +135,23 @@ func (c *conn) writeFrameNow(typ byte, p amqp10.Performative) error {
 	return c.writeRaw(amqp10.AppendFrame(nil, typ, 0, p, nil))
 }
 
-// sasl offers PLAIN (and ANONYMOUS where allowed) and checks the response.
+// plainAllowed reports whether SASL PLAIN may be used: always over TLS,
+// and on a plain connection from loopback unless Options.PlainWithoutTLS
+// is "all", because PLAIN puts the password on the wire in the clear.
+func (c *conn) plainAllowed() bool {
+	return c.certs != nil || c.loopback || c.srv.opts.PlainWithoutTLS == PlainWithoutTLSAll
+}
+
+// sasl offers EXTERNAL (when the TLS handshake verified a client
+// certificate), PLAIN and ANONYMOUS where allowed, and checks the response.
 func (c *conn) sasl() error {
-	mechs := []amqp10.Symbol{"PLAIN"}
+	var mechs []amqp10.Symbol
+	if c.peerCert != nil {
+		mechs = append(mechs, "EXTERNAL")
+	}
+	if c.plainAllowed() {
+		mechs = append(mechs, "PLAIN")
+	}
 	if c.anonymousAllowed() {
 		mechs = append(mechs, "ANONYMOUS")
 	}
@@ -169,7 +183,27 @@ func (c *conn) sasl() error {
 			return fail("ANONYMOUS refused from %s", c.nc.RemoteAddr())
 		}
 		c.user = "guest"
+	case "EXTERNAL":
+		// The user is named by the certificate; the response (an
+		// authorization identity) is ignored, as RabbitMQ does.
+		if c.peerCert == nil {
+			return fail("EXTERNAL without a verified client certificate")
+		}
+		user, err := c.certs.loginName(c.peerCert)
+		if err != nil {
+			return fail("EXTERNAL: %v", err)
+		}
+		if user == "guest" && !c.loopback {
+			return fail("user guest may only connect from loopback")
+		}
+		if !c.srv.opts.Router.UserExists(user) {
+			return fail("EXTERNAL: no user %q", user)
+		}
+		c.user = user
 	case "PLAIN":
+		if !c.plainAllowed() {
+			return fail("PLAIN refused without TLS from %s", c.nc.RemoteAddr())
+		}
 		// authzid NUL authcid NUL passwd (RFC 4616)
 		parts := bytes.Split(init.InitialResponse, []byte{0})
 		if len(parts) != 3 {

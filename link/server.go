@@ -2,6 +2,7 @@ package link
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,12 @@ const (
 	AnonymousNone     = "none"
 )
 
+// PlainWithoutTLS values for Options.PlainWithoutTLS.
+const (
+	PlainWithoutTLSLoopback = "loopback"
+	PlainWithoutTLSAll      = "all"
+)
+
 // Options configure a Server. Zero values mean the documented defaults.
 type Options struct {
 	Logger *slog.Logger
@@ -30,6 +37,11 @@ type Options struct {
 	// Anonymous: "loopback" (default), "all" or "none": from where ANONYMOUS
 	// and no-SASL connections are accepted (as the guest user).
 	Anonymous string
+	// PlainWithoutTLS: "loopback" (default) or "all": from where SASL
+	// PLAIN is accepted on a connection without TLS. PLAIN sends the
+	// password in the clear, so off loopback it is offered only over TLS
+	// unless this is "all".
+	PlainWithoutTLS string
 	// MaxFrameSize we accept; default 131072.
 	MaxFrameSize uint32
 	// ChannelMax advertised; default 255.
@@ -71,6 +83,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Anonymous == "" {
 		o.Anonymous = AnonymousLoopback
+	}
+	if o.PlainWithoutTLS == "" {
+		o.PlainWithoutTLS = PlainWithoutTLSLoopback
 	}
 	if o.MaxFrameSize == 0 {
 		o.MaxFrameSize = 131072
@@ -130,7 +145,24 @@ func NewServer(opts Options) *Server {
 var ErrServerClosed = errors.New("link: server closed")
 
 // Serve accepts connections on ln until ln is closed or Shutdown is called.
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// ServeTLS accepts TLS connections (amqps) on ln until ln is closed or
+// Shutdown is called. Each connection first completes its TLS handshake,
+// within certs' handshake time-out, then runs as on Serve. Connections on
+// every listener of the server share its connection limit.
+func (s *Server) ServeTLS(ln net.Listener, certs *TLSCerts) error {
+	if certs == nil {
+		return fmt.Errorf("%w: no certificates", ErrTLSConfig)
+	}
+	return s.serve(ln, certs)
+}
+
+func (s *Server) serve(ln net.Listener, certs *TLSCerts) error {
+	var tlsConfig *tls.Config
+	if certs != nil {
+		tlsConfig = certs.AMQPConfig()
+	}
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -163,7 +195,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.nextID++
 		n := s.live.Add(1)
+		if tlsConfig != nil {
+			nc = tls.Server(nc, tlsConfig) // the handshake runs in the connection's goroutine
+		}
 		c := newConn(s, nc, s.nextID, s.opts.MaxConnections > 0 && n > int64(s.opts.MaxConnections))
+		c.certs = certs
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

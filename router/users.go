@@ -169,6 +169,19 @@ func (b *Broker) User(name string) (User, bool) {
 	return c, true
 }
 
+// UserExists reports whether a user may log in by name alone, as with a
+// client certificate (SASL EXTERNAL): a defined user, or guest while no
+// users are defined.
+func (b *Broker) UserExists(name string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if len(b.users) == 0 {
+		return name == "guest"
+	}
+	_, ok := b.users[name]
+	return ok
+}
+
 // Users returns the defined users sorted by name (empty while only the
 // default guest user exists).
 func (b *Broker) Users() []User {

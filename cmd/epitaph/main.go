@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -62,32 +63,60 @@ func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer startHeapFloor(heapFloorBytes(cfg), log)()
+	// SIGHUP reloads the TLS certificate: new handshakes use it, open
+	// connections keep theirs. Registered before the listeners open, so
+	// that an early SIGHUP never kills the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	b, err := epitaph.Start(opts)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	addr := b.Addr().String()
-	log.Info("epitaph started", "listen", addr, "anonymous", cfg.Anonymous,
+	log.Info("epitaph started", "listen", b.Addr(), "tls_listen", b.TLSAddr(), "anonymous", cfg.Anonymous,
 		"auto_create_queues", cfg.AutoCreateQueues, "definitions", cfg.Definitions)
-	if _, err := fmt.Fprintf(stdout, "amqp listening on %s\n", addr); err != nil {
+	if err := announce(stdout, b, cfg.HTTPTLS); err != nil {
 		_ = b.Close()
 		return fmt.Errorf("announce address: %w", err)
 	}
-	if ha := b.HTTPAddr(); ha != nil {
-		if _, err := fmt.Fprintf(stdout, "http listening on %s\n", ha); err != nil {
-			_ = b.Close()
-			return fmt.Errorf("announce address: %w", err)
+
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			if err := b.ReloadTLS(); err != nil {
+				log.Error("SIGHUP: TLS certificate not reloaded", "err", err)
+			}
 		}
 	}
-
-	<-ctx.Done()
 	stop() // a second signal now kills the process the default way
 	log.Info("shutting down", "cause", context.Cause(ctx))
 	if err := b.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
 	log.Info("epitaph stopped")
+	return nil
+}
+
+// announce prints the bound addresses, one line each: "amqp listening on",
+// "amqps listening on", then "http listening on" or "https listening on".
+func announce(w io.Writer, b *epitaph.Broker, httpTLS bool) error {
+	lines := []struct {
+		what string
+		addr net.Addr
+	}{{"amqp", b.Addr()}, {"amqps", b.TLSAddr()}, {"http", b.HTTPAddr()}}
+	if httpTLS {
+		lines[2].what = "https"
+	}
+	for _, l := range lines {
+		if l.addr == nil {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%s listening on %s\n", l.what, l.addr); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -105,8 +134,9 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 	if maxConns == 0 {
 		maxConns = -1 // unlimited (in epitaph.Options 0 means the default)
 	}
-	return epitaph.Options{
+	opts := epitaph.Options{
 		Listen:                  cfg.Listen,
+		NoPlainListener:         cfg.Listen == "",
 		HTTPListen:              cfg.HTTPListen,
 		Logger:                  log,
 		Definitions:             defs,
@@ -133,7 +163,18 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 			Metrics:      cfg.Metrics,
 			OTLPMetrics:  cfg.OTLPMetrics,
 		},
-	}, nil
+		PlainWithoutTLS: cfg.PlainWithoutTLS,
+	}
+	if cfg.TLSCertFile != "" {
+		opts.TLSListen = cfg.TLSListen
+		opts.TLSCertFile, opts.TLSKeyFile, opts.TLSCAFile = cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile
+		opts.TLSVerifyPeer, opts.TLSFailIfNoPeerCert = cfg.TLSVerifyPeer, cfg.TLSFailIfNoPeerCert
+		opts.TLSHandshakeTimeout = cfg.TLSHandshakeTimeout
+		opts.SSLCertLoginFrom = cfg.SSLCertLoginFrom
+		opts.SSLCertLoginSANType, opts.SSLCertLoginSANIndex = cfg.SSLCertLoginSANType, cfg.SSLCertLoginSANIndex
+		opts.HTTPTLS = cfg.HTTPTLS
+	}
+	return opts, nil
 }
 
 // heapFloorBytes is the configured GC heap floor, capped at half the memory

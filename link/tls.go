@@ -1,0 +1,339 @@
+package link
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Where the user name of a SASL EXTERNAL login comes from, with the names
+// of RabbitMQ's ssl_cert_login_from setting.
+const (
+	CertLoginDistinguishedName = "distinguished_name"
+	CertLoginCommonName        = "common_name"
+	CertLoginSAN               = "subject_alternative_name"
+)
+
+// Subject alternative name types for CertLoginSAN, with the names of
+// RabbitMQ's ssl_cert_login_san_type setting.
+const (
+	SANTypeDNS   = "dns"
+	SANTypeIP    = "ip"
+	SANTypeEmail = "email"
+	SANTypeURI   = "uri"
+)
+
+// DefaultTLSHandshakeTimeout is RabbitMQ's ssl_handshake_timeout.
+const DefaultTLSHandshakeTimeout = 5 * time.Second
+
+// ErrTLSConfig wraps every error in TLSOptions or in the files they name.
+var ErrTLSConfig = errors.New("link: invalid TLS configuration")
+
+// TLSOptions configure the TLS listeners' certificates and client
+// certificate checks, with the semantics of RabbitMQ's ssl_options and
+// rabbitmq_auth_mechanism_ssl.
+type TLSOptions struct {
+	// CertFile and KeyFile are the server's PEM certificate chain and key.
+	CertFile, KeyFile string
+	// CAFile holds the PEM certificates client certificates are verified
+	// against; required when VerifyPeer is set.
+	CAFile string
+	// VerifyPeer asks clients for a certificate and verifies any they send
+	// (ssl_options.verify = verify_peer). Without it no client certificate
+	// is requested and SASL EXTERNAL is never offered.
+	VerifyPeer bool
+	// FailIfNoPeerCert refuses the handshake of a client that sends no
+	// certificate (ssl_options.fail_if_no_peer_cert); needs VerifyPeer.
+	FailIfNoPeerCert bool
+	// HandshakeTimeout bounds the TLS handshake; default 5s.
+	HandshakeTimeout time.Duration
+	// CertLoginFrom names the user of an EXTERNAL login: distinguished_name
+	// (the default, as RabbitMQ's), common_name or subject_alternative_name.
+	CertLoginFrom string
+	// CertLoginSANType (dns, the default, ip, email or uri) and
+	// CertLoginSANIndex (0-based among the names of that type) pick the
+	// subject alternative name for subject_alternative_name.
+	CertLoginSANType  string
+	CertLoginSANIndex int
+}
+
+// tlsMaterial is what one load of the files produced.
+type tlsMaterial struct {
+	cert    *tls.Certificate
+	clients *x509.CertPool // nil unless VerifyPeer
+}
+
+// TLSCerts holds the TLS listeners' certificate, key and client CA, which
+// Reload replaces while the broker runs: new handshakes use the new files,
+// established connections keep the session they negotiated.
+type TLSCerts struct {
+	opts TLSOptions
+	cur  atomic.Pointer[tlsMaterial]
+}
+
+// NewTLSCerts checks opts and loads the files they name.
+func NewTLSCerts(opts TLSOptions) (*TLSCerts, error) {
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return nil, fmt.Errorf("%w: a certificate file and a key file are both required", ErrTLSConfig)
+	}
+	if opts.VerifyPeer && opts.CAFile == "" {
+		return nil, fmt.Errorf("%w: verifying peers needs a CA file", ErrTLSConfig)
+	}
+	if opts.FailIfNoPeerCert && !opts.VerifyPeer {
+		// Erlang's ssl refuses the same combination.
+		return nil, fmt.Errorf("%w: fail-if-no-peer-cert needs verify-peer", ErrTLSConfig)
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
+	switch opts.CertLoginFrom {
+	case "":
+		opts.CertLoginFrom = CertLoginDistinguishedName
+	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
+	default:
+		return nil, fmt.Errorf("%w: certificate login from %q (want %s, %s or %s)", ErrTLSConfig,
+			opts.CertLoginFrom, CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN)
+	}
+	switch opts.CertLoginSANType {
+	case "":
+		opts.CertLoginSANType = SANTypeDNS
+	case SANTypeDNS, SANTypeIP, SANTypeEmail, SANTypeURI:
+	default:
+		return nil, fmt.Errorf("%w: SAN type %q (want dns, ip, email or uri)", ErrTLSConfig, opts.CertLoginSANType)
+	}
+	if opts.CertLoginSANIndex < 0 {
+		return nil, fmt.Errorf("%w: SAN index %d is negative", ErrTLSConfig, opts.CertLoginSANIndex)
+	}
+	t := &TLSCerts{opts: opts}
+	if err := t.Reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Reload reads the certificate, key and CA files again. On error the
+// previous material stays in use.
+func (t *TLSCerts) Reload() error {
+	cert, err := tls.LoadX509KeyPair(t.opts.CertFile, t.opts.KeyFile)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTLSConfig, err)
+	}
+	m := &tlsMaterial{cert: &cert}
+	if t.opts.VerifyPeer {
+		pem, err := os.ReadFile(t.opts.CAFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrTLSConfig, err)
+		}
+		m.clients = x509.NewCertPool()
+		if !m.clients.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%w: no PEM certificate in CA file %s", ErrTLSConfig, t.opts.CAFile)
+		}
+	}
+	t.cur.Store(m)
+	return nil
+}
+
+// HandshakeTimeout is the configured TLS handshake time-out.
+func (t *TLSCerts) HandshakeTimeout() time.Duration { return t.opts.HandshakeTimeout }
+
+// AMQPConfig is the TLS configuration of the amqps listener: TLS 1.2 or
+// later, the current certificate, client certificates as configured.
+func (t *TLSCerts) AMQPConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := t.cur.Load()
+			c := &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{*m.cert},
+				NextProtos:   []string{"amqp"},
+			}
+			if t.opts.VerifyPeer {
+				c.ClientCAs = m.clients
+				c.ClientAuth = tls.VerifyClientCertIfGiven
+				if t.opts.FailIfNoPeerCert {
+					c.ClientAuth = tls.RequireAndVerifyClientCert
+				}
+			}
+			return c, nil
+		},
+	}
+}
+
+// HTTPConfig is the TLS configuration of the HTTPS management listener:
+// TLS 1.2 or later with the current certificate, no client certificates.
+func (t *TLSCerts) HTTPConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return t.cur.Load().cert, nil
+		},
+	}
+}
+
+var errNoCertName = errors.New("link: the client certificate has no name of the configured kind")
+
+// loginName is the user name an EXTERNAL login with cert stands for.
+func (t *TLSCerts) loginName(cert *x509.Certificate) (string, error) {
+	switch t.opts.CertLoginFrom {
+	case CertLoginCommonName:
+		return commonNames(cert)
+	case CertLoginSAN:
+		return subjectAltName(cert, t.opts.CertLoginSANType, t.opts.CertLoginSANIndex)
+	}
+	return DistinguishedName(cert)
+}
+
+// DistinguishedName formats cert's subject as RabbitMQ names users from
+// it: RFC 4514 order (the last RDN first), multi-valued RDNs joined with
+// "+", RabbitMQ's attribute names (dotted decimal for others), and its
+// escaping, which also escapes every byte below 32 or from 126 as \XX.
+func DistinguishedName(cert *x509.Certificate) (string, error) {
+	var seq pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(cert.RawSubject, &seq); err != nil {
+		return "", fmt.Errorf("decode subject: %w", err)
+	} else if len(rest) > 0 {
+		return "", errors.New("decode subject: trailing data")
+	}
+	var b strings.Builder
+	for i := len(seq) - 1; i >= 0; i-- {
+		if i != len(seq)-1 {
+			b.WriteByte(',')
+		}
+		for j, atv := range seq[i] {
+			if j > 0 {
+				b.WriteByte('+')
+			}
+			b.WriteString(attributeName(atv.Type))
+			b.WriteByte('=')
+			escapeRDNValue(&b, fmt.Sprint(atv.Value))
+		}
+	}
+	return b.String(), nil
+}
+
+// rdnNames are the attribute names RabbitMQ writes in a subject.
+var rdnNames = map[string]string{
+	"2.5.4.4":                    "SN",
+	"2.5.4.42":                   "GIVENNAME",
+	"2.5.4.43":                   "INITIALS",
+	"2.5.4.44":                   "GENERATIONQUALIFIER",
+	"2.5.4.3":                    "CN",
+	"2.5.4.7":                    "L",
+	"2.5.4.8":                    "ST",
+	"2.5.4.10":                   "O",
+	"2.5.4.11":                   "OU",
+	"2.5.4.12":                   "TITLE",
+	"2.5.4.6":                    "C",
+	"2.5.4.5":                    "SERIALNUMBER",
+	"2.5.4.65":                   "PSEUDONYM",
+	"0.9.2342.19200300.100.1.25": "DC",
+	"1.2.840.113549.1.9.1":       "EMAILADDRESS",
+	"2.5.4.9":                    "STREET",
+	"0.9.2342.19200300.100.1.1":  "UID",
+}
+
+func attributeName(oid asn1.ObjectIdentifier) string {
+	s := oid.String()
+	if n, ok := rdnNames[s]; ok {
+		return n
+	}
+	return s
+}
+
+// escapeRDNValue appends v escaped as RabbitMQ does (RFC 4514 §2.4, plus
+// hex escapes for non-printable and non-ASCII bytes).
+func escapeRDNValue(b *strings.Builder, v string) {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case i == 0 && (c == ' ' || c == '#'):
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case i > 0 && i == len(v)-1 && c == ' ':
+			b.WriteString(`\ `)
+		case c == '"' || c == '+' || c == ',' || c == ';' || c == '<' || c == '>' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 32 || c >= 126:
+			b.WriteByte('\\')
+			b.WriteString(strings.ToUpper(strconv.FormatUint(uint64(c)|0x100, 16)[1:]))
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// commonNames joins every CN of the subject with ",", unescaped, as
+// RabbitMQ's common_name mode does.
+func commonNames(cert *x509.Certificate) (string, error) {
+	var seq pkix.RDNSequence
+	if _, err := asn1.Unmarshal(cert.RawSubject, &seq); err != nil {
+		return "", fmt.Errorf("decode subject: %w", err)
+	}
+	var cns []string
+	for _, rdn := range seq {
+		for _, atv := range rdn {
+			if atv.Type.String() == "2.5.4.3" {
+				cns = append(cns, fmt.Sprint(atv.Value))
+			}
+		}
+	}
+	if len(cns) == 0 {
+		return "", fmt.Errorf("%w: no common name", errNoCertName)
+	}
+	return strings.Join(cns, ","), nil
+}
+
+// subjectAltName returns the index-th (0-based) subject alternative name
+// of the given type, in certificate order.
+func subjectAltName(cert *x509.Certificate, typ string, index int) (string, error) {
+	var names []string
+	switch typ {
+	case SANTypeDNS:
+		names = cert.DNSNames
+	case SANTypeEmail:
+		names = cert.EmailAddresses
+	case SANTypeIP:
+		for _, ip := range cert.IPAddresses {
+			names = append(names, ip.String())
+		}
+	case SANTypeURI:
+		for _, u := range cert.URIs {
+			names = append(names, u.String())
+		}
+	}
+	if index >= len(names) {
+		return "", fmt.Errorf("%w: %d subject alternative names of type %s, index %d", errNoCertName, len(names), typ, index)
+	}
+	return names[index], nil
+}
+
+// tlsHandshake completes the TLS handshake of a connection accepted by
+// ServeTLS within the handshake time-out, and keeps the client's
+// certificate when it was verified against the CA. A no-op without TLS.
+func (c *conn) tlsHandshake() error {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.certs.HandshakeTimeout())
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("link: TLS handshake: %w", err)
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+		c.peerCert = st.PeerCertificates[0]
+	}
+	return nil
+}
