@@ -17,10 +17,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
+	rmq "github.com/rabbitmq/rabbitmq-amqp-go-client/pkg/rabbitmqamqp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
@@ -555,4 +558,114 @@ func TestPlainRefusedWithoutTLSOffLoopback(t *testing.T) {
 	c, err = amqp.Dial(ctxT(t), "amqp://"+all.Addr().String(), &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("app", "secret")})
 	require.NoError(t, err)
 	tlsRoundTrip(t, c, "plain-all")
+}
+
+// The official RabbitMQ AMQP Go client's TLS specs (its
+// amqp_connection_test.go, "TLS connection should success in different
+// vhosts"), done here with that client against epitaph: a server
+// certificate for localhost, a client certificate whose subject is
+// CN=localhost, O=client, a broker set up like the client's CI (the user
+// "O=client,CN=localhost" as RabbitMQ's default distinguished_name login
+// names it, vhosts "/" and "tls", verify_peer without
+// fail_if_no_peer_cert), and amqps://localhost:PORT/{vhost} with
+// EXTERNAL and ANONYMOUS.
+func TestTLSOfficialClient(t *testing.T) {
+	f := newTLSFixture(t)
+	defs := `{"vhosts":[{"name":"/"},{"name":"tls"}],
+		"users":[{"name":"guest","password":"guest","tags":["administrator"]},
+			{"name":"O=client,CN=localhost","tags":["administrator"]}],
+		"permissions":[
+			{"user":"O=client,CN=localhost","vhost":"/","configure":".*","write":".*","read":".*"},
+			{"user":"O=client,CN=localhost","vhost":"tls","configure":".*","write":".*","read":".*"},
+			{"user":"guest","vhost":"/","configure":".*","write":".*","read":".*"},
+			{"user":"guest","vhost":"tls","configure":".*","write":".*","read":".*"}]}`
+	b := startBroker(t, defs, f.options)
+	_, port, err := net.SplitHostPort(b.TLSAddr().String())
+	require.NoError(t, err)
+	// The client CI's certificate subject, in the same RDN order.
+	_, _, client := f.ca.issue(t, leafSpec{client: true, dns: []string{"localhost"}, rawSubject: pkix.RDNSequence{
+		{{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "localhost"}},
+		{{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: "client"}},
+	}})
+
+	for _, tc := range []struct {
+		name  string
+		vhost string
+		sasl  amqp.SASLType
+	}{
+		{"default virtual host + External", "%2F", amqp.SASLTypeExternal("")},
+		{"non-default virtual host + External", "tls", amqp.SASLTypeExternal("")},
+		{"default virtual host + Anonymous", "%2F", amqp.SASLTypeAnonymous()},
+		{"non-default virtual host + Anonymous", "tls", amqp.SASLTypeAnonymous()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &tls.Config{Certificates: []tls.Certificate{client}, RootCAs: f.ca.pool(), ServerName: "localhost"}
+			conn, err := rmq.Dial(ctxT(t), "amqps://localhost:"+port+"/"+tc.vhost, &rmq.AmqpConnOptions{
+				SASLType: tc.sasl, TLSConfig: cfg})
+			require.NoError(t, err)
+			require.NotNil(t, conn)
+			// Beyond the spec: the connection works (management and a
+			// message), so a refusal after open cannot pass unnoticed.
+			q := "tls-official-" + tc.vhost
+			_, err = conn.Management().DeclareQueue(ctxT(t), &rmq.ClassicQueueSpecification{Name: q})
+			require.NoError(t, err)
+			pub, err := conn.NewPublisher(ctxT(t), &rmq.QueueAddress{Queue: q}, nil)
+			require.NoError(t, err)
+			res, err := pub.Publish(ctxT(t), rmq.NewMessage([]byte("hello")))
+			require.NoError(t, err)
+			require.IsType(t, &rmq.StateAccepted{}, res.Outcome)
+			require.NoError(t, conn.Management().DeleteQueue(ctxT(t), q))
+			require.NoError(t, conn.Close(ctxT(t)))
+		})
+	}
+
+	// The spec's failing case: an unresolvable host.
+	_, err = rmq.Dial(ctxT(t), "amqps://does_not_exist:"+port, &rmq.AmqpConnOptions{TLSConfig: &tls.Config{}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "failed to open TLS connection")
+}
+
+// cmd/epitaph reloads the TLS certificate on SIGHUP: new handshakes get the
+// new certificate, an open connection keeps working, a broken file leaves
+// the old certificate in place and the broker running.
+func TestCmdTLSReloadOnSIGHUP(t *testing.T) {
+	f := newTLSFixture(t)
+	p := startEpitaph(t, "--listen", "127.0.0.1:0", "--in-memory", "--http-listen", "",
+		"--auto-create-queues", "--tls-listen", "127.0.0.1:0",
+		"--tls-cert-file", f.certFile, "--tls-key-file", f.keyFile)
+	var tlsAddr string
+	select {
+	case line := <-p.lines:
+		var ok bool
+		tlsAddr, ok = strings.CutPrefix(line, "amqps listening on ")
+		require.True(t, ok, "second stdout line %q", line)
+	case <-time.After(startTimeout):
+		t.Fatal("no amqps listening line")
+	}
+	require.Equal(t, "server-1", serverCN(t, tlsAddr, f))
+	c, err := amqp.Dial(ctxT(t), "amqps://"+tlsAddr, &amqp.ConnOptions{TLSConfig: f.clientConfig(),
+		SASLType: amqp.SASLTypeAnonymous()})
+	require.NoError(t, err)
+	defer c.Close()
+
+	f.writeServerCert(t, "server-2")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	deadline := time.Now().Add(startTimeout)
+	for serverCN(t, tlsAddr, f) != "server-2" {
+		require.True(t, time.Now().Before(deadline), "the certificate was not reloaded after SIGHUP")
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	tlsRoundTrip(t, c, "sighup")
+
+	require.NoError(t, os.WriteFile(f.keyFile, []byte("broken"), 0o600))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	for !strings.Contains(p.stderr.String(), "TLS certificate not reloaded") {
+		require.True(t, time.Now().Before(deadline), "no log line for the failed reload")
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	require.Equal(t, "server-2", serverCN(t, tlsAddr, f))
+	tlsRoundTrip(t, c, "sighup-2")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t))
 }
