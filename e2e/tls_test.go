@@ -28,6 +28,8 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/link"
+	"github.com/epitaph-mq/epitaph/router"
 )
 
 // testCA is a certificate authority made in the test with crypto/x509.
@@ -516,7 +518,8 @@ func nonLoopbackIPv4(t *testing.T) net.IP {
 func TestPlainRefusedWithoutTLSOffLoopback(t *testing.T) {
 	ip := nonLoopbackIPv4(t)
 	if ip == nil {
-		t.Fatal("this test needs a non-loopback IPv4 address on the machine")
+		t.Fatal("this test needs a non-loopback IPv4 address on the machine; " +
+			"TestPlainRefusedForNonLoopbackPeer covers the decision without one")
 	}
 	defs := `{"users":[{"name":"app","password":"secret","tags":[]}],
 		"permissions":[{"user":"app","vhost":"/","configure":".*","write":".*","read":".*"}]}`
@@ -668,4 +671,73 @@ func TestCmdTLSReloadOnSIGHUP(t *testing.T) {
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, p.wait(t))
+}
+
+// remoteAddrListener hands out connections whose RemoteAddr claims a
+// non-loopback peer, so the broker's real handshake code decides as it
+// would for a remote client on a machine without a second address.
+type remoteAddrListener struct {
+	net.Listener
+	remote net.Addr
+}
+
+type remoteAddrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c remoteAddrConn) RemoteAddr() net.Addr { return c.remote }
+
+func (l remoteAddrListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return remoteAddrConn{Conn: c, remote: l.remote}, nil
+}
+
+// The PLAIN decision through link.Server's real accept and handshake path,
+// with connections whose peer address is 192.0.2.77 (TEST-NET-1): PLAIN is
+// neither offered nor accepted by default, and is with plain-without-tls=all.
+func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
+	rt := router.New(router.Options{})
+	defer rt.Close()
+	require.NoError(t, rt.LoadDefinitions([]byte(`{"users":[{"name":"app","password":"secret","tags":[]}],
+		"permissions":[{"user":"app","vhost":"/","configure":".*","write":".*","read":".*"}]}`)))
+	remote := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 77), Port: 40000}
+	for _, tc := range []struct {
+		policy string
+		mechs  []amqp10.Symbol
+		ok     bool
+	}{
+		{"", nil, false},
+		{link.PlainWithoutTLSLoopback, nil, false},
+		{link.PlainWithoutTLSAll, []amqp10.Symbol{"PLAIN"}, true},
+	} {
+		t.Run("policy="+tc.policy, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			srv := link.NewServer(link.Options{Router: rt, PlainWithoutTLS: tc.policy})
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(remoteAddrListener{Listener: ln, remote: remote}) }() // exits when ln closes
+			defer func() {
+				require.NoError(t, ln.Close())
+				require.NoError(t, srv.Shutdown(ctxT(t)))
+				require.ErrorIs(t, <-served, link.ErrServerClosed)
+			}()
+
+			if mechs := saslMechanisms(t, ln.Addr().String(), nil); tc.mechs == nil {
+				require.Empty(t, mechs, "nothing to offer: no PLAIN, ANONYMOUS is loopback-only")
+			} else {
+				require.Equal(t, tc.mechs, mechs)
+			}
+			c, err := amqp.Dial(ctxT(t), "amqp://"+ln.Addr().String(), &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("app", "secret")})
+			if !tc.ok {
+				require.Error(t, err, "PLAIN accepted from a non-loopback peer without TLS")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, c.Close())
+		})
+	}
 }
