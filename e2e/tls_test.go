@@ -741,3 +741,39 @@ func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 		})
 	}
 }
+
+// Close does not wait out the TLS handshake time-out of a client that is
+// silent in its handshake: the handshake is abandoned at shutdown.
+func TestTLSShutdownDuringHandshake(t *testing.T) {
+	f := newTLSFixture(t)
+	b, err := epitaph.Start(epitaph.Options{Listen: "127.0.0.1:0", InMemory: true, MaxConnections: 1,
+		TLSListen: "127.0.0.1:0", TLSCertFile: f.certFile, TLSKeyFile: f.keyFile,
+		TLSHandshakeTimeout: time.Minute, ShutdownTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = b.Close()
+		}
+	})
+	silent, err := net.Dial("tcp", b.TLSAddr().String())
+	require.NoError(t, err)
+	defer silent.Close()
+	// The silent connection holds the only connection slot once the broker
+	// has accepted it: poll until a plain connection is refused for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, _, err := connectSession(ctxT(t), "amqp://"+b.Addr().String())
+		if err != nil {
+			requireLimitRefusal(t, err, "1")
+			break
+		}
+		require.NoError(t, c.Close())
+		require.True(t, time.Now().Before(deadline), "the silent TLS connection was never accepted")
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	start := time.Now()
+	closed = true
+	require.NoError(t, b.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the handshake time-out")
+}

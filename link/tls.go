@@ -328,6 +328,15 @@ func (c *conn) tlsHandshake() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.certs.HandshakeTimeout())
 	defer cancel()
+	// Shutdown must not wait out the time-out of a client that is silent
+	// in its TLS handshake.
+	go func() { // exits when the handshake ends or the server shuts down
+		select {
+		case <-c.force:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return fmt.Errorf("link: TLS handshake: %w", err)
 	}
