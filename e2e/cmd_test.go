@@ -263,6 +263,9 @@ func TestCmdInvalidConfiguration(t *testing.T) {
 		{name: "env", env: []string{"EPITAPH_MAX_FRAME_SIZE=1"}},
 		{name: "missing config file", args: []string{"--config", filepath.Join(t.TempDir(), "none.yaml")}},
 		{name: "missing definitions", args: []string{"--definitions", filepath.Join(t.TempDir(), "none.json")}},
+		{name: "missing TLS certificate", args: []string{"--tls-listen", "127.0.0.1:0",
+			"--tls-cert-file", filepath.Join(t.TempDir(), "none.pem"), "--tls-key-file", filepath.Join(t.TempDir(), "none.key")}},
+		{name: "no listener at all", args: []string{"--listen", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), startTimeout)

@@ -777,3 +777,41 @@ func TestTLSShutdownDuringHandshake(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the handshake time-out")
 }
+
+// Inconsistent TLS options are refused at start.
+func TestTLSInvalidOptions(t *testing.T) {
+	f := newTLSFixture(t)
+	base := epitaph.Options{Listen: "127.0.0.1:0", InMemory: true}
+	withCert := base
+	withCert.TLSListen, withCert.TLSCertFile, withCert.TLSKeyFile = "127.0.0.1:0", f.certFile, f.keyFile
+	for name, mod := range map[string]func(o *epitaph.Options){
+		"tls-listen without a certificate": func(o *epitaph.Options) { o.TLSListen = "127.0.0.1:0" },
+		"https without a certificate":      func(o *epitaph.Options) { o.HTTPTLS = true },
+		"key without certificate":          func(o *epitaph.Options) { o.TLSKeyFile = f.keyFile },
+		"plain-without-tls value":          func(o *epitaph.Options) { o.PlainWithoutTLS = "none" },
+		"verify without CA": func(o *epitaph.Options) {
+			*o = withCert
+			o.TLSVerifyPeer = true
+		},
+		"fail-if-no-peer-cert without verify": func(o *epitaph.Options) {
+			*o = withCert
+			o.TLSCAFile, o.TLSFailIfNoPeerCert = f.caFile, true
+		},
+		"certificate login source": func(o *epitaph.Options) {
+			*o = withCert
+			o.SSLCertLoginFrom = "serial_number"
+		},
+		"key does not match": func(o *epitaph.Options) {
+			*o = withCert
+			o.TLSKeyFile = f.caFile
+		},
+	} {
+		o := base
+		mod(&o)
+		b, err := epitaph.Start(o)
+		if err == nil {
+			_ = b.Close()
+		}
+		require.ErrorIs(t, err, epitaph.ErrInvalidOptions, name)
+	}
+}
