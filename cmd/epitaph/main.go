@@ -3,12 +3,16 @@
 // Configuration comes from flags, EPITAPH_* environment variables and an
 // optional YAML file (--config); see package config and `epitaph --help`.
 //
-// Once the listener is bound, epitaph prints exactly one line to stdout,
+// Once the listeners are bound, epitaph prints one line per listener to
+// stdout, in this order and only for those that are on,
 //
 //	amqp listening on HOST:PORT
+//	amqps listening on HOST:PORT
+//	http listening on HOST:PORT    (https with --http-tls)
 //
 // so that scripts and tests started with --listen 127.0.0.1:0 can learn the
-// port. Logs go to stderr. SIGINT or SIGTERM closes every connection with
+// port. Logs go to stderr. SIGHUP reloads the TLS certificate, key and CA
+// files. SIGINT or SIGTERM closes every connection with
 // amqp:connection:forced and exits 0; any start-up error exits 1 and --help
 // exits 0. This is the only place in the module that calls os.Exit.
 package main
