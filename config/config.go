@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -63,6 +64,11 @@ const (
 	KeyOTLPProtocol     = "otlp-protocol"
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
+
+	KeyInitialFrameMax       = "initial-frame-max"
+	KeyMaxLinksPerConnection = "max-links-per-connection"
+	KeyMaxUnfinishedBytes    = "max-unfinished-bytes"
+	KeyMaxUnsettledIncoming  = "max-unsettled-incoming"
 )
 
 // Tracing modes accepted by the tracing key.
@@ -169,6 +175,18 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
+	// InitialFrameMax is the largest frame accepted before open (SASL and
+	// open frames), in bytes; at least 512.
+	InitialFrameMax uint32 `mapstructure:"initial-frame-max"`
+	// MaxLinksPerConnection bounds the links of one connection, over all
+	// its sessions.
+	MaxLinksPerConnection int `mapstructure:"max-links-per-connection"`
+	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
+	// messages one connection holds, over all its links.
+	MaxUnfinishedBytes uint64 `mapstructure:"max-unfinished-bytes"`
+	// MaxUnsettledIncoming bounds, per session, the rcv-settle-mode second
+	// publishes whose outcome the peer has not settled.
+	MaxUnsettledIncoming int `mapstructure:"max-unsettled-incoming"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -198,6 +216,10 @@ func Default() Config {
 		OTLPProtocol:            "",
 		Metrics:                 true,
 		OTLPMetrics:             false,
+		InitialFrameMax:         8192,
+		MaxLinksPerConnection:   4096,
+		MaxUnfinishedBytes:      64 << 20,
+		MaxUnsettledIncoming:    8192,
 	}
 }
 
@@ -234,6 +256,10 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
 	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
+	fs.Uint32(KeyInitialFrameMax, d.InitialFrameMax, "largest frame accepted before open (SASL and open), in `bytes` (at least 512)")
+	fs.Int(KeyMaxLinksPerConnection, d.MaxLinksPerConnection, "most links attached on one connection, over all its sessions")
+	fs.Uint64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
+	fs.Int(KeyMaxUnsettledIncoming, d.MaxUnsettledIncoming, "most rcv-settle-mode second publishes per session awaiting the client's settlement")
 	return fs
 }
 
@@ -298,6 +324,11 @@ func Load(args []string) (*Config, error) {
 		KeyOTLPProtocol:     d.OTLPProtocol,
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
+
+		KeyInitialFrameMax:       d.InitialFrameMax,
+		KeyMaxLinksPerConnection: d.MaxLinksPerConnection,
+		KeyMaxUnfinishedBytes:    d.MaxUnfinishedBytes,
+		KeyMaxUnsettledIncoming:  d.MaxUnsettledIncoming,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -373,6 +404,19 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		return invalid(KeyMaxMessageSize, c.MaxMessageSize, "want at least 1")
+	}
+	if c.InitialFrameMax < MinMaxFrameSize {
+		return invalid(KeyInitialFrameMax, c.InitialFrameMax, fmt.Sprintf("want at least %d", MinMaxFrameSize))
+	}
+	if c.MaxLinksPerConnection < 1 {
+		return invalid(KeyMaxLinksPerConnection, c.MaxLinksPerConnection, "want at least 1")
+	}
+	if c.MaxUnfinishedBytes < c.MaxMessageSize || c.MaxUnfinishedBytes > math.MaxInt64 {
+		return invalid(KeyMaxUnfinishedBytes, c.MaxUnfinishedBytes,
+			fmt.Sprintf("want at least max-message-size (%d): a multi-frame message of that size must fit", c.MaxMessageSize))
+	}
+	if c.MaxUnsettledIncoming < 1 {
+		return invalid(KeyMaxUnsettledIncoming, c.MaxUnsettledIncoming, "want at least 1")
 	}
 	if c.DeadLetterRetryInterval <= 0 {
 		return invalid(KeyDLRetryInterval, c.DeadLetterRetryInterval, "want a positive duration")

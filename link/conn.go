@@ -90,6 +90,10 @@ type conn struct {
 	closeSent  bool
 	closeRecv  bool
 	blocked    bool // a resource alarm: sessions' incoming windows are 0
+	links      int  // links attached, over all sessions (MaxLinksPerConnection)
+	// unfinished is the bytes of incomplete multi-frame messages held by
+	// the connection's links (MaxUnfinishedBytes).
+	unfinished int64
 	lost       bool // the connection ended without a close: unsettled deliveries failed
 	tr         amqp10.Transfer
 	tag        [8]byte
@@ -523,7 +527,7 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 	}
 	s := newSession(c, ch, uint16(local), b)
 	if c.blocked {
-		s.inWindow = 0
+		s.inWindow, s.inLimit = 0, s.nextIncomingID
 	}
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s

@@ -40,9 +40,19 @@ type receiverLink struct {
 	partial    []byte
 }
 
-// grant refills the publisher's credit.
+// grant refills the publisher's credit. On a rcv-settle-mode second link
+// credit also stops at the session's bound on unsettled publishes.
 func (l *receiverLink) grant() {
-	l.credit = l.window
+	if l.second {
+		// Never less than before: transfers may be in flight on it.
+		credit := max(l.credit, min(l.window, l.s.secondRoom(l)))
+		if credit == l.credit {
+			return
+		}
+		l.credit = credit
+	} else {
+		l.credit = l.window
+	}
 	l.s.sendFlow(func(f *amqp10.Flow) {
 		f.Handle, f.HasHandle = l.handle, true
 		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
@@ -62,8 +72,14 @@ func (l *receiverLink) handleFlow(f *amqp10.Flow) error {
 }
 
 func (l *receiverLink) release(router.CancelReason) {
-	l.partial = nil
+	l.dropPartial()
 	l.inProgress = false
+}
+
+// dropPartial forgets the incomplete delivery's bytes.
+func (l *receiverLink) dropPartial() {
+	l.s.c.unfinished -= int64(len(l.partial))
+	l.partial = nil
 }
 
 func (l *receiverLink) fail(cond amqp10.ErrCond, format string, args ...any) {
@@ -72,44 +88,65 @@ func (l *receiverLink) fail(cond amqp10.ErrCond, format string, args ...any) {
 
 // transfer handles one transfer frame (section 2.7.5), assembling
 // multi-frame deliveries.
-func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
-	maxSize := l.s.c.srv.opts.MaxMessageSize
+func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) error {
+	opts := &l.s.c.srv.opts
+	maxSize := opts.MaxMessageSize
 	if !l.inProgress {
 		if !t.HasDeliveryID {
 			l.fail(amqp10.ErrCondInvalidField, "first transfer of a delivery without delivery-id")
-			return
+			return nil
+		}
+		if err := l.s.checkDeliveryID(t.DeliveryID); err != nil {
+			return err
 		}
 		if l.credit == 0 {
 			l.fail(amqp10.ErrCondTransferLimitExceeded, "transfer without link credit")
-			return
+			return nil
+		}
+		if l.second && len(l.s.unsettledIn) >= opts.MaxUnsettledIncoming {
+			// Credit stops at the bound (grant); a peer past it ignored that.
+			l.fail(amqp10.ErrCondResourceLimitExceeded,
+				"unsettled publishes limit (%d per session) reached: settle the outcomes received", opts.MaxUnsettledIncoming)
+			return nil
 		}
 		l.credit--
 		l.deliveryCount++
 		l.inProgress, l.id, l.settled = true, t.DeliveryID, t.Settled
 	} else if t.HasDeliveryID && t.DeliveryID != l.id {
 		l.fail(amqp10.ErrCondInvalidField, "continuation transfer with delivery-id %d, expected %d", t.DeliveryID, l.id)
-		return
+		return nil
 	}
 	if t.HasSettled && t.Settled {
 		l.settled = true
 	}
 	if t.Aborted {
-		l.inProgress, l.partial = false, nil
-		return
+		l.dropPartial()
+		l.inProgress = false
+		return nil
 	}
 	if uint64(len(l.partial))+uint64(len(payload)) > maxSize {
 		l.fail(amqp10.ErrCondMessageSizeExceeded, "message size %d exceeds max-message-size %d",
 			len(l.partial)+len(payload), maxSize)
-		return
+		return nil
 	}
 	if t.More {
+		c := l.s.c
+		if c.unfinished+int64(len(payload)) > opts.MaxUnfinishedBytes {
+			// Each link's message is bounded by max-message-size, but a
+			// connection has many links: their incomplete messages together
+			// are bounded here.
+			l.fail(amqp10.ErrCondResourceLimitExceeded,
+				"incomplete multi-frame messages on this connection exceed %d bytes", opts.MaxUnfinishedBytes)
+			return nil
+		}
 		l.partial = append(l.partial, payload...)
-		return
+		c.unfinished += int64(len(payload))
+		return nil
 	}
 	body := payload
 	if l.partial != nil {
 		body = append(l.partial, payload...)
-		l.partial = nil
+		l.dropPartial()
 	}
 	l.inProgress = false
 	if l.mgmt {
@@ -118,6 +155,7 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
 		l.publish(body)
 	}
 	l.maybeGrant()
+	return nil
 }
 
 // publish routes one complete message and settles it.
