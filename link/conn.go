@@ -229,12 +229,12 @@ func (c *conn) readOne(idle time.Duration) (f inFrame, keep, ok bool) {
 	if err != nil {
 		return inFrame{err: err}, true, false
 	}
-	if len(body) == 0 {
-		return inFrame{}, false, true // heartbeat
-	}
-	if fh.Type != amqp10.FrameTypeAMQP {
+	if fh.Type != amqp10.FrameTypeAMQP { // empty or not
 		return inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
 			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}}, true, false
+	}
+	if len(body) == 0 {
+		return inFrame{}, false, true // heartbeat
 	}
 	if code, err := amqp10.PeekDescriptor(body); err == nil &&
 		(code == amqp10.DescTransfer || code == amqp10.DescFlow || code == amqp10.DescDisposition) {
