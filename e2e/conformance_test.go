@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -618,4 +619,52 @@ func (r *rawConn) expectEOF(d time.Duration) {
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		r.t.Fatalf("reading to EOF: %v", err)
 	}
+}
+
+// When a resource alarm shrinks the session window to 0, transfers the
+// peer sent under the window it had been granted are still taken (they
+// may have been in flight); one transfer beyond that grant ends the
+// session with window-violation (2.5.6). A client that ignored the window
+// used to have every transfer taken while the alarm held.
+func TestWindowViolationAfterAlarm(t *testing.T) {
+	var used atomic.Uint64
+	used.Store(1 << 20)
+	b := startBroker(t, confDefs, func(o *epitaph.Options) {
+		o.MemoryHighWatermark = 1 << 30
+		o.MemoryUsed = used.Load
+	})
+	r := rawDial(t, b)
+	r.reach(stLink)
+	used.Store(1 << 31)
+	require.NoError(t, r.nc.SetDeadline(time.Now().Add(10*time.Second)))
+	for {
+		f, _ := expectFrame[*amqp10.Flow](r)
+		if !f.HasHandle && f.IncomingWindow == 0 {
+			break // the alarm closed the window
+		}
+	}
+	// The begin granted 2048 transfer frames (the broker's session
+	// window): one message of that many frames is within it.
+	const granted = 2048
+	var frames []byte
+	frames = append(frames, transferFrame(0, 0, true, []byte{0x00, 0x53, 0x75, 0xb0, 0, 0, 0x07, 0xff})...)
+	for i := 1; i < granted; i++ {
+		frames = append(frames, continuationFrame(0, i < granted-1, []byte{'x'})...)
+	}
+	r.send(frames)
+	d, _ := expectFrame[*amqp10.Disposition](r)
+	assert.Equal(t, amqp10.StateAccepted, d.State.Kind, "the in-flight message is taken")
+	r.send(transferFrame(0, 1, false, dataMsg("over")))
+	for {
+		_, p := r.read()
+		if end, ok := p.(*amqp10.End); ok {
+			require.NotNil(t, end.Error)
+			assert.Equal(t, amqp10.ErrCondWindowViolation, end.Error.Condition)
+			break
+		}
+	}
+	assert.Equal(t, 1, queueLen(t, b, "q"), "only the message within the window was taken")
+	used.Store(1 << 20)
+	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().Memory })
+	brokerStillServesPlain(t, b)
 }
