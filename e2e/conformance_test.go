@@ -28,13 +28,13 @@ import (
 type confState int
 
 const (
-	stNone      confState = iota // nothing sent
-	stSASL                       // SASL header exchanged, sasl-mechanisms read
-	stAMQPHdr                    // AMQP header exchanged (no SASL), before open
-	stOpened                     // open exchanged
-	stSession                    // a session on channel 0
-	stLink                       // a publisher link, handle 0, to /queues/q, with credit
-	stSecondLink                 // as stLink, with rcv-settle-mode second
+	stNone       confState = iota // nothing sent
+	stSASL                        // SASL header exchanged, sasl-mechanisms read
+	stAMQPHdr                     // AMQP header exchanged (no SASL), before open
+	stOpened                      // open exchanged
+	stSession                     // a session on channel 0
+	stLink                        // a publisher link, handle 0, to /queues/q, with credit
+	stSecondLink                  // as stLink, with rcv-settle-mode second
 )
 
 func (s confState) String() string {
@@ -58,12 +58,12 @@ type confRow struct {
 	id, section string
 	broker      string // key of confBrokers; "" is the default broker
 	state       confState
-	send        []byte              // raw bytes sent once state is reached
-	sendFn      func(r *rawConn)    // or a sequence of writes
+	send        []byte           // raw bytes sent once state is reached
+	sendFn      func(r *rawConn) // or a sequence of writes
 	scope       confScope
-	want        amqp10.ErrCond      // the condition (C, S, L; O rejected)
+	want        amqp10.ErrCond   // the condition (C, S, L; O rejected)
 	outcome     amqp10.StateKind // O: the outcome's kind
-	saslCode    uint8               // A: the sasl-outcome code
+	saslCode    uint8            // A: the sasl-outcome code
 }
 
 // confBrokers are the broker configurations rows run against.
@@ -192,7 +192,7 @@ func confRows() []confRow {
 		{id: "A2 bad password", section: "5.3.3.6", state: stSASL, send: plainInit("guest", "wrong"),
 			scope: scopeSASL, saslCode: amqp10.SASLCodeAuth},
 		{id: "A3 PLAIN response without NULs", section: "5.3.3.2", state: stSASL,
-			send: saslFrame(&amqp10.SASLInit{Mechanism: "PLAIN", InitialResponse: []byte("guestguest")}),
+			send:  saslFrame(&amqp10.SASLInit{Mechanism: "PLAIN", InitialResponse: []byte("guestguest")}),
 			scope: scopeSASL, saslCode: amqp10.SASLCodeAuth},
 		{id: "A4 PLAIN with non-UTF-8 credentials", section: "5.3.3.2", state: stSASL, send: plainInit("gu\xffest", "\xfe"),
 			scope: scopeSASL, saslCode: amqp10.SASLCodeAuth},
@@ -308,16 +308,16 @@ func confRows() []confRow {
 		{id: "M1 10,001 message sections", section: "3.2", state: stLink,
 			send: transferFrame(0, 0, false, manySections), scope: scopeLink, want: amqp10.ErrCondDecodeError},
 		{id: "M2 properties after the body", section: "3.2", state: stLink,
-			send: transferFrame(0, 0, false, concat(dataMsg("b"), []byte{0x00, 0x53, 0x73, 0x45})),
+			send:  transferFrame(0, 0, false, concat(dataMsg("b"), []byte{0x00, 0x53, 0x73, 0x45})),
 			scope: scopeLink, want: amqp10.ErrCondDecodeError},
 		{id: "M3 header twice", section: "3.2", state: stLink,
-			send: transferFrame(0, 0, false, concat([]byte{0x00, 0x53, 0x70, 0x45, 0x00, 0x53, 0x70, 0x45}, dataMsg("b"))),
+			send:  transferFrame(0, 0, false, concat([]byte{0x00, 0x53, 0x70, 0x45, 0x00, 0x53, 0x70, 0x45}, dataMsg("b"))),
 			scope: scopeLink, want: amqp10.ErrCondDecodeError},
 		{id: "M4 a section after the footer", section: "3.2", state: stLink,
-			send: transferFrame(0, 0, false, concat(dataMsg("b"), []byte{0x00, 0x53, 0x78, 0xc1, 0x01, 0x00}, dataMsg("c"))),
+			send:  transferFrame(0, 0, false, concat(dataMsg("b"), []byte{0x00, 0x53, 0x78, 0xc1, 0x01, 0x00}, dataMsg("c"))),
 			scope: scopeLink, want: amqp10.ErrCondDecodeError},
 		{id: "M5 reserved message-annotation key", section: "3.2.3", state: stLink,
-			send: transferFrame(0, 0, false, concat([]byte{0x00, 0x53, 0x72, 0xc1, 0x06, 0x02, 0xa3, 0x01, 'k', 0xa1, 0x00}, dataMsg("b"))),
+			send:  transferFrame(0, 0, false, concat([]byte{0x00, 0x53, 0x72, 0xc1, 0x06, 0x02, 0xa3, 0x01, 'k', 0xa1, 0x00}, dataMsg("b"))),
 			scope: scopeLink, want: amqp10.ErrCondDecodeError},
 
 		// Session (S).
@@ -334,10 +334,10 @@ func confRows() []confRow {
 		{id: "S3 transfer beyond an incoming-window of 0 (resource alarm)", section: "2.5.6", broker: "alarm", state: stLink,
 			send: transferFrame(0, 0, false, dataMsg("b")), scope: scopeSession, want: amqp10.ErrCondWindowViolation},
 		{id: "S4 flow next-incoming-id ahead of our next-outgoing-id", section: "2.5.6", state: stSession,
-			send: frame(0, &amqp10.Flow{NextIncomingID: 100, HasNextIncomingID: true, IncomingWindow: 10, OutgoingWindow: 10}, nil),
+			send:  frame(0, &amqp10.Flow{NextIncomingID: 100, HasNextIncomingID: true, IncomingWindow: 10, OutgoingWindow: 10}, nil),
 			scope: scopeSession, want: amqp10.ErrCondWindowViolation},
 		{id: "S5 delivery-id gap", section: "2.7.5", state: stLink,
-			send: concat(transferFrame(0, 0, false, dataMsg("a")), transferFrame(0, 5, false, dataMsg("b"))),
+			send:  concat(transferFrame(0, 0, false, dataMsg("a")), transferFrame(0, 5, false, dataMsg("b"))),
 			scope: scopeSession, want: amqp10.ErrCondInvalidField},
 		{id: "S6 begin on a channel in use", section: "2.7.2", state: stSession,
 			send: frame(0, begin, nil), scope: scopeConn, want: amqp10.ErrCondIllegalState},
