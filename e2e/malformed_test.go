@@ -141,4 +141,3 @@ func TestMalformedInput(t *testing.T) {
 		assert.Equal(t, 1, queueLen(t, ab, "q"))
 	})
 }
-
