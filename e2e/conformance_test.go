@@ -668,3 +668,39 @@ func TestWindowViolationAfterAlarm(t *testing.T) {
 	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().Memory })
 	brokerStillServesPlain(t, b)
 }
+
+// A rcv-settle-mode second publisher gets credit only while the session's
+// publishes awaiting its settlement are within max-unsettled-incoming; its
+// settling them gives the credit back. (Unsettled state used to grow with
+// every publish.)
+func TestUnsettledIncomingBound(t *testing.T) {
+	b := startBroker(t, confDefs, func(o *epitaph.Options) { o.MaxUnsettledIncoming = 2 })
+	r := rawDial(t, b)
+	r.reach(stSession)
+	a := senderAttach(0, "/exchanges/amq.direct/nowhere")
+	a.RcvSettleMode, a.HasRcvSettleMode = amqp10.RcvSecond, true
+	r.send(frame(0, a, nil))
+	expectFrame[*amqp10.Attach](r)
+	credit := func() uint32 {
+		for {
+			f, _ := expectFrame[*amqp10.Flow](r)
+			if f.HasHandle {
+				return f.LinkCredit
+			}
+		}
+	}
+	require.Equal(t, uint32(2), credit(), "credit within the bound")
+	for id := range uint32(2) {
+		r.send(transferFrame(0, id, false, dataMsg("unroutable")))
+		d, _ := expectFrame[*amqp10.Disposition](r)
+		require.False(t, d.Settled, "rcv-settle-mode second: the peer settles")
+		assert.Equal(t, amqp10.StateReleased, d.State.Kind)
+	}
+	// The peer settles both: credit comes back.
+	r.send(frame(0, &amqp10.Disposition{Role: amqp10.RoleSender, First: 0, Last: 1, HasLast: true, Settled: true,
+		State: amqp10.DeliveryState{Kind: amqp10.StateReleased}}, nil))
+	require.Equal(t, uint32(2), credit(), "credit after settling")
+	r.send(transferFrame(0, 2, false, dataMsg("unroutable")))
+	d, _ := expectFrame[*amqp10.Disposition](r)
+	assert.Equal(t, uint32(2), d.First)
+}

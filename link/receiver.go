@@ -44,15 +44,34 @@ type receiverLink struct {
 // credit also stops at the session's bound on unsettled publishes.
 func (l *receiverLink) grant() {
 	if l.second {
-		// Never less than before: transfers may be in flight on it.
-		credit := max(l.credit, min(l.window, l.s.secondRoom(l)))
-		if credit == l.credit {
-			return
-		}
-		l.credit = credit
-	} else {
-		l.credit = l.window
+		l.grantWithin(l.s.secondSlack())
+		return
 	}
+	l.credit = l.window
+	l.sendCredit()
+}
+
+// grantWithin tops up a rcv-settle-mode second link's credit within
+// slack, the session's room for more unsettled publishes (secondSlack),
+// and returns the slack left.
+func (l *receiverLink) grantWithin(slack int) int {
+	room := slack + int(l.credit) // its own credit is counted in slack
+	if l.inProgress {
+		room++
+	}
+	// Never less than before: transfers may be in flight on it.
+	credit := max(l.credit, min(l.window, uint32(max(room, 0))))
+	if credit == l.credit {
+		return slack
+	}
+	slack -= int(credit - l.credit)
+	l.credit = credit
+	l.sendCredit()
+	return slack
+}
+
+// sendCredit sends the link's flow state.
+func (l *receiverLink) sendCredit() {
 	l.s.sendFlow(func(f *amqp10.Flow) {
 		f.Handle, f.HasHandle = l.handle, true
 		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true

@@ -284,29 +284,35 @@ func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
 	return rl.transfer(t, payload)
 }
 
-// secondRoom is how much credit rcv-settle-mode second link l may hold so
-// that the session's unsettled publishes stay within MaxUnsettledIncoming:
-// the bound, less those unsettled, less what the session's other such
-// links may still add (their credit and publishes awaiting the store).
-func (s *session) secondRoom(l *receiverLink) uint32 {
-	room := s.c.srv.opts.MaxUnsettledIncoming - len(s.unsettledIn) - int(l.unconfirmed)
+// secondSlack is how many more publishes on the session's rcv-settle-mode
+// second links may await the peer's settlement within MaxUnsettledIncoming:
+// the bound, less those unsettled, less what such links may still add
+// (their credit, deliveries being assembled and publishes awaiting the
+// store). Credit is granted only within it, so the bound holds for a peer
+// that respects credit.
+func (s *session) secondSlack() int {
+	slack := s.c.srv.opts.MaxUnsettledIncoming - len(s.unsettledIn)
 	for _, e := range s.links {
-		if m, ok := e.(*receiverLink); ok && m.second && m != l {
-			room -= int(m.credit) + int(m.unconfirmed)
+		if m, ok := e.(*receiverLink); ok && m.second {
+			slack -= int(m.credit) + int(m.unconfirmed)
 			if m.inProgress {
-				room--
+				slack--
 			}
 		}
 	}
-	return uint32(max(room, 0))
+	return slack
 }
 
 // grantSecond tops up the credit of rcv-settle-mode second links after the
 // peer settled some of their publishes.
 func (s *session) grantSecond() {
+	slack, known := 0, false
 	for _, e := range s.links {
-		if l, ok := e.(*receiverLink); ok && l.second {
-			l.maybeGrant()
+		if l, ok := e.(*receiverLink); ok && l.second && l.credit <= l.window/2 && l.unconfirmed < l.window/2 {
+			if !known {
+				slack, known = s.secondSlack(), true // once: links share it
+			}
+			slack = l.grantWithin(slack)
 		}
 	}
 }
