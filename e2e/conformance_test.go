@@ -368,6 +368,21 @@ func confRows() []confRow {
 		{id: "L3 continuation with another delivery-id", section: "2.7.5", state: stLink,
 			send:  concat(transferFrame(0, 0, true, []byte{0x00}), transferFrame(0, 1, false, []byte{0x53})),
 			scope: scopeLink, want: amqp10.ErrCondInvalidField},
+		{id: "L3b settled transfer on a snd-settle-mode unsettled link", section: "2.7.5", state: stSession,
+			sendFn: func(r *rawConn) {
+				a := senderAttach(0, "/queues/q")
+				a.SndSettleMode, a.HasSndSettleMode = amqp10.SndUnsettled, true
+				r.send(frame(0, a, nil))
+				r.send(frame(0, &amqp10.Transfer{Handle: 0, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1},
+					HasMessageFormat: true, Settled: true, HasSettled: true}, dataMsg("b")))
+			}, scope: scopeLink, want: amqp10.ErrCondInvalidField},
+		{id: "L3c unsettled delivery on a snd-settle-mode settled link", section: "2.7.5", state: stSession,
+			sendFn: func(r *rawConn) {
+				a := senderAttach(0, "/queues/q")
+				a.SndSettleMode, a.HasSndSettleMode = amqp10.SndSettled, true
+				r.send(frame(0, a, nil))
+				r.send(transferFrame(0, 0, false, dataMsg("b")))
+			}, scope: scopeLink, want: amqp10.ErrCondInvalidField},
 		{id: "L4 attach to a missing queue", section: "2.7.3", state: stSession,
 			send: frame(0, senderAttach(0, "/queues/missing"), nil), scope: scopeLink, want: amqp10.ErrCondNotFound},
 		{id: "L5 anonymous terminus without to", section: "anonterm", state: stSession,

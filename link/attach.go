@@ -108,7 +108,10 @@ func routerError(err error) *amqp10.Error {
 // attachReceiver attaches a link on which the peer publishes.
 func (s *session) attachReceiver(a *amqp10.Attach) error {
 	l := &receiverLink{s: s, handle: a.Handle, name: a.Name, window: publisherCredit,
-		second: a.HasRcvSettleMode && a.RcvSettleMode == amqp10.RcvSecond}
+		second: a.HasRcvSettleMode && a.RcvSettleMode == amqp10.RcvSecond, sndMode: amqp10.SndMixed}
+	if a.HasSndSettleMode {
+		l.sndMode = a.SndSettleMode
+	}
 	switch {
 	case a.Target == nil || !a.Target.HasAddress:
 		if a.Target != nil && a.Target.Coordinator {

@@ -27,6 +27,7 @@ type receiverLink struct {
 	key       string
 	mgmt      bool // requests to the /management node
 	second    bool // rcv-settle-mode second
+	sndMode   amqp10.SndSettleMode
 
 	deliveryCount uint32
 	credit        uint32
@@ -137,6 +138,13 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) error {
 	}
 	if t.HasSettled && t.Settled {
 		l.settled = true
+	}
+	// 2.7.5: with snd-settle-mode unsettled the settled flag is false on
+	// every frame of a delivery; with settled, true on at least one.
+	if l.settled && l.sndMode == amqp10.SndUnsettled || !l.settled && !t.More && !t.Aborted && l.sndMode == amqp10.SndSettled {
+		l.fail(amqp10.ErrCondInvalidField, "snd-settle-mode is %s but the transfer's settled flag is %v",
+			map[amqp10.SndSettleMode]string{amqp10.SndUnsettled: "unsettled", amqp10.SndSettled: "settled"}[l.sndMode], l.settled)
+		return nil
 	}
 	if t.Aborted {
 		l.dropPartial()
