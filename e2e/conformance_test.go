@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -216,6 +217,14 @@ func confRows() []confRow {
 				r.send(open(&amqp10.Open{ContainerID: "x"}))
 			}, scope: scopeHeader},
 
+		{id: "A11 a second sasl-init", section: "5.3.1", state: stSASL,
+			sendFn: func(r *rawConn) {
+				r.send(saslFrame(&amqp10.SASLInit{Mechanism: "ANONYMOUS"}))
+				p := r.nextSASL()
+				require.Equal(r.t, amqp10.SASLCodeOK, p.(*amqp10.SASLOutcome).Code)
+				r.send(saslFrame(&amqp10.SASLInit{Mechanism: "ANONYMOUS"}))
+			}, scope: scopeHeader},
+
 		// Open (C): answered with our open, then close.
 		{id: "O1 max-frame-size 511", section: "2.7.1", state: stAMQPHdr,
 			send: open(&amqp10.Open{ContainerID: "x", MaxFrameSize: 511}), scope: scopeConn, want: amqp10.ErrCondFrameSizeTooSmall},
@@ -410,6 +419,12 @@ func confRows() []confRow {
 			send: concat(frame(0, senderAttach(1, "/queues/q"), nil),
 				transferFrame(0, 0, true, make([]byte, 900)), transferFrame(1, 1, true, make([]byte, 900))),
 			scope: scopeLink, want: amqp10.ErrCondResourceLimitExceeded},
+	}
+	for _, ctor := range []byte{0x41, 0x42, 0x43, 0x44, 0x45} {
+		rows = append(rows, confRow{id: fmt.Sprintf("D5 array32 of 0x%x claiming 2^32-1 elements", ctor), section: "1.6.24", state: stOpened,
+			send: bodyFrame(0, described(0x11, []byte{0x40}, uint0, uint10, uint10, []byte{0x40},
+				[]byte{0xf0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, ctor})),
+			scope: scopeConn, want: amqp10.ErrCondDecodeError})
 	}
 	for size := range 8 {
 		rows = append(rows, confRow{id: "F1 SIZE " + string(rune('0'+size)), section: "2.3.1", state: stOpened,
