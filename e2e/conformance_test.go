@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -733,4 +734,23 @@ func TestUnsettledIncomingBound(t *testing.T) {
 	r.send(transferFrame(0, 2, false, dataMsg("unroutable")))
 	d, _ := expectFrame[*amqp10.Disposition](r)
 	assert.Equal(t, uint32(2), d.First)
+}
+
+// What initial-frame-max (8 KiB) must still let through: a PLAIN
+// sasl-init with a long secret (a 4 KiB token as password) and an open
+// with a client's usual properties, and more.
+func TestInitialFrameMaxAdmitsTypicalHandshakes(t *testing.T) {
+	token := strings.Repeat("t", 4096)
+	b := startBroker(t, `{"users":[{"name":"tok","password":"`+token+`","tags":""}],
+		"vhosts":[{"name":"/"}],"permissions":[{"user":"tok","vhost":"/","configure":".*","write":".*","read":".*"}],
+		"queues":[{"name":"q","vhost":"/","durable":true,"arguments":{}}]}`)
+	props := map[string]any{"product": "an application", "version": "1.2.3", "platform": "Go",
+		"information": strings.Repeat("i", 1000), "connection_name": strings.Repeat("n", 500)}
+	c, err := amqp.Dial(ctxT(t), "amqp://"+b.Addr().String(),
+		&amqp.ConnOptions{SASLType: amqp.SASLTypePlain("tok", token), Properties: props, HostName: "vhost:/"})
+	require.NoError(t, err)
+	s := session(t, c)
+	snd := sender(t, s, "/queues/q", nil)
+	require.IsType(t, &amqp.StateAccepted{}, send(t, snd, msg("m")))
+	require.NoError(t, c.Close())
 }
