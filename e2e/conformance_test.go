@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -436,27 +436,18 @@ func confRows() []confRow {
 
 func TestConformanceCorpus(t *testing.T) {
 	brokers := map[string]*epitaph.Broker{}
-	var mu sync.Mutex
-	brokerFor := func(t *testing.T, name string) *epitaph.Broker {
-		mu.Lock()
-		defer mu.Unlock()
-		if b := brokers[name]; b != nil {
-			return b
-		}
-		mod, ok := confBrokers[name]
-		require.True(t, ok, "no broker %q", name)
+	for name, mod := range confBrokers {
 		b := startBroker(t, confDefs, mod)
 		if name == "alarm" {
 			eventually(t, "memory alarm", func() bool { return b.Router().Alarms().Memory })
 		}
 		brokers[name] = b
-		return b
 	}
-	// Brokers live for the whole test, not one row.
-	parent := t
+	baseline := runtime.NumGoroutine()
 	for _, row := range confRows() {
 		t.Run(row.id, func(t *testing.T) {
-			b := brokerFor(parent, row.broker)
+			b := brokers[row.broker]
+			require.NotNil(t, b, "no broker %q", row.broker)
 			r := rawDial(t, b)
 			r.reach(row.state)
 			if row.sendFn != nil {
@@ -468,6 +459,10 @@ func TestConformanceCorpus(t *testing.T) {
 			brokerStillServesPlain(t, b)
 		})
 	}
+	// Every connection of the rows has ended: the brokers' goroutines are
+	// back to what they were before (a connection that lingered, or a
+	// goroutine leaked by an error path, would keep the count up).
+	eventually(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= baseline })
 }
 
 // brokerStillServesPlain checks a new client (PLAIN guest) can attach.
