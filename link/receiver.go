@@ -140,10 +140,11 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) error {
 		l.settled = true
 	}
 	// 2.7.5: with snd-settle-mode unsettled the settled flag is false on
-	// every frame of a delivery; with settled, true on at least one.
-	if l.settled && l.sndMode == amqp10.SndUnsettled || !l.settled && !t.More && !t.Aborted && l.sndMode == amqp10.SndSettled {
-		l.fail(amqp10.ErrCondInvalidField, "snd-settle-mode is %s but the transfer's settled flag is %v",
-			map[amqp10.SndSettleMode]string{amqp10.SndUnsettled: "unsettled", amqp10.SndSettled: "settled"}[l.sndMode], l.settled)
+	// every frame of a delivery; with settled, true on at least one. (An
+	// aborted delivery is gone either way.)
+	if !t.Aborted && (l.settled && l.sndMode == amqp10.SndUnsettled || !l.settled && !t.More && l.sndMode == amqp10.SndSettled) {
+		l.fail(amqp10.ErrCondInvalidField, "snd-settle-mode is %s but the delivery's settled flag is %v",
+			sndModeName(l.sndMode), l.settled)
 		return nil
 	}
 	if t.Aborted {
@@ -183,6 +184,16 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) error {
 	}
 	l.maybeGrant()
 	return nil
+}
+
+func sndModeName(m amqp10.SndSettleMode) string {
+	switch m {
+	case amqp10.SndUnsettled:
+		return "unsettled"
+	case amqp10.SndSettled:
+		return "settled"
+	}
+	return "mixed"
 }
 
 // publish routes one complete message and settles it.
