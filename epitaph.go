@@ -134,6 +134,22 @@ type Options struct {
 	// is answered with open, then close(amqp:resource-limit-exceeded);
 	// default 10,000, negative means unlimited.
 	MaxConnections int
+	// InitialFrameMax is the largest frame accepted before open (SASL and
+	// open frames); default 8192, at least 512.
+	InitialFrameMax uint32
+	// MaxLinksPerConnection bounds the links of one connection over all its
+	// sessions; beyond it an attach is refused with
+	// amqp:resource-limit-exceeded. Default 4096.
+	MaxLinksPerConnection int
+	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
+	// messages one connection holds; the link whose frame would pass it is
+	// detached with amqp:resource-limit-exceeded. Default 64 MiB.
+	MaxUnfinishedBytes int64
+	// MaxUnsettledIncoming bounds, per session, rcv-settle-mode second
+	// publishes whose outcome the client has not settled: credit stops
+	// there, and a publish beyond it detaches its link with
+	// amqp:resource-limit-exceeded. Default 8192.
+	MaxUnsettledIncoming int
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
 	// Telemetry configures tracing and metrics from settings and the
@@ -321,7 +337,12 @@ func Start(opts Options) (*Broker, error) {
 		MaxMessageSize:   opts.MaxMessageSize,
 		HandshakeTimeout: opts.HandshakeTimeout,
 		MaxConnections:   opts.MaxConnections,
-		AutoCreateQueues: opts.AutoCreateQueues,
+
+		InitialFrameMax:       opts.InitialFrameMax,
+		MaxLinksPerConnection: opts.MaxLinksPerConnection,
+		MaxUnfinishedBytes:    opts.MaxUnfinishedBytes,
+		MaxUnsettledIncoming:  opts.MaxUnsettledIncoming,
+		AutoCreateQueues:      opts.AutoCreateQueues,
 		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",

@@ -117,6 +117,8 @@ var (
 	ErrInvalidField = errors.New("amqp10: invalid field")
 	// ErrSectionOrder reports message sections out of order, duplicated, or unknown.
 	ErrSectionOrder = errors.New("amqp10: bad message section order")
+	// ErrTooManySections reports a message of more than MaxSections sections.
+	ErrTooManySections = errors.New("amqp10: too many message sections")
 	// ErrReservedAnnotation reports a message-annotations key that is not a symbol starting with "x-".
 	ErrReservedAnnotation = errors.New("amqp10: reserved message-annotation key")
 )

@@ -135,6 +135,11 @@ func errOrder(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrSectionOrder}, args...)...)
 }
 
+// MaxSections bounds the sections of one message. Only repeated data or
+// amqp-sequence body sections can make a message long; each costs a scan
+// step, and no client needs more than a few.
+const MaxSections = 10000
+
 // ParseMessage scans the sections of a message payload. It checks the order
 // (header, delivery-annotations, message-annotations, properties,
 // application-properties, body of data*|amqp-sequence*|amqp-value, footer;
@@ -142,7 +147,8 @@ func errOrder(format string, args ...any) error {
 // message-annotations key is a symbol beginning with "x-" (ErrReservedAnnotation),
 // decodes the header, and keeps the other sections as raw byte ranges.
 // A message without a body section is accepted.
-// Errors wrap ErrSectionOrder, ErrReservedAnnotation or a decode error.
+// Errors wrap ErrSectionOrder, ErrReservedAnnotation, ErrTooManySections
+// or a decode error.
 //
 // The returned Message aliases payload, which must not be modified afterwards.
 func ParseMessage(payload []byte) (*Message, error) {
@@ -172,7 +178,10 @@ func (m *Message) parse(payload []byte) error {
 	// contiguous: they start at secStart and run to the end.
 	secStart, bareStart, bareEnd, footStart := -1, -1, -1, -1
 	off := 0
-	for off < len(payload) {
+	for n := 0; off < len(payload); n++ {
+		if n == MaxSections {
+			return fmt.Errorf("%w: more than %d", ErrTooManySections, MaxSections)
+		}
 		sec := payload[off:]
 		code, val, err := readDescriptor(sec)
 		if err != nil {

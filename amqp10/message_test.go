@@ -2,6 +2,7 @@ package amqp10
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"unsafe"
 
@@ -218,5 +219,17 @@ func TestParseIntoAllocs(t *testing.T) {
 func TestMessageStructSize(t *testing.T) {
 	if n := unsafe.Sizeof(Message{}); n > 56 {
 		t.Errorf("Message is %d bytes, budget 56", n)
+	}
+}
+
+func TestParseMessageSectionLimit(t *testing.T) {
+	data := []byte{0x00, 0x53, 0x75, 0xa0, 0x00} // an empty data section
+	atLimit := bytes.Repeat(data, MaxSections)
+	if _, err := ParseMessage(atLimit); err != nil {
+		t.Fatalf("%d sections: %v", MaxSections, err)
+	}
+	_, err := ParseMessage(append(atLimit, data...))
+	if !errors.Is(err, ErrTooManySections) {
+		t.Fatalf("%d sections: got %v, want ErrTooManySections", MaxSections+1, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -64,18 +65,22 @@ const (
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
 
-	KeyTLSListen            = "tls-listen"
-	KeyTLSCertFile          = "tls-cert-file"
-	KeyTLSKeyFile           = "tls-key-file"
-	KeyTLSCAFile            = "tls-ca-file"
-	KeyTLSVerifyPeer        = "tls-verify-peer"
-	KeyTLSFailIfNoPeerCert  = "tls-fail-if-no-peer-cert"
-	KeyTLSHandshakeTimeout  = "tls-handshake-timeout"
-	KeySSLCertLoginFrom     = "ssl-cert-login-from"
-	KeySSLCertLoginSANType  = "ssl-cert-login-san-type"
-	KeySSLCertLoginSANIndex = "ssl-cert-login-san-index"
-	KeyHTTPTLS              = "http-tls"
-	KeyPlainWithoutTLS      = "plain-without-tls"
+	KeyInitialFrameMax       = "initial-frame-max"
+	KeyMaxLinksPerConnection = "max-links-per-connection"
+	KeyMaxUnfinishedBytes    = "max-unfinished-bytes"
+	KeyMaxUnsettledIncoming  = "max-unsettled-incoming"
+	KeyTLSListen             = "tls-listen"
+	KeyTLSCertFile           = "tls-cert-file"
+	KeyTLSKeyFile            = "tls-key-file"
+	KeyTLSCAFile             = "tls-ca-file"
+	KeyTLSVerifyPeer         = "tls-verify-peer"
+	KeyTLSFailIfNoPeerCert   = "tls-fail-if-no-peer-cert"
+	KeyTLSHandshakeTimeout   = "tls-handshake-timeout"
+	KeySSLCertLoginFrom      = "ssl-cert-login-from"
+	KeySSLCertLoginSANType   = "ssl-cert-login-san-type"
+	KeySSLCertLoginSANIndex  = "ssl-cert-login-san-index"
+	KeyHTTPTLS               = "http-tls"
+	KeyPlainWithoutTLS       = "plain-without-tls"
 )
 
 // Values of ssl-cert-login-from, as RabbitMQ's ssl_cert_login_from.
@@ -195,6 +200,18 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
+	// InitialFrameMax is the largest frame accepted before open (SASL and
+	// open frames), in bytes; at least 512.
+	InitialFrameMax uint32 `mapstructure:"initial-frame-max"`
+	// MaxLinksPerConnection bounds the links of one connection, over all
+	// its sessions.
+	MaxLinksPerConnection int `mapstructure:"max-links-per-connection"`
+	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
+	// messages one connection holds, over all its links.
+	MaxUnfinishedBytes uint64 `mapstructure:"max-unfinished-bytes"`
+	// MaxUnsettledIncoming bounds, per session, the rcv-settle-mode second
+	// publishes whose outcome the peer has not settled.
+	MaxUnsettledIncoming int `mapstructure:"max-unsettled-incoming"`
 
 	// TLSListen is the amqps listen address, used when TLSCertFile is set.
 	TLSListen string `mapstructure:"tls-listen"`
@@ -250,6 +267,10 @@ func Default() Config {
 		OTLPProtocol:            "",
 		Metrics:                 true,
 		OTLPMetrics:             false,
+		InitialFrameMax:         8192,
+		MaxLinksPerConnection:   4096,
+		MaxUnfinishedBytes:      64 << 20,
+		MaxUnsettledIncoming:    8192,
 		TLSListen:               ":5671",
 		TLSHandshakeTimeout:     5 * time.Second,
 		SSLCertLoginFrom:        CertLoginDistinguishedName,
@@ -291,6 +312,10 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
 	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
+	fs.Uint32(KeyInitialFrameMax, d.InitialFrameMax, "largest frame accepted before open (SASL and open), in `bytes` (at least 512)")
+	fs.Int(KeyMaxLinksPerConnection, d.MaxLinksPerConnection, "most links attached on one connection, over all its sessions")
+	fs.Uint64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
+	fs.Int(KeyMaxUnsettledIncoming, d.MaxUnsettledIncoming, "most rcv-settle-mode second publishes per session awaiting the client's settlement")
 	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set")
 	fs.String(KeyTLSCertFile, d.TLSCertFile, "PEM certificate (chain) `file`; turns the amqps listener on (reloaded on SIGHUP)")
 	fs.String(KeyTLSKeyFile, d.TLSKeyFile, "PEM private key `file` of tls-cert-file")
@@ -368,18 +393,22 @@ func Load(args []string) (*Config, error) {
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
 
-		KeyTLSListen:            d.TLSListen,
-		KeyTLSCertFile:          d.TLSCertFile,
-		KeyTLSKeyFile:           d.TLSKeyFile,
-		KeyTLSCAFile:            d.TLSCAFile,
-		KeyTLSVerifyPeer:        d.TLSVerifyPeer,
-		KeyTLSFailIfNoPeerCert:  d.TLSFailIfNoPeerCert,
-		KeyTLSHandshakeTimeout:  d.TLSHandshakeTimeout,
-		KeySSLCertLoginFrom:     d.SSLCertLoginFrom,
-		KeySSLCertLoginSANType:  d.SSLCertLoginSANType,
-		KeySSLCertLoginSANIndex: d.SSLCertLoginSANIndex,
-		KeyHTTPTLS:              d.HTTPTLS,
-		KeyPlainWithoutTLS:      d.PlainWithoutTLS,
+		KeyInitialFrameMax:       d.InitialFrameMax,
+		KeyMaxLinksPerConnection: d.MaxLinksPerConnection,
+		KeyMaxUnfinishedBytes:    d.MaxUnfinishedBytes,
+		KeyMaxUnsettledIncoming:  d.MaxUnsettledIncoming,
+		KeyTLSListen:             d.TLSListen,
+		KeyTLSCertFile:           d.TLSCertFile,
+		KeyTLSKeyFile:            d.TLSKeyFile,
+		KeyTLSCAFile:             d.TLSCAFile,
+		KeyTLSVerifyPeer:         d.TLSVerifyPeer,
+		KeyTLSFailIfNoPeerCert:   d.TLSFailIfNoPeerCert,
+		KeyTLSHandshakeTimeout:   d.TLSHandshakeTimeout,
+		KeySSLCertLoginFrom:      d.SSLCertLoginFrom,
+		KeySSLCertLoginSANType:   d.SSLCertLoginSANType,
+		KeySSLCertLoginSANIndex:  d.SSLCertLoginSANIndex,
+		KeyHTTPTLS:               d.HTTPTLS,
+		KeyPlainWithoutTLS:       d.PlainWithoutTLS,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -464,6 +493,19 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		return invalid(KeyMaxMessageSize, c.MaxMessageSize, "want at least 1")
+	}
+	if c.InitialFrameMax < MinMaxFrameSize {
+		return invalid(KeyInitialFrameMax, c.InitialFrameMax, fmt.Sprintf("want at least %d", MinMaxFrameSize))
+	}
+	if c.MaxLinksPerConnection < 1 {
+		return invalid(KeyMaxLinksPerConnection, c.MaxLinksPerConnection, "want at least 1")
+	}
+	if c.MaxUnfinishedBytes < c.MaxMessageSize || c.MaxUnfinishedBytes > math.MaxInt64 {
+		return invalid(KeyMaxUnfinishedBytes, c.MaxUnfinishedBytes,
+			fmt.Sprintf("want at least max-message-size (%d): a multi-frame message of that size must fit", c.MaxMessageSize))
+	}
+	if c.MaxUnsettledIncoming < 1 {
+		return invalid(KeyMaxUnsettledIncoming, c.MaxUnsettledIncoming, "want at least 1")
 	}
 	if c.DeadLetterRetryInterval <= 0 {
 		return invalid(KeyDLRetryInterval, c.DeadLetterRetryInterval, "want a positive duration")

@@ -50,6 +50,10 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 10*time.Second, c.HandshakeTimeout)
 	require.Equal(t, 10000, c.MaxConnections)
 	require.Equal(t, uint64(32<<20), c.GCHeapFloor)
+	require.Equal(t, uint32(8192), c.InitialFrameMax)
+	require.Equal(t, 4096, c.MaxLinksPerConnection)
+	require.Equal(t, uint64(64<<20), c.MaxUnfinishedBytes)
+	require.Equal(t, 8192, c.MaxUnsettledIncoming)
 	require.Equal(t, "info", c.LogLevel)
 	require.Equal(t, "text", c.LogFormat)
 	require.NoError(t, c.Validate())
@@ -72,6 +76,10 @@ max-message-size: 1048576
 handshake-timeout: 2s
 max-connections: 0
 gc-heap-floor: 0
+initial-frame-max: 4096
+max-links-per-connection: 100
+max-unfinished-bytes: 2097152
+max-unsettled-incoming: 50
 log-level: debug
 log-format: json
 `)
@@ -98,6 +106,10 @@ log-format: json
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		InitialFrameMax:         4096,
+		MaxLinksPerConnection:   100,
+		MaxUnfinishedBytes:      2 << 20,
+		MaxUnsettledIncoming:    50,
 		TLSListen:               ":5671",
 		TLSHandshakeTimeout:     5 * time.Second,
 		SSLCertLoginFrom:        CertLoginDistinguishedName,
@@ -146,6 +158,10 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_LOG_LEVEL", "WARN")
 	t.Setenv("EPITAPH_LOG_FORMAT", "json")
 	t.Setenv("EPITAPH_DEFINITIONS", "defs.json")
+	t.Setenv("EPITAPH_INITIAL_FRAME_MAX", "1024")
+	t.Setenv("EPITAPH_MAX_LINKS_PER_CONNECTION", "7")
+	t.Setenv("EPITAPH_MAX_UNFINISHED_BYTES", "4096")
+	t.Setenv("EPITAPH_MAX_UNSETTLED_INCOMING", "3")
 	c, err := Load(nil)
 	require.NoError(t, err)
 	require.Equal(t, &Config{
@@ -169,6 +185,10 @@ func TestEnv(t *testing.T) {
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		InitialFrameMax:         1024,
+		MaxLinksPerConnection:   7,
+		MaxUnfinishedBytes:      4096,
+		MaxUnsettledIncoming:    3,
 		TLSListen:               ":5671",
 		TLSHandshakeTimeout:     5 * time.Second,
 		SSLCertLoginFrom:        CertLoginDistinguishedName,
@@ -308,6 +328,19 @@ func TestParseLogLevel(t *testing.T) {
 	require.Equal(t, "DEBUG", c.SlogLevel().String())
 	_, err := ParseLogLevel("loud")
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestLimitValidation(t *testing.T) {
+	clearEnv(t)
+	for _, args := range [][]string{
+		{"--initial-frame-max", "511"},
+		{"--max-links-per-connection", "0"},
+		{"--max-unfinished-bytes", "1000", "--max-message-size", "1001"},
+		{"--max-unsettled-incoming", "0"},
+	} {
+		_, err := Load(args)
+		require.ErrorIs(t, err, ErrInvalid, "%v", args)
+	}
 }
 
 // The TLS keys: defaults as RabbitMQ's (distinguished_name, 5 s handshake),

@@ -16,7 +16,7 @@ import (
 func TestHeartbeatsSent(t *testing.T) {
 	b := startBroker(t, "")
 	r := rawDial(t, b)
-	o := r.openWith(&amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, IdleTimeOut: 400})
+	o := r.openWith(&amqp10.Open{ContainerID: "raw", MaxFrameSize: 65536, IdleTimeOut: 1000})
 	assert.Equal(t, uint32(30000), o.IdleTimeOut, "we advertise half our 60 s threshold")
 	require.NoError(t, r.nc.SetReadDeadline(time.Now().Add(2*time.Second)))
 	var h [8]byte

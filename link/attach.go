@@ -18,6 +18,13 @@ func (s *session) attach(a *amqp10.Attach) error {
 		return sessErr(amqp10.ErrCondHandleInUse, "handle %d is already in use", a.Handle)
 	}
 	delete(s.detaching, a.Handle)
+	if limit := s.c.srv.opts.MaxLinksPerConnection; limit > 0 && s.c.links >= limit {
+		// handle-max bounds links per session and channel-max sessions per
+		// connection; their product (65,536 by default) is far more than a
+		// connection needs, so the connection has its own bound.
+		return s.refuse(a, amqp10.Errorf(amqp10.ErrCondResourceLimitExceeded,
+			"link limit (%d per connection) reached", limit))
+	}
 	if a.Role == amqp10.RoleSender {
 		return s.attachReceiver(a)
 	}
@@ -101,7 +108,10 @@ func routerError(err error) *amqp10.Error {
 // attachReceiver attaches a link on which the peer publishes.
 func (s *session) attachReceiver(a *amqp10.Attach) error {
 	l := &receiverLink{s: s, handle: a.Handle, name: a.Name, window: publisherCredit,
-		second: a.HasRcvSettleMode && a.RcvSettleMode == amqp10.RcvSecond}
+		second: a.HasRcvSettleMode && a.RcvSettleMode == amqp10.RcvSecond, sndMode: amqp10.SndMixed}
+	if a.HasSndSettleMode {
+		l.sndMode = a.SndSettleMode
+	}
 	switch {
 	case a.Target == nil || !a.Target.HasAddress:
 		if a.Target != nil && a.Target.Coordinator {
@@ -214,6 +224,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 // addLink registers an attached link.
 func (s *session) addLink(h uint32, l endpoint) {
 	s.links[h] = l
+	s.c.links++
 	if ctr := s.c.srv.opts.Counters; ctr != nil {
 		ctr.linkAdded(l, 1)
 	}

@@ -96,6 +96,10 @@ type conn struct {
 	closeSent  bool
 	closeRecv  bool
 	blocked    bool // a resource alarm: sessions' incoming windows are 0
+	links      int  // links attached, over all sessions (MaxLinksPerConnection)
+	// unfinished is the bytes of incomplete multi-frame messages held by
+	// the connection's links (MaxUnfinishedBytes).
+	unfinished int64
 	lost       bool // the connection ended without a close: unsettled deliveries failed
 	tr         amqp10.Transfer
 	tag        [8]byte
@@ -235,12 +239,12 @@ func (c *conn) readOne(idle time.Duration) (f inFrame, keep, ok bool) {
 	if err != nil {
 		return inFrame{err: err}, true, false
 	}
-	if len(body) == 0 {
-		return inFrame{}, false, true // heartbeat
-	}
-	if fh.Type != amqp10.FrameTypeAMQP {
+	if fh.Type != amqp10.FrameTypeAMQP { // empty or not
 		return inFrame{err: &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
 			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "unexpected frame type %d after open", fh.Type)}}, true, false
+	}
+	if len(body) == 0 {
+		return inFrame{}, false, true // heartbeat
 	}
 	if code, err := amqp10.PeekDescriptor(body); err == nil &&
 		(code == amqp10.DescTransfer || code == amqp10.DescFlow || code == amqp10.DescDisposition) {
@@ -533,7 +537,7 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 	}
 	s := newSession(c, ch, uint16(local), b)
 	if c.blocked {
-		s.inWindow = 0
+		s.inWindow, s.inLimit = 0, s.nextIncomingID
 	}
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s

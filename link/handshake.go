@@ -9,12 +9,20 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
-// handshakeFrameMax bounds frames before open is processed (SASL and open).
-const handshakeFrameMax = 64 << 10
+// firstFrameChunk is the least readFrame allocates for a frame body that is
+// not yet wholly buffered; the body then grows as its bytes arrive.
+const firstFrameChunk = 4 << 10
+
+// minIdleTimeout is the shortest idle-time-out a peer may ask for in its
+// open. RabbitMQ refuses shorter ones too (rabbit_amqp_reader.erl closes
+// with amqp:not-allowed below 1000 ms), and 2.4.5 lets a peer refuse
+// idle time-outs it cannot support.
+const minIdleTimeout = 1000
 
 var (
 	errBadHeader  = errors.New("link: unsupported protocol header")
@@ -24,6 +32,12 @@ var (
 
 // readFrame reads one frame, refusing frames larger than max before
 // allocating. body is the frame body after the extended header.
+//
+// The body is allocated in proportion to the bytes that have arrived, not
+// to the size the header claims: what is buffered, at least
+// firstFrameChunk, then doubling as more arrives. A peer that sends a
+// header claiming a large frame and then nothing holds a few KiB, not the
+// claimed size.
 func readFrame(r *bufio.Reader, max uint32) (amqp10.FrameHeader, []byte, error) {
 	hb, err := r.Peek(8)
 	if err != nil {
@@ -44,11 +58,31 @@ func readFrame(r *bufio.Reader, max uint32) (amqp10.FrameHeader, []byte, error) 
 		return fh, nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
 			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "frame size %d exceeds max-frame-size %d", fh.Size, max)}
 	}
-	rest := make([]byte, fh.Size-8)
-	if _, err := io.ReadFull(r, rest); err != nil {
+	rest, err := readBody(r, int(fh.Size-8))
+	if err != nil {
 		return fh, nil, err
 	}
 	return fh, rest[int(fh.DataOffset)*4-8:], nil
+}
+
+// readBody reads n bytes, growing the slice as they arrive (see readFrame).
+// The result's capacity is exactly n.
+func readBody(r *bufio.Reader, n int) ([]byte, error) {
+	size := min(n, max(r.Buffered(), firstFrameChunk))
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	for len(buf) < n {
+		next := min(n, 2*len(buf))
+		grown := make([]byte, next)
+		copy(grown, buf)
+		if _, err := io.ReadFull(r, grown[len(buf):]); err != nil {
+			return nil, err
+		}
+		buf = grown
+	}
+	return buf, nil
 }
 
 // isLoopback reports whether the peer connects from a loopback address.
@@ -158,13 +192,19 @@ func (c *conn) sasl() error {
 	if err := c.writeFrameNow(amqp10.FrameTypeSASL, &amqp10.SASLMechanisms{Mechanisms: mechs}); err != nil {
 		return err
 	}
-	fh, body, err := readFrame(c.br, handshakeFrameMax)
-	if err != nil {
-		return err
-	}
+	fh, body, err := readFrame(c.br, c.srv.opts.InitialFrameMax)
 	fail := func(format string, args ...any) error {
 		_ = c.writeFrameNow(amqp10.FrameTypeSASL, &amqp10.SASLOutcome{Code: amqp10.SASLCodeAuth})
 		return fmt.Errorf("%w: %s", errSASLFailed, fmt.Sprintf(format, args...))
+	}
+	var pe *amqp10.ProtocolError
+	if errors.As(err, &pe) {
+		// An oversized or malformed frame in the SASL phase: no close is
+		// possible before open, so the outcome ends it.
+		return fail("%v", pe.Err)
+	}
+	if err != nil {
+		return err
 	}
 	if fh.Type != amqp10.FrameTypeSASL {
 		return fail("expected a SASL frame, got frame type %d", fh.Type)
@@ -226,20 +266,17 @@ func (c *conn) sasl() error {
 // open reads the peer's open, replies with ours, and selects the vhost.
 func (c *conn) open() error {
 	opts := &c.srv.opts
-	fh, body, err := readFrame(c.br, max(handshakeFrameMax, opts.MaxFrameSize))
-	if err != nil {
-		return err
-	}
-	if fh.Type != amqp10.FrameTypeAMQP || len(body) == 0 {
-		return fmt.Errorf("%w: expected open", errBadHeader)
-	}
-	p, _, err := amqp10.ParsePerformative(body)
-	if err != nil {
-		return fmt.Errorf("decode open: %w", err)
-	}
-	o, ok := p.(*amqp10.Open)
-	if !ok {
-		return fmt.Errorf("%w: expected open, got %T", errBadHeader, p)
+	o, perr := c.readOpen()
+	if perr != nil {
+		if perr.Err == nil {
+			return perr.Cause // the socket failed or timed out: nobody to tell
+		}
+		// 2.4.1: each peer sends open before any other frame, so a close
+		// explaining the refusal follows our open.
+		if err := c.writeFrameNow(amqp10.FrameTypeAMQP, c.ourOpen()); err != nil {
+			return err
+		}
+		return c.refuse(perr.Err, fmt.Errorf("%w: %w", errRefused, perr))
 	}
 	c.peerMaxFrame = max(o.MaxFrameSize, amqp10.MinMaxFrameSize)
 	c.peerChannelMax = o.ChannelMax
@@ -254,26 +291,7 @@ func (c *conn) open() error {
 	if name, ok := strings.CutPrefix(o.Hostname, "vhost:"); ok {
 		vhost = name
 	}
-	reply := &amqp10.Open{
-		ContainerID:         "epitaph",
-		MaxFrameSize:        opts.MaxFrameSize,
-		ChannelMax:          opts.ChannelMax,
-		IdleTimeOut:         uint32(opts.IdleTimeout / time.Millisecond / 2),
-		OfferedCapabilities: []amqp10.Symbol{"ANONYMOUS-RELAY"},
-		Properties: amqp10.Map{
-			{Key: amqp10.Symbol("product"), Value: opts.Product},
-			{Key: amqp10.Symbol("version"), Value: opts.Version},
-			{Key: amqp10.Symbol("platform"), Value: "Go"},
-			{Key: amqp10.Symbol("epitaph-version"), Value: opts.Version},
-		},
-	}
-	if opts.Version == "" {
-		reply.Properties = reply.Properties[:1]
-	}
-	if opts.RabbitMQVersion != "" {
-		reply.Properties = reply.Properties.Set(amqp10.Symbol("version"), opts.RabbitMQVersion)
-	}
-	if err := c.writeFrameNow(amqp10.FrameTypeAMQP, reply); err != nil {
+	if err := c.writeFrameNow(amqp10.FrameTypeAMQP, c.ourOpen()); err != nil {
 		return err
 	}
 	if c.overLimit {
@@ -293,6 +311,122 @@ func (c *conn) open() error {
 	return c.nc.SetDeadline(time.Time{})
 }
 
+// readOpen reads and checks the peer's open. A nil Err in the returned
+// error means the socket failed (nothing can be sent); otherwise Err is the
+// condition to close with.
+func (c *conn) readOpen() (*amqp10.Open, *amqp10.ProtocolError) {
+	// Until open is processed, only frames of InitialFrameMax are accepted
+	// (2.4.1: before the exchange of open, only MIN-MAX-FRAME-SIZE is
+	// guaranteed; the peer's open cannot be larger than what it may assume).
+	fh, body, err := readFrame(c.br, c.srv.opts.InitialFrameMax)
+	var pe *amqp10.ProtocolError
+	if errors.As(err, &pe) {
+		return nil, pe
+	}
+	if err != nil {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection, Cause: err}
+	}
+	if fh.Type != amqp10.FrameTypeAMQP {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondFramingError, "frame type %d where open was expected", fh.Type)}
+	}
+	if len(body) == 0 {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondIllegalState, "empty frame before open")}
+	}
+	if code, err := amqp10.PeekDescriptor(body); err == nil && code != amqp10.DescOpen {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondIllegalState, "frame with descriptor 0x%x before open", code)}
+	}
+	p, _, err := amqp10.ParsePerformative(body)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	o, ok := p.(*amqp10.Open)
+	if !ok {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondIllegalState, "%T before open", p)}
+	}
+	if o.MaxFrameSize < amqp10.MinMaxFrameSize {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondFrameSizeTooSmall, "max-frame-size (%d) < minimum maximum frame size (%d)",
+				o.MaxFrameSize, amqp10.MinMaxFrameSize)}
+	}
+	if o.IdleTimeOut > 0 && o.IdleTimeOut < minIdleTimeout {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondNotAllowed, "idle-time-out (%d ms) < minimum idle-time-out (%d ms)",
+				o.IdleTimeOut, minIdleTimeout)}
+	}
+	if field, ok := openUTF8(o); !ok {
+		return nil, &amqp10.ProtocolError{Scope: amqp10.ScopeConnection,
+			Err: amqp10.Errorf(amqp10.ErrCondDecodeError, "open %s is not valid UTF-8", field)}
+	}
+	return o, nil
+}
+
+// openUTF8 checks that the open's strings are valid UTF-8 (a string is
+// "a sequence of Unicode characters", 1.6.20), naming the first bad field.
+func openUTF8(o *amqp10.Open) (string, bool) {
+	switch {
+	case !utf8.ValidString(o.ContainerID):
+		return "container-id", false
+	case !utf8.ValidString(o.Hostname):
+		return "hostname", false
+	}
+	for _, e := range o.Properties {
+		if !validUTF8Value(e.Key) || !validUTF8Value(e.Value) {
+			return "properties", false
+		}
+	}
+	return "", true
+}
+
+// validUTF8Value reports whether every string within v is valid UTF-8.
+func validUTF8Value(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return utf8.ValidString(v)
+	case amqp10.List:
+		for _, e := range v {
+			if !validUTF8Value(e) {
+				return false
+			}
+		}
+	case amqp10.Map:
+		for _, e := range v {
+			if !validUTF8Value(e.Key) || !validUTF8Value(e.Value) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ourOpen is the broker's open frame.
+func (c *conn) ourOpen() *amqp10.Open {
+	opts := &c.srv.opts
+	reply := &amqp10.Open{
+		ContainerID:         "epitaph",
+		MaxFrameSize:        opts.MaxFrameSize,
+		ChannelMax:          opts.ChannelMax,
+		IdleTimeOut:         uint32(opts.IdleTimeout / time.Millisecond / 2),
+		OfferedCapabilities: []amqp10.Symbol{"ANONYMOUS-RELAY"},
+		Properties: amqp10.Map{
+			{Key: amqp10.Symbol("product"), Value: opts.Product},
+			{Key: amqp10.Symbol("version"), Value: opts.Version},
+			{Key: amqp10.Symbol("platform"), Value: "Go"},
+			{Key: amqp10.Symbol("epitaph-version"), Value: opts.Version},
+		},
+	}
+	if opts.Version == "" {
+		reply.Properties = reply.Properties[:1]
+	}
+	if opts.RabbitMQVersion != "" {
+		reply.Properties = reply.Properties.Set(amqp10.Symbol("version"), opts.RabbitMQVersion)
+	}
+	return reply
+}
+
 // refuse ends a connection whose open was answered: it sends close{e} and
 // waits, at most closeGrace, for the peer's close (2.4.3: "After writing
 // this frame the peer SHOULD continue to read from the connection until it
@@ -306,7 +440,7 @@ func (c *conn) refuse(e *amqp10.Error, err error) error {
 		return err
 	}
 	for {
-		fh, body, rerr := readFrame(c.br, max(handshakeFrameMax, c.srv.opts.MaxFrameSize))
+		fh, body, rerr := readFrame(c.br, c.srv.opts.MaxFrameSize)
 		if rerr != nil {
 			return err // EOF, the grace period or a bad frame: we are done either way
 		}

@@ -27,6 +27,7 @@ type receiverLink struct {
 	key       string
 	mgmt      bool // requests to the /management node
 	second    bool // rcv-settle-mode second
+	sndMode   amqp10.SndSettleMode
 
 	deliveryCount uint32
 	credit        uint32
@@ -40,9 +41,38 @@ type receiverLink struct {
 	partial    []byte
 }
 
-// grant refills the publisher's credit.
+// grant refills the publisher's credit. On a rcv-settle-mode second link
+// credit also stops at the session's bound on unsettled publishes.
 func (l *receiverLink) grant() {
+	if l.second {
+		l.grantWithin(l.s.secondSlack())
+		return
+	}
 	l.credit = l.window
+	l.sendCredit()
+}
+
+// grantWithin tops up a rcv-settle-mode second link's credit within
+// slack, the session's room for more unsettled publishes (secondSlack),
+// and returns the slack left.
+func (l *receiverLink) grantWithin(slack int) int {
+	room := slack + int(l.credit) // its own credit is counted in slack
+	if l.inProgress {
+		room++
+	}
+	// Never less than before: transfers may be in flight on it.
+	credit := max(l.credit, min(l.window, uint32(max(room, 0))))
+	if credit == l.credit {
+		return slack
+	}
+	slack -= int(credit - l.credit)
+	l.credit = credit
+	l.sendCredit()
+	return slack
+}
+
+// sendCredit sends the link's flow state.
+func (l *receiverLink) sendCredit() {
 	l.s.sendFlow(func(f *amqp10.Flow) {
 		f.Handle, f.HasHandle = l.handle, true
 		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
@@ -62,8 +92,14 @@ func (l *receiverLink) handleFlow(f *amqp10.Flow) error {
 }
 
 func (l *receiverLink) release(router.CancelReason) {
-	l.partial = nil
+	l.dropPartial()
 	l.inProgress = false
+}
+
+// dropPartial forgets the incomplete delivery's bytes.
+func (l *receiverLink) dropPartial() {
+	l.s.c.unfinished -= int64(len(l.partial))
+	l.partial = nil
 }
 
 func (l *receiverLink) fail(cond amqp10.ErrCond, format string, args ...any) {
@@ -72,44 +108,73 @@ func (l *receiverLink) fail(cond amqp10.ErrCond, format string, args ...any) {
 
 // transfer handles one transfer frame (section 2.7.5), assembling
 // multi-frame deliveries.
-func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
-	maxSize := l.s.c.srv.opts.MaxMessageSize
+func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) error {
+	opts := &l.s.c.srv.opts
+	maxSize := opts.MaxMessageSize
 	if !l.inProgress {
 		if !t.HasDeliveryID {
 			l.fail(amqp10.ErrCondInvalidField, "first transfer of a delivery without delivery-id")
-			return
+			return nil
+		}
+		if err := l.s.checkDeliveryID(t.DeliveryID); err != nil {
+			return err
 		}
 		if l.credit == 0 {
 			l.fail(amqp10.ErrCondTransferLimitExceeded, "transfer without link credit")
-			return
+			return nil
+		}
+		if l.second && len(l.s.unsettledIn) >= opts.MaxUnsettledIncoming {
+			// Credit stops at the bound (grant); a peer past it ignored that.
+			l.fail(amqp10.ErrCondResourceLimitExceeded,
+				"unsettled publishes limit (%d per session) reached: settle the outcomes received", opts.MaxUnsettledIncoming)
+			return nil
 		}
 		l.credit--
 		l.deliveryCount++
 		l.inProgress, l.id, l.settled = true, t.DeliveryID, t.Settled
 	} else if t.HasDeliveryID && t.DeliveryID != l.id {
 		l.fail(amqp10.ErrCondInvalidField, "continuation transfer with delivery-id %d, expected %d", t.DeliveryID, l.id)
-		return
+		return nil
 	}
 	if t.HasSettled && t.Settled {
 		l.settled = true
 	}
+	// 2.7.5: with snd-settle-mode unsettled the settled flag is false on
+	// every frame of a delivery; with settled, true on at least one. (An
+	// aborted delivery is gone either way.)
+	if !t.Aborted && (l.settled && l.sndMode == amqp10.SndUnsettled || !l.settled && !t.More && l.sndMode == amqp10.SndSettled) {
+		l.fail(amqp10.ErrCondInvalidField, "snd-settle-mode is %s but the delivery's settled flag is %v",
+			sndModeName(l.sndMode), l.settled)
+		return nil
+	}
 	if t.Aborted {
-		l.inProgress, l.partial = false, nil
-		return
+		l.dropPartial()
+		l.inProgress = false
+		return nil
 	}
 	if uint64(len(l.partial))+uint64(len(payload)) > maxSize {
 		l.fail(amqp10.ErrCondMessageSizeExceeded, "message size %d exceeds max-message-size %d",
 			len(l.partial)+len(payload), maxSize)
-		return
+		return nil
 	}
 	if t.More {
+		c := l.s.c
+		if c.unfinished+int64(len(payload)) > opts.MaxUnfinishedBytes {
+			// Each link's message is bounded by max-message-size, but a
+			// connection has many links: their incomplete messages together
+			// are bounded here.
+			l.fail(amqp10.ErrCondResourceLimitExceeded,
+				"incomplete multi-frame messages on this connection exceed %d bytes", opts.MaxUnfinishedBytes)
+			return nil
+		}
 		l.partial = append(l.partial, payload...)
-		return
+		c.unfinished += int64(len(payload))
+		return nil
 	}
 	body := payload
 	if l.partial != nil {
 		body = append(l.partial, payload...)
-		l.partial = nil
+		l.dropPartial()
 	}
 	l.inProgress = false
 	if l.mgmt {
@@ -118,6 +183,17 @@ func (l *receiverLink) transfer(t *amqp10.Transfer, payload []byte) {
 		l.publish(body)
 	}
 	l.maybeGrant()
+	return nil
+}
+
+func sndModeName(m amqp10.SndSettleMode) string {
+	switch m {
+	case amqp10.SndUnsettled:
+		return "unsettled"
+	case amqp10.SndSettled:
+		return "settled"
+	}
+	return "mixed"
 }
 
 // publish routes one complete message and settles it.

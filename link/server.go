@@ -44,6 +44,20 @@ type Options struct {
 	PlainWithoutTLS string
 	// MaxFrameSize we accept; default 131072.
 	MaxFrameSize uint32
+	// InitialFrameMax is the largest frame accepted before open is
+	// processed (SASL frames and the open itself); default 8192, at least
+	// 512. RabbitMQ uses the same: INITIAL_MAX_FRAME_SIZE is 8192 in
+	// deps/rabbit/include/rabbit_amqp_reader.hrl.
+	InitialFrameMax uint32
+	// MaxLinksPerConnection bounds the links attached on one connection,
+	// over all its sessions; default 4096.
+	MaxLinksPerConnection int
+	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
+	// messages one connection may hold, over all its links; default 64 MiB.
+	MaxUnfinishedBytes int64
+	// MaxUnsettledIncoming bounds, per session, the publishes (rcv-settle-mode
+	// second) whose outcome we sent and the peer has not settled; default 8192.
+	MaxUnsettledIncoming int
 	// ChannelMax advertised; default 255.
 	ChannelMax uint16
 	// HandleMax advertised; default 255.
@@ -92,6 +106,19 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxFrameSize < amqp10.MinMaxFrameSize {
 		o.MaxFrameSize = amqp10.MinMaxFrameSize
+	}
+	if o.InitialFrameMax == 0 {
+		o.InitialFrameMax = 8192
+	}
+	o.InitialFrameMax = max(o.InitialFrameMax, amqp10.MinMaxFrameSize)
+	if o.MaxLinksPerConnection == 0 {
+		o.MaxLinksPerConnection = 4096
+	}
+	if o.MaxUnfinishedBytes == 0 {
+		o.MaxUnfinishedBytes = 64 << 20
+	}
+	if o.MaxUnsettledIncoming == 0 {
+		o.MaxUnsettledIncoming = 8192
 	}
 	if o.ChannelMax == 0 {
 		o.ChannelMax = 255

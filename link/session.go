@@ -48,13 +48,26 @@ type session struct {
 
 	// Incoming (peer -> broker) flow control, section 2.5.6.
 	nextIncomingID uint32
-	inWindow       uint32 // remaining incoming window
+	inWindow       uint32 // the incoming window we advertise: 0 during a resource alarm
+	// inLimit is one past the highest transfer-id any of our flows has
+	// allowed (next-incoming-id + incoming-window, at its largest). A flow
+	// that shrinks the window cannot take back what an earlier one granted:
+	// transfers the peer sent before it saw the smaller window are in
+	// flight legitimately, so only a transfer at or beyond inLimit is a
+	// window violation.
+	inLimit uint32
 
 	// Outgoing (broker -> peer).
 	nextOutgoingID       uint32
 	remoteIncomingWindow uint32
 	peerWindowMax        uint32 // the largest incoming-window the peer advertised
 	nextDeliveryID       uint32 // delivery-ids are contiguous per session (rhea requires it)
+
+	// The delivery-id the peer's next delivery must carry (the sender
+	// allocates a transfer's delivery-id, 2.7.5, in sequence per session);
+	// set by its first delivery.
+	nextInDeliveryID uint32
+	hasInDeliveryID  bool
 
 	links     map[uint32]endpoint
 	detaching map[uint32]bool // links we detached with an error, awaiting the peer's detach
@@ -73,6 +86,7 @@ func newSession(c *conn, remote, local uint16, b *amqp10.Begin) *session {
 		local:                local,
 		nextIncomingID:       b.NextOutgoingID,
 		inWindow:             sessionWindow,
+		inLimit:              b.NextOutgoingID + sessionWindow,
 		remoteIncomingWindow: b.IncomingWindow,
 		peerWindowMax:        b.IncomingWindow,
 		links:                make(map[uint32]endpoint),
@@ -148,6 +162,7 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 	for h, l := range s.links {
 		l.release(reason)
 		delete(s.links, h)
+		s.c.links--
 		if ctr := s.c.srv.opts.Counters; ctr != nil {
 			ctr.linkAdded(l, -1)
 		}
@@ -163,11 +178,21 @@ func (s *session) setBlocked(blocked bool) {
 	if s.ending {
 		return
 	}
-	s.inWindow = sessionWindow
 	if blocked {
-		s.inWindow = 0
+		s.inWindow = 0 // inLimit stays: what was granted may still arrive
+	} else {
+		s.grantWindow()
 	}
 	s.sendFlow(nil)
+}
+
+// grantWindow opens the incoming window to sessionWindow transfers from
+// next-incoming-id.
+func (s *session) grantWindow() {
+	s.inWindow = sessionWindow
+	if limit := s.nextIncomingID + sessionWindow; int32(limit-s.inLimit) > 0 {
+		s.inLimit = limit
+	}
 }
 
 // flow handles session and link flow (section 2.7.4).
@@ -176,6 +201,10 @@ func (s *session) flow(f *amqp10.Flow) error {
 	nextIn := f.NextIncomingID
 	if !f.HasNextIncomingID {
 		nextIn = 0 // our initial next-outgoing-id
+	} else if int32(nextIn-s.nextOutgoingID) > 0 {
+		// The peer cannot expect a transfer we have not sent.
+		return sessErr(amqp10.ErrCondWindowViolation,
+			"flow next-incoming-id %d is ahead of next-outgoing-id %d", nextIn, s.nextOutgoingID)
 	}
 	s.remoteIncomingWindow = nextIn + f.IncomingWindow - s.nextOutgoingID
 	s.peerWindowMax = max(s.peerWindowMax, f.IncomingWindow)
@@ -224,30 +253,85 @@ func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
 
 // transfer accounts the incoming window and passes the frame to its link.
 func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
-	switch {
-	case s.c.blocked:
-		// Transfers the peer sent before it saw our window close are taken.
-		s.nextIncomingID++
-	case s.inWindow == 0:
-		return sessErr(amqp10.ErrCondWindowViolation, "transfer beyond the session's incoming window")
-	default:
+	// 2.5.6: the peer may send while its remote-incoming-window, computed
+	// from our flows, is above 0. While a resource alarm holds the window
+	// at 0 only transfers an earlier flow allowed are taken.
+	if s.nextIncomingID == s.inLimit {
+		return sessErr(amqp10.ErrCondWindowViolation,
+			"transfer %d beyond the session's incoming window (next-incoming-id %d, incoming-window %d)",
+			s.nextIncomingID, s.nextIncomingID, s.inWindow)
+	}
+	s.nextIncomingID++
+	if s.inWindow > 0 {
 		s.inWindow--
-		s.nextIncomingID++
 		if s.inWindow <= sessionWindow/2 {
-			s.inWindow = sessionWindow
+			s.grantWindow()
 			s.sendFlow(nil)
 		}
 	}
 	l, err := s.link(t.Handle, "transfer")
 	if l == nil {
+		if err == nil && t.HasDeliveryID {
+			// A link we are detaching: its deliveries still use up ids.
+			s.sawDeliveryID(t.DeliveryID)
+		}
 		return err
 	}
 	rl, ok := l.(*receiverLink)
 	if !ok {
 		return sessErr(amqp10.ErrCondErrantLink, "transfer on handle %d, on which the broker is the sender", t.Handle)
 	}
-	rl.transfer(t, payload)
+	return rl.transfer(t, payload)
+}
+
+// secondSlack is how many more publishes on the session's rcv-settle-mode
+// second links may await the peer's settlement within MaxUnsettledIncoming:
+// the bound, less those unsettled, less what such links may still add
+// (their credit, deliveries being assembled and publishes awaiting the
+// store). Credit is granted only within it, so the bound holds for a peer
+// that respects credit.
+func (s *session) secondSlack() int {
+	slack := s.c.srv.opts.MaxUnsettledIncoming - len(s.unsettledIn)
+	for _, e := range s.links {
+		if m, ok := e.(*receiverLink); ok && m.second {
+			slack -= int(m.credit) + int(m.unconfirmed)
+			if m.inProgress {
+				slack--
+			}
+		}
+	}
+	return slack
+}
+
+// grantSecond tops up the credit of rcv-settle-mode second links after the
+// peer settled some of their publishes.
+func (s *session) grantSecond() {
+	slack, known := 0, false
+	for _, e := range s.links {
+		if l, ok := e.(*receiverLink); ok && l.second && l.credit <= l.window/2 && l.unconfirmed < l.window/2 {
+			if !known {
+				slack, known = s.secondSlack(), true // once: links share it
+			}
+			slack = l.grantWithin(slack)
+		}
+	}
+}
+
+// checkDeliveryID checks the delivery-id of a new incoming delivery.
+func (s *session) checkDeliveryID(id uint32) error {
+	if s.hasInDeliveryID && id != s.nextInDeliveryID {
+		return sessErr(amqp10.ErrCondInvalidField,
+			"delivery-id %d, expected %d: delivery-ids of a session are contiguous", id, s.nextInDeliveryID)
+	}
+	s.sawDeliveryID(id)
 	return nil
+}
+
+// sawDeliveryID records id as used.
+func (s *session) sawDeliveryID(id uint32) {
+	if !s.hasInDeliveryID || int32(id-s.nextInDeliveryID) >= 0 {
+		s.nextInDeliveryID, s.hasInDeliveryID = id+1, true
+	}
 }
 
 // disposition settles deliveries (section 2.7.6).
@@ -259,10 +343,14 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 	if d.Role == amqp10.RoleSender {
 		// The peer settles deliveries it sent us (rcv-settle-mode second).
 		if d.Settled {
+			n := len(s.unsettledIn)
 			for id := range s.unsettledIn {
 				if inRange(id, d.First, last) {
 					delete(s.unsettledIn, id)
 				}
+			}
+			if len(s.unsettledIn) < n {
+				s.grantSecond()
 			}
 		}
 		return nil
@@ -392,6 +480,7 @@ func (s *session) detach(d *amqp10.Detach) error {
 func (s *session) removeLink(h uint32, l endpoint, reason router.CancelReason) {
 	l.release(reason)
 	delete(s.links, h)
+	s.c.links--
 	if ctr := s.c.srv.opts.Counters; ctr != nil {
 		ctr.linkAdded(l, -1)
 	}

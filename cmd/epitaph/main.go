@@ -160,6 +160,10 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		MaxMessageSize:          cfg.MaxMessageSize,
 		HandshakeTimeout:        cfg.HandshakeTimeout,
 		MaxConnections:          maxConns,
+		InitialFrameMax:         cfg.InitialFrameMax,
+		MaxLinksPerConnection:   cfg.MaxLinksPerConnection,
+		MaxUnfinishedBytes:      int64(cfg.MaxUnfinishedBytes),
+		MaxUnsettledIncoming:    cfg.MaxUnsettledIncoming,
 		Telemetry: epitaph.TelemetryOptions{
 			Tracing:      cfg.Tracing,
 			OTLPEndpoint: cfg.OTLPEndpoint,
