@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"runtime/metrics"
 	"sync"
 	"testing"
@@ -47,6 +48,9 @@ const (
 	fuzzIdleTimeout      = 5 * time.Second
 	connEndBound         = fuzzHandshakeTimeout + fuzzIdleTimeout + closeGrace + 5*time.Second
 )
+
+// livelockBound is the real time one input may take.
+const livelockBound = 10 * time.Second
 
 // allocBound is how many bytes serving one input may allocate: a fixed
 // allowance for the broker, the router and the harness, plus a multiple of
@@ -546,6 +550,15 @@ func runConnection(t *testing.T, data []byte) {
 // check, if not nil, runs once the connection has ended, inside the bubble.
 func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *router.Broker, brokerReport)) {
 	before := heapAllocated()
+	// The bubble's clock stands still while any of its goroutines runs, so
+	// a connection that takes long in real time is busy, not waiting: a
+	// livelock. Crash with every goroutine's stack, so the fuzzer keeps
+	// the input and the stacks show where.
+	watchdog := time.AfterFunc(livelockBound, func() {
+		buf := make([]byte, 4<<20)
+		panic(fmt.Sprintf("connection still running after %v of real time:\n%s", livelockBound, buf[:runtime.Stack(buf, true)]))
+	})
+	defer watchdog.Stop()
 	synctest.Test(t, func(t *testing.T) {
 		rb := newFuzzBroker(t)
 		defer rb.Close()
