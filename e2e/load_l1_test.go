@@ -34,7 +34,10 @@ import (
 //
 // It runs in every `go test` for EPITAPH_L1_DURATION (default 10 s) at
 // EPITAPH_L1_RATE msg/s (default 2,000); .ci/run sets 3 minutes, the
-// specified L1. Latencies (publish -> accepted, end to end), resident
+// specified L1. EPITAPH_L1_PUBLISHERS, EPITAPH_L1_CONSUMERS,
+// EPITAPH_L1_IDLE (idle connections held open) and EPITAPH_L1_MAX_RSS_SLOPE
+// (MiB/min over the last two thirds of the run) shape the longer soak of
+// scripts/soak.sh. Latencies (publish -> accepted, end to end), resident
 // memory and heap are logged as "L1:" lines and not gated, except the
 // specified RSS bound of 512 MiB (for the whole test process: broker and
 // clients), which holds unless the broker is built with -race (the race
@@ -46,13 +49,27 @@ func TestL1Load(t *testing.T) {
 		require.NoError(t, err, "EPITAPH_L1_DURATION")
 		cfg.duration = d
 	}
-	if v := os.Getenv("EPITAPH_L1_RATE"); v != "" {
-		r, err := strconv.Atoi(v)
-		require.NoError(t, err, "EPITAPH_L1_RATE")
-		cfg.rate = r
+	for _, p := range []struct {
+		env string
+		v   *int
+	}{{"EPITAPH_L1_RATE", &cfg.rate}, {"EPITAPH_L1_PUBLISHERS", &cfg.publishers},
+		{"EPITAPH_L1_CONSUMERS", &cfg.consumers}, {"EPITAPH_L1_IDLE", &cfg.idle}} {
+		if v := os.Getenv(p.env); v != "" {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err, p.env)
+			*p.v = n
+		}
+	}
+	if v := os.Getenv("EPITAPH_L1_MAX_RSS_SLOPE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(t, err, "EPITAPH_L1_MAX_RSS_SLOPE")
+		cfg.maxRSSSlope = f
 	}
 	require.Positive(t, cfg.duration)
 	require.Positive(t, cfg.rate)
+	require.Positive(t, cfg.publishers)
+	require.Positive(t, cfg.consumers)
+	require.LessOrEqual(t, cfg.publishers+cfg.consumers+cfg.idle, 5000, "connections (two file descriptors each in this process)")
 	require.LessOrEqual(t, cfg.duration, time.Hour, "keep the run bounded")
 	runL1(t, cfg)
 }
@@ -63,6 +80,12 @@ type l1Config struct {
 	publishers, consumers int
 	size                  int
 	rejectEvery           int // the consumers reject 1 in rejectEvery
+	// idle connections (one session each) are held open through the run
+	// and must all still work at its end (the soak's idle population).
+	idle int
+	// maxRSSSlope, when positive, bounds the growth of RSS over the last
+	// two thirds of the publishing, in MiB per minute (the soak's leak check).
+	maxRSSSlope float64
 }
 
 const l1Defs = `{"queues":[
@@ -185,6 +208,16 @@ func runL1(t *testing.T, cfg l1Config) {
 	baseGoroutines := runtime.NumGoroutine()
 	rss := startRSSSampler()
 	defer rss.stop()
+
+	// Idle connections, each with a session, held through the run.
+	idle := make([]*amqp.Conn, 0, cfg.idle)
+	for range cfg.idle {
+		conn, err := amqp.Dial(ctx, "amqp://"+b.Addr().String(), nil)
+		require.NoError(t, err)
+		_, err = conn.NewSession(ctx, nil)
+		require.NoError(t, err)
+		idle = append(idle, conn)
+	}
 
 	// Consumers: accept, or reject 1 in rejectEvery into the DLQ.
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
@@ -370,6 +403,14 @@ func runL1(t *testing.T, cfg l1Config) {
 	}
 	require.NoError(t, conn.Close())
 	require.NoError(t, ctx.Err(), "the run did not finish in time")
+	// The idle connections outlived the run (heartbeats kept them) and
+	// still work.
+	for i, c := range idle {
+		s, err := c.NewSession(ctx, nil)
+		require.NoError(t, err, "idle connection %d after the run", i)
+		require.NoError(t, s.Close(ctx))
+		require.NoError(t, c.Close())
+	}
 
 	// The ledger (reliability.md §6.4).
 	var attempted, accepted, lost, duplicated, rejected, inDLQ int
@@ -412,6 +453,7 @@ func runL1(t *testing.T, cfg l1Config) {
 	goroutines := runtime.NumGoroutine()
 	endHeap := heapAfterGC()
 	peakRSS := rss.stop()
+	slope := rss.slope(start.Add(published/3), start.Add(published))
 
 	t.Logf("L1: %d publishers, %d consumers, %d B durable messages, target %d msg/s for %v", cfg.publishers, cfg.consumers,
 		cfg.size, cfg.rate, cfg.duration)
@@ -422,6 +464,7 @@ func runL1(t *testing.T, cfg l1Config) {
 	t.Logf("L1: end to end p50 %s p99 %s max %s (%d samples)", pct(led.endToEnd, 50), pct(led.endToEnd, 99), pct(led.endToEnd, 100), len(led.endToEnd))
 	t.Logf("L1: peak RSS %.1f MiB (test process: broker and clients); heap after warm-up %.1f MiB, at the end %.1f MiB; goroutines %d (baseline %d)",
 		float64(peakRSS)/(1<<20), float64(warmHeap)/(1<<20), float64(endHeap)/(1<<20), goroutines, baseGoroutines)
+	t.Logf("L1: RSS trend over the last two thirds of the publishing %+.2f MiB/min; %d idle connections held", slope, cfg.idle)
 
 	require.Empty(t, led.unexpected, "ledger problems")
 	require.Zero(t, lost, "lost")
@@ -435,6 +478,9 @@ func runL1(t *testing.T, cfg l1Config) {
 	}
 	if !raceEnabled() {
 		require.LessOrEqual(t, peakRSS, uint64(512<<20), "peak RSS")
+	}
+	if cfg.maxRSSSlope > 0 {
+		require.Less(t, slope, cfg.maxRSSSlope, "RSS trend, MiB/min")
 	}
 }
 
@@ -456,27 +502,32 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
-// rssSampler records this process's peak resident memory, sampled from
-// /proc/self/status every 200 ms.
+// rssSampler records this process's resident memory, sampled from
+// /proc/self/status every 200 ms: the peak, and the samples for the trend.
 type rssSampler struct {
-	done chan struct{}
-	peak chan uint64
-	once sync.Once
-	max  uint64
+	done    chan struct{}
+	result  chan []rssSample
+	once    sync.Once
+	samples []rssSample
+}
+
+type rssSample struct {
+	at  time.Time
+	rss uint64
 }
 
 func startRSSSampler() *rssSampler {
-	s := &rssSampler{done: make(chan struct{}), peak: make(chan uint64, 1)}
+	s := &rssSampler{done: make(chan struct{}), result: make(chan []rssSample, 1)}
 	go func() { // exits when stop is called
-		peak := readRSS()
+		samples := []rssSample{{time.Now(), readRSS()}}
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				peak = max(peak, readRSS())
+				samples = append(samples, rssSample{time.Now(), readRSS()})
 			case <-s.done:
-				s.peak <- max(peak, readRSS())
+				s.result <- append(samples, rssSample{time.Now(), readRSS()})
 				return
 			}
 		}
@@ -484,12 +535,42 @@ func startRSSSampler() *rssSampler {
 	return s
 }
 
+// stop ends the sampling and returns the peak.
 func (s *rssSampler) stop() uint64 {
 	s.once.Do(func() {
 		close(s.done)
-		s.max = <-s.peak
+		s.samples = <-s.result
 	})
-	return s.max
+	var peak uint64
+	for _, x := range s.samples {
+		peak = max(peak, x.rss)
+	}
+	return peak
+}
+
+// slope is the least-squares trend of RSS between from and to, in MiB per
+// minute (after stop).
+func (s *rssSampler) slope(from, to time.Time) float64 {
+	var xs []rssSample
+	for _, x := range s.samples {
+		if !x.at.Before(from) && !x.at.After(to) {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for _, x := range xs {
+		m := x.at.Sub(xs[0].at).Minutes()
+		y := float64(x.rss) / (1 << 20)
+		sx, sy, sxx, sxy = sx+m, sy+y, sxx+m*m, sxy+m*y
+	}
+	n := float64(len(xs))
+	if d := n*sxx - sx*sx; d != 0 {
+		return (n*sxy - sx*sy) / d
+	}
+	return 0
 }
 
 // readRSS is VmRSS from /proc/self/status in bytes, 0 where unavailable.

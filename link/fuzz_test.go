@@ -90,9 +90,13 @@ const (
 )
 
 // fuzzAddresses are the terminus addresses an attach may name.
+// The first seven are the ones seeds use; an empty one is the anonymous
+// terminus (the message's properties.to decides).
 var fuzzAddresses = []string{
 	"/queues/q", "/queues/dlq", "/queues/qq", "/exchanges/amq.direct/q",
 	"/queues/missing", "q", "/management", "\xff\x00bad",
+	"", "/exchanges/amq.fanout", "/exchanges/amq.topic/a.b", "/queues/q%2", "/queues/%71",
+	"/exchanges/amq.default/dlq", "/exchanges/", "/queues/",
 }
 
 // source hands out the input's bytes as choices; an exhausted source
@@ -222,7 +226,7 @@ func (p *program) op(s *source, st *opState) {
 		a.RcvSettleMode, a.HasRcvSettleMode = amqp10.RcvSettleMode(s.pick(2)), true
 		if a.Role == amqp10.RoleSender {
 			// We publish: the broker's target is the address.
-			a.Target = &amqp10.Target{Address: addr, HasAddress: true}
+			a.Target = &amqp10.Target{Address: addr, HasAddress: addr != ""}
 			a.Source = &amqp10.Source{}
 			a.InitialDeliveryCount, a.HasInitialDeliveryCount = 0, true
 		} else {
@@ -336,8 +340,18 @@ func (p *program) transferHeader(s *source, st *opState, ch uint16) *amqp10.Tran
 // the input's bytes.
 func fuzzPayload(s *source) []byte {
 	switch s.pick(4) {
-	case 0, 1:
+	case 0:
 		return fuzzMessage(make([]byte, 16*int(s.pick(16))))
+	case 1:
+		// Addressed by properties.to (for the anonymous terminus), with
+		// a time-to-live and a user-id.
+		to := fuzzAddresses[s.pick(len(fuzzAddresses))]
+		b := amqp10.AppendHeader(nil, &amqp10.Header{Durable: s.bit(), TTL: s.small(), HasTTL: s.bit()})
+		b, err := amqp10.AppendProperties(b, &amqp10.Properties{To: &to, UserID: s.bytes(s.pick(8))})
+		if err != nil {
+			panic(err)
+		}
+		return amqp10.AppendData(b, s.bytes(int(s.byte())))
 	case 2:
 		return nil
 	}
@@ -424,6 +438,23 @@ func (d *dlqForwarder) DeadLetter(_ *router.Queue, dead []router.Dead) {
 		m := dead[i].Msg
 		q.Enqueue(&m)
 	}
+}
+
+// echoManagement is the fuzz server's management node: it answers every
+// request with an empty 200 response, so the /management link pair's
+// plumbing in this package runs (the real node lives above link).
+type echoManagement struct{}
+
+func (echoManagement) Request(_ any, _ string, _ *router.VHost, req *amqp10.Message) []byte {
+	b, err := amqp10.AppendApplicationProperties(nil, amqp10.Map{{Key: "http:response", Value: "200"}})
+	if err != nil {
+		panic(err)
+	}
+	b, err = amqp10.AppendAMQPValue(b, nil)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // newFuzzBroker is an in-memory router with the queues the inputs name: q
@@ -562,7 +593,8 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 	synctest.Test(t, func(t *testing.T) {
 		rb := newFuzzBroker(t)
 		defer rb.Close()
-		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout})
+		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout,
+			Management: echoManagement{}})
 		client, server := net.Pipe()
 		remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 		if p.flags&flagRemote != 0 {
