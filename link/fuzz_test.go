@@ -19,6 +19,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 // The connection fuzzers drive one whole connection of a real Server over
@@ -459,12 +460,14 @@ func (echoManagement) Request(_ any, _ string, _ *router.VHost, req *amqp10.Mess
 	return b
 }
 
-// newFuzzBroker is an in-memory router with the queues the inputs name: q
+// newFuzzBroker is a router on the memory store with the queues the inputs name: q
 // (classic, dead-lettering into dlq), qq (quorum, delivery limit 2, TTL
 // 100 ms, dead-lettering into dlq) and dlq.
 func newFuzzBroker(t *testing.T) *router.Broker {
 	fwd := &dlqForwarder{}
-	rb := router.New(router.Options{DeadLetterer: fwd})
+	// The memory store commits synchronously, so the durable paths (a
+	// publish accepted from the store's callback) run with no goroutine.
+	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory()})
 	vh, ok := rb.VHost(router.DefaultVHost)
 	if !ok {
 		t.Fatal("no default vhost")
@@ -596,7 +599,7 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 		rb := newFuzzBroker(t)
 		defer rb.Close()
 		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout,
-			Management: echoManagement{}})
+			Management: echoManagement{}, Counters: NewCounters()})
 		client, server := net.Pipe()
 		remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 		if p.flags&flagRemote != 0 {
