@@ -322,13 +322,19 @@ func runL1(t *testing.T, cfg l1Config) {
 		})
 	}
 	// The heap after warm-up: a tenth of the messages sent.
+	publishersDone := make(chan struct{})
+	go func() { // exits when every publisher has
+		publishers.Wait()
+		close(publishersDone)
+	}()
 	var warmHeap uint64
 	select {
 	case <-warm:
 		warmHeap = heapAfterGC()
+	case <-publishersDone: // they failed early; the errors are reported below
 	case <-ctx.Done():
 	}
-	publishers.Wait()
+	<-publishersDone
 	published := time.Since(start)
 
 	// Every accepted message consumed or rejected, then the consumers close.

@@ -68,6 +68,7 @@ const (
 	flagRemote   = 1 << 2 // the peer is not on loopback (guest and ANONYMOUS refused)
 	flagHangUp   = 1 << 3 // close the client's end once the input is written
 	flagMechMask = 3 << 4 // SASL mechanism: ANONYMOUS, PLAIN guest/guest, PLAIN wrong, another
+	flagAutoQ    = 1 << 6 // the server declares a queue for a bare address on attach
 )
 
 // Operations of a structured input; each is one byte followed by its
@@ -427,14 +428,17 @@ type addrConn struct {
 
 func (c addrConn) RemoteAddr() net.Addr { return c.remote }
 
-// dlqForwarder is the fuzz broker's DeadLetterer: every dead message goes
-// to queue dlq. The real dead-letterer lives above link; this one makes the
+// dlqForwarder is the fuzz broker's DeadLetterer: every message that dies
+// in q or qq goes to queue dlq. The real dead-letterer lives above link; this one makes the
 // reject, expiry and delivery-limit paths end in a queue as they would.
 type dlqForwarder struct{ vh *router.VHost }
 
-func (d *dlqForwarder) DeadLetter(_ *router.Queue, dead []router.Dead) {
+func (d *dlqForwarder) DeadLetter(src *router.Queue, dead []router.Dead) {
 	q, ok := d.vh.Queue("dlq")
-	if !ok {
+	if !ok || src == q {
+		// dlq has no dead-letter exchange: its dead messages are dropped
+		// (forwarding them to itself would loop on a message that dies
+		// as it arrives, such as one with a TTL of 0).
 		return
 	}
 	for i := range dead {
@@ -599,7 +603,7 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 		rb := newFuzzBroker(t)
 		defer rb.Close()
 		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout,
-			Management: echoManagement{}, Counters: NewCounters()})
+			Management: echoManagement{}, Counters: NewCounters(), AutoCreateQueues: p.flags&flagAutoQ != 0})
 		client, server := net.Pipe()
 		remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 		if p.flags&flagRemote != 0 {
