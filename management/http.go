@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -126,8 +128,8 @@ func (s *httpServer) httpRoutes() []httpRoute {
 		return rt
 	}
 	return []httpRoute{
-		open("health/checks/alarms", m{"GET": s.httpHealth}),
-		open("health/checks/local-alarms", m{"GET": s.httpHealth}),
+		open("health/checks/alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect in the cluster")}),
+		open("health/checks/local-alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect on the node")}),
 		open("health/checks/ready", m{"GET": s.httpHealth}),
 		open("health/checks/virtual-hosts", m{"GET": s.httpHealth}),
 		r("overview", m{"GET": s.httpOverview}),
@@ -257,6 +259,13 @@ func (s *httpServer) match(segs []string) (*httpRoute, []string) {
 // authenticate checks HTTP basic credentials against the broker's users.
 func (s *httpServer) authenticate(req *httpReq) error {
 	user, pass, ok := req.r.BasicAuth()
+	if ok && user == "guest" && !remoteIsLoopback(req.r.RemoteAddr) {
+		// As on the AMQP listener (RabbitMQ's loopback_users): the peer's
+		// address decides, not the listener's, so guest stays local
+		// whatever --http-listen binds.
+		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+		return httpErrorf(http.StatusUnauthorized, "User can only log in via localhost")
+	}
 	if !ok || !s.b.Authenticate(user, pass) {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		if !ok {
@@ -272,6 +281,18 @@ func (s *httpServer) authenticate(req *httpReq) error {
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
 	return nil
+}
+
+// remoteIsLoopback reports whether an http.Request's RemoteAddr
+// ("host:port", as net/http sets it from the accepted socket) is a loopback
+// address. Anything unparsable counts as remote.
+func remoteIsLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func (req *httpReq) requireAdmin() error {

@@ -37,6 +37,32 @@ func (s *httpServer) httpHealth(req *httpReq) error {
 	return req.ok(map[string]string{"status": "ok"})
 }
 
+// httpNodeName is the node name the API reports (overview, alarms).
+const httpNodeName = "epitaph@localhost"
+
+// httpHealthAlarms answers RabbitMQ's alarm health checks: 200 {"status":
+// "ok"} without alarms, else 503 with the alarms in effect, as
+// rabbit_mgmt_wm_health_check_alarms does (reason is the cluster or the node
+// wording of the path asked).
+func (s *httpServer) httpHealthAlarms(reason string) httpHandlerFunc {
+	return func(req *httpReq) error {
+		cur := s.b.Alarms()
+		alarms := []map[string]string{}
+		if cur.Memory {
+			alarms = append(alarms, map[string]string{"resource": "memory", "node": httpNodeName})
+		}
+		if cur.Disk {
+			alarms = append(alarms, map[string]string{"resource": "disk space", "node": httpNodeName})
+		}
+		if len(alarms) == 0 {
+			return req.ok(map[string]string{"status": "ok"})
+		}
+		httpWriteJSON(req.w, http.StatusServiceUnavailable, map[string]any{
+			"status": "failed", "reason": reason, "alarms": alarms})
+		return nil
+	}
+}
+
 func (s *httpServer) httpWhoami(req *httpReq) error {
 	return req.ok(map[string]any{"name": req.user, "tags": httpTags(req.tags)})
 }
@@ -55,7 +81,7 @@ func (s *httpServer) httpOverview(req *httpReq) error {
 		"rabbitmq_version":   httpRabbitVersion,
 		"management_version": httpRabbitVersion,
 		"cluster_name":       "epitaph",
-		"node":               "epitaph@localhost",
+		"node":               httpNodeName,
 		"erlang_version":     "",
 		"message_stats":      map[string]any{},
 	}
