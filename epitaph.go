@@ -220,6 +220,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
+	rt.SeedDefaults()
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		b.abort()

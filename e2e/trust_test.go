@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/router"
 )
 
 // nonLoopbackIPv4 returns an IPv4 address of this host that is not
@@ -101,4 +104,104 @@ func TestHTTPHealthAlarmsFailDuringAlarm(t *testing.T) {
 	st, out := apiCall(t, apiServer(t, quiet), "GET", "/api/health/checks/alarms", nil)
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	require.JSONEq(t, `{"status":"ok"}`, string(out))
+}
+
+// requireVHostRefused requires a connection to url to be refused its vhost:
+// open answered by open, then close(amqp:unauthorized-access).
+func requireVHostRefused(t *testing.T, url string) {
+	t.Helper()
+	c, err := amqp.Dial(ctxT(t), url, nil)
+	if err == nil {
+		select {
+		case <-c.Done():
+			err = c.Err()
+		case <-ctxT(t).Done():
+			t.Fatalf("connection to %s stayed open", url)
+		}
+	}
+	var ce *amqp.ConnError
+	require.ErrorAs(t, err, &ce)
+	require.NotNil(t, ce.RemoteErr, "%v", err)
+	require.Equal(t, amqp.ErrCond("amqp:unauthorized-access"), ce.RemoteErr.Condition, "%v", err)
+}
+
+// apiCallAs is apiCall as user:pass.
+func apiCallAs(t *testing.T, base, user, pass, method, path string, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctxT(t), method, base+path, rd)
+	require.NoError(t, err)
+	req.SetBasicAuth(user, pass)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+// An empty permission table grants nothing. With users admin (no
+// permissions) and app (the only one with permissions), deleting app
+// empties the table: an anonymous loopback connection (user guest, which
+// no longer exists) must then be refused the vhost, and admin's HTTP
+// calls on the queue must be refused too.
+func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
+	defs := `{"users": [
+	    {"name": "admin", "password": "pw", "tags": ["administrator"]},
+	    {"name": "app", "password": "pw", "tags": []}],
+	  "vhosts": [{"name": "/"}],
+	  "permissions": [{"user": "app", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
+	  "queues": [{"name": "q", "vhost": "/", "durable": true, "arguments": {}}]}`
+	b := startBroker(t, defs, withHTTP)
+	base := apiServer(t, b)
+	st, out := apiCallAs(t, base, "admin", "pw", "DELETE", "/api/users/app", "")
+	require.Equal(t, http.StatusNoContent, st, "%s", out)
+	require.Empty(t, b.Router().Permissions())
+
+	requireVHostRefused(t, "amqp://"+b.Addr().String()) // anonymous: user guest
+	requireVHostRefused(t, "amqp://admin:pw@"+b.Addr().String())
+
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/queues/%2f/q", ""},
+		{"POST", "/api/queues/%2f/q/get", `{"count":1,"ackmode":"ack_requeue_true","encoding":"auto"}`},
+		{"DELETE", "/api/queues/%2f/q/contents", ""},
+	} {
+		st, out := apiCallAs(t, base, "admin", "pw", c.method, c.path, c.body)
+		require.Equal(t, http.StatusForbidden, st, "%s %s: %s", c.method, c.path, out)
+	}
+	st, out = apiCallAs(t, base, "admin", "pw", "GET", "/api/queues", "")
+	require.Equal(t, http.StatusOK, st, "%s", out)
+}
+
+// At first start guest gets full permissions on "/" (RabbitMQ's seeded
+// default): a real, stored permission that can be revoked, and a revoked
+// default is not granted again at the next start of the same store.
+func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
+	dir := t.TempDir()
+	opts := func(o *epitaph.Options) { o.InMemory = false; o.DataDir = dir; o.NoDiskAlarm = true; withHTTP(o) }
+	o := epitaph.Options{Listen: "127.0.0.1:0"}
+	opts(&o)
+	b, err := epitaph.Start(o)
+	require.NoError(t, err)
+	base := apiServer(t, b)
+	out := api(t, base, "GET", "/api/permissions", nil, http.StatusOK)
+	require.JSONEq(t, `[{"user":"guest","vhost":"/","configure":".*","write":".*","read":".*"}]`, string(out))
+	declareQueue(t, b, "q0", router.Classic, nil)
+	c := dial(t, b, nil)
+	snd := sender(t, session(t, c), "/queues/q0", nil)
+	require.IsType(t, &amqp.StateAccepted{}, send(t, snd, msg("m")))
+	api(t, base, "DELETE", "/api/permissions/%2f/guest", nil, http.StatusNoContent)
+	requireVHostRefused(t, "amqp://"+b.Addr().String())
+	require.NoError(t, c.Close())
+	require.NoError(t, b.Close())
+
+	again := startBroker(t, "", opts)
+	require.Empty(t, again.Router().Permissions(), "the revoked default stays revoked")
+	requireVHostRefused(t, "amqp://"+again.Addr().String())
 }

@@ -22,6 +22,7 @@ func amqpNewTestEnv(t *testing.T) *amqpTestEnv {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
+	rt.SeedDefaults() // guest on "/", as at a broker's first start
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
 	return &amqpTestEnv{rt: rt, vh: vh, node: NewAMQPNode(AMQPOptions{Router: rt, Node: "epitaph@test"}), user: "guest"}

@@ -166,7 +166,7 @@ func (s *httpServer) httpPutVHost(req *httpReq) error {
 	}
 	_, existed := s.b.VHost(name)
 	s.b.AddVHost(name)
-	if !existed && len(s.b.Permissions()) > 0 {
+	if !existed {
 		// RabbitMQ grants the creating user full access to a new vhost.
 		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
 			s.log.Debug("no permission granted on new vhost", "vhost", name, "user", req.user, "err", err)
@@ -238,18 +238,6 @@ func (s *httpServer) ensureGuest() error {
 		return err
 	}
 	return s.b.PutUser(router.User{Name: "guest", PasswordHash: h, HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}})
-}
-
-// ensureGuestPermissions grants guest what it had implicitly (every
-// vhost) before the first permission is defined, so that defining one does
-// not lock guest out.
-func (s *httpServer) ensureGuestPermissions() {
-	if len(s.b.Permissions()) > 0 {
-		return
-	}
-	for _, vh := range s.b.VHosts() {
-		_ = s.b.SetPermission(router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"}) // fails when there is no guest: fine
-	}
 }
 
 func (s *httpServer) httpPutUser(req *httpReq) error {
@@ -343,12 +331,6 @@ func httpPermJSON(p router.Permission) map[string]string {
 func (s *httpServer) httpPermissions(keep func(router.Permission) bool) []map[string]string {
 	out := []map[string]string{}
 	perms := s.b.Permissions()
-	if len(perms) == 0 && len(s.b.Users()) == 0 {
-		// Implicitly, guest may use every vhost.
-		for _, vh := range s.b.VHosts() {
-			perms = append(perms, router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"})
-		}
-	}
 	for _, p := range perms {
 		if keep(p) {
 			out = append(out, httpPermJSON(p))
@@ -418,7 +400,6 @@ func (s *httpServer) httpPutPermission(req *httpReq) error {
 		}
 	}
 	_, existed := s.b.Permission(p.User, p.VHost)
-	s.ensureGuestPermissions()
 	if err := s.b.SetPermission(p); err != nil {
 		return err
 	}
@@ -638,7 +619,6 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 		}
 	}
 	if perms, _ := doc["permissions"].([]any); len(perms) > 0 {
-		s.ensureGuestPermissions()
 		for _, p := range perms {
 			if pm, ok := p.(map[string]any); ok {
 				for _, k := range []string{"configure", "write", "read"} {

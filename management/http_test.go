@@ -28,6 +28,7 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 	dl := deadletter.New(deadletter.Options{Now: now})
 	b := router.New(router.Options{DeadLetterer: dl, Now: now})
 	t.Cleanup(b.Close)
+	b.SeedDefaults() // guest on "/", as at a broker's first start
 	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Router: b, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
 	return &httpEnv{b: b, srv: srv}

@@ -113,6 +113,7 @@ type Broker struct {
 	vhosts map[string]*VHost
 	users  map[string]*User
 	perms  map[string]map[string]Permission // user → vhost → permission
+	seeded bool                             // the first-start defaults were decided (SeedDefaults)
 }
 
 type dlHolder struct{ d DeadLetterer }
