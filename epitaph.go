@@ -97,6 +97,13 @@ type Options struct {
 	// is answered with open, then close(amqp:resource-limit-exceeded);
 	// default 10,000, negative means unlimited.
 	MaxConnections int
+	// AuthFailureDelay is how long a failed authentication (AMQP SASL or
+	// HTTP basic auth) waits for its answer, multiplied by the recent
+	// failures from the same address up to ten times; default 3s (RabbitMQ's
+	// silent close delay), negative means no wait. AuthFailureSources
+	// bounds the addresses whose failures are remembered; default 10,000.
+	AuthFailureDelay   time.Duration
+	AuthFailureSources int
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
 	// Telemetry configures tracing and metrics from settings and the
@@ -127,6 +134,9 @@ type Broker struct {
 	providers *telemetry.Providers
 	tracer    *telemetry.Tracer
 	counters  *link.Counters
+
+	httpCtx    context.Context // the HTTP requests' base, cancelled by Close
+	httpCancel context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -179,6 +189,7 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
 	b := &Broker{serveDone: make(chan struct{}), httpDone: make(chan struct{}), log: opts.Logger}
+	b.httpCtx, b.httpCancel = context.WithCancel(context.Background())
 	if err := b.setupTelemetry(&opts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -187,7 +198,8 @@ func Start(opts Options) (*Broker, error) {
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
-		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed}
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed,
+		AuthFailureDelay: opts.AuthFailureDelay, AuthFailureSources: opts.AuthFailureSources}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
 			opts.DataDir = DefaultDataDir()
@@ -266,6 +278,9 @@ func Start(opts Options) (*Broker, error) {
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+
+			// Close cancels it, ending requests that wait (a failed login's delay).
+			BaseContext: func(net.Listener) context.Context { return b.httpCtx },
 		}
 		go func() { // exits when Close shuts the HTTP server down
 			defer close(b.httpDone)
@@ -314,6 +329,7 @@ func (b *Broker) Close() error {
 		defer cancel()
 		lnErr := b.ln.Close()
 		var httpErr error
+		b.httpCancel()
 		if b.httpS != nil {
 			httpErr = b.httpS.Shutdown(ctx)
 		}

@@ -63,6 +63,9 @@ const (
 	KeyOTLPProtocol     = "otlp-protocol"
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
+
+	KeyAuthFailureDelay   = "auth-failure-delay"
+	KeyAuthFailureSources = "auth-failure-sources"
 )
 
 // Tracing modes accepted by the tracing key.
@@ -148,6 +151,12 @@ type Config struct {
 	// it is answered with open then close(amqp:resource-limit-exceeded).
 	// 0 means unlimited.
 	MaxConnections int `mapstructure:"max-connections"`
+	// AuthFailureDelay is the wait before a failed authentication (AMQP
+	// SASL, HTTP basic auth) is answered, multiplied by the recent failures
+	// from the same address (at most ten times); 0 means no wait.
+	AuthFailureDelay time.Duration `mapstructure:"auth-failure-delay"`
+	// AuthFailureSources bounds the addresses whose failures are remembered.
+	AuthFailureSources int `mapstructure:"auth-failure-sources"`
 	// GCHeapFloor is the smallest heap goal the garbage collector is given
 	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
 	// leaves the collector alone. A memory high watermark caps it at half
@@ -190,6 +199,8 @@ func Default() Config {
 		MaxMessageSize:          16 << 20,
 		HandshakeTimeout:        10 * time.Second,
 		MaxConnections:          10000,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
 		GCHeapFloor:             32 << 20,
 		LogLevel:                "info",
 		LogFormat:               LogFormatText,
@@ -226,6 +237,8 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
 	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
 	fs.Int(KeyMaxConnections, d.MaxConnections, "most concurrent AMQP connections on this node; beyond it open is answered with close(amqp:resource-limit-exceeded) (0: unlimited)")
+	fs.Duration(KeyAuthFailureDelay, d.AuthFailureDelay, "wait this `duration` before answering a failed authentication, times the recent failures from the same address up to 10 (0: no wait)")
+	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
@@ -298,6 +311,9 @@ func Load(args []string) (*Config, error) {
 		KeyOTLPProtocol:     d.OTLPProtocol,
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
+
+		KeyAuthFailureDelay:   d.AuthFailureDelay,
+		KeyAuthFailureSources: d.AuthFailureSources,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -382,6 +398,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		return invalid(KeyMaxConnections, c.MaxConnections, "want 0 (unlimited) or more")
+	}
+	if c.AuthFailureDelay < 0 {
+		return invalid(KeyAuthFailureDelay, c.AuthFailureDelay, "want 0 (no wait) or a positive duration")
+	}
+	if c.AuthFailureSources < 1 {
+		return invalid(KeyAuthFailureSources, c.AuthFailureSources, "want 1 or more")
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

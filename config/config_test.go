@@ -91,6 +91,8 @@ log-format: json
 		MaxMessageSize:          1 << 20,
 		HandshakeTimeout:        2 * time.Second,
 		MaxConnections:          0,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
 		GCHeapFloor:             0,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -157,6 +159,8 @@ func TestEnv(t *testing.T) {
 		MaxMessageSize:          2048,
 		HandshakeTimeout:        500 * time.Millisecond,
 		MaxConnections:          20000,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
 		GCHeapFloor:             16 << 20,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -297,5 +301,31 @@ func TestParseLogLevel(t *testing.T) {
 	c.LogLevel = "debug"
 	require.Equal(t, "DEBUG", c.SlogLevel().String())
 	_, err := ParseLogLevel("loud")
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// auth-failure-delay and auth-failure-sources: defaults, environment,
+// flags, and the values refused.
+func TestAuthFailureKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, c.AuthFailureDelay)
+	require.Equal(t, 10000, c.AuthFailureSources)
+
+	t.Setenv("EPITAPH_AUTH_FAILURE_DELAY", "0")
+	t.Setenv("EPITAPH_AUTH_FAILURE_SOURCES", "5")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Zero(t, c.AuthFailureDelay, "0 means no wait and is valid")
+	require.Equal(t, 5, c.AuthFailureSources)
+
+	c, err = Load([]string{"--auth-failure-delay", "250ms"})
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, c.AuthFailureDelay)
+
+	_, err = Load([]string{"--auth-failure-delay", "-1s"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Load([]string{"--auth-failure-sources", "0"})
 	require.ErrorIs(t, err, ErrInvalid)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
@@ -52,7 +53,10 @@ func httpStatusAs(t *testing.T, base, path, user, pass string) int {
 func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 	ip := nonLoopbackIPv4(t)
 	if ip != nil {
-		b := startBroker(t, "", func(o *epitaph.Options) { o.HTTPListen = net.JoinHostPort(ip.String(), "0") })
+		b := startBroker(t, "", func(o *epitaph.Options) {
+			o.HTTPListen = net.JoinHostPort(ip.String(), "0")
+			o.AuthFailureDelay = time.Millisecond
+		})
 		base := "http://" + b.HTTPAddr().String()
 		require.Equal(t, http.StatusUnauthorized, httpStatusAs(t, base, "/api/whoami", "guest", "guest"),
 			"guest from %s", ip)
@@ -204,4 +208,78 @@ func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	again := startBroker(t, "", opts)
 	require.Empty(t, again.Router().Permissions(), "the revoked default stays revoked")
 	requireVHostRefused(t, "amqp://"+again.Addr().String())
+}
+
+// dialFrom connects from the local address src with SASL PLAIN user:pass
+// and returns the time until the broker's answer (the client's error, if
+// any).
+func dialFrom(t *testing.T, b *epitaph.Broker, src, user, pass string) (time.Duration, error) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	start := time.Now()
+	nc, err := d.DialContext(ctxT(t), "tcp", b.Addr().String())
+	require.NoError(t, err)
+	c, err := amqp.NewConn(ctxT(t), nc, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(user, pass)})
+	took := time.Since(start)
+	if err == nil {
+		require.NoError(t, c.Close())
+	} else {
+		_ = nc.Close()
+	}
+	return took, err
+}
+
+// A failed authentication is answered only after the failure delay, times
+// the recent failures from the same address; a correct login, here from
+// another loopback address, is not held up by them. The failures are
+// counted (epitaph_auth_failures_total). HTTP basic auth is braked alike.
+func TestFailedAuthenticationIsDelayed(t *testing.T) {
+	const delay = 250 * time.Millisecond
+	defs := `{"users": [{"name": "alice", "password": "right", "tags": ["administrator"]}],
+	  "permissions": [{"user": "alice", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}]}`
+	b := startBroker(t, defs, withHTTP, func(o *epitaph.Options) {
+		o.AuthFailureDelay = delay
+		o.Telemetry.Metrics = true
+	})
+	for n := 1; n <= 3; n++ {
+		took, err := dialFrom(t, b, "127.0.0.1", "alice", "wrong")
+		require.Error(t, err)
+		require.GreaterOrEqual(t, took, time.Duration(n)*delay, "failure %d from one address waits %d delays", n, n)
+	}
+	// A fourth failure from 127.0.0.1 now waits 4 delays; a correct login
+	// from 127.0.0.2 meanwhile gets through before it is answered.
+	slow := make(chan error, 1)
+	go func() {
+		_, err := dialFrom(t, b, "127.0.0.1", "alice", "wrong")
+		slow <- err
+	}()
+	require.Eventually(t, func() bool { return b.Router().AuthFailures() == 4 }, 10*time.Second, time.Millisecond,
+		"the fourth failure is recorded (and waiting)")
+	_, err := dialFrom(t, b, "127.0.0.2", "alice", "right")
+	require.NoError(t, err)
+	select {
+	case err := <-slow:
+		t.Fatalf("the failing login was answered before the correct one from another address finished: %v", err)
+	default:
+	}
+	require.Error(t, <-slow)
+
+	// HTTP basic auth: the failures from this address go on counting.
+	base := apiServer(t, b)
+	start := time.Now()
+	st, _ := apiCallAs(t, base, "alice", "wrong", "GET", "/api/whoami", "")
+	require.Equal(t, http.StatusUnauthorized, st)
+	require.GreaterOrEqual(t, time.Since(start), 5*delay, "the fifth failure from 127.0.0.1")
+	st, _ = apiCallAs(t, base, "alice", "right", "GET", "/api/whoami", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, uint64(5), b.Router().AuthFailures())
+
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(text), "epitaph_auth_failures_total 5\n")
 }

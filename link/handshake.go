@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -65,6 +66,38 @@ func isLoopback(a net.Addr) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// remoteIP is the peer's IP address; the zero Addr when the connection
+// is not over IP.
+func remoteIP(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// authDelay waits before a refused authentication is answered, as
+// RabbitMQ waits its silent close delay, and longer for repeated failures
+// from the same address (router.Broker.AuthFailed). The broker shutting
+// down ends the wait.
+func (c *conn) authDelay() {
+	d := c.srv.opts.Router.AuthFailed(remoteIP(c.nc.RemoteAddr()))
+	if d <= 0 {
+		return
+	}
+	// The wait may outlast the handshake deadline: the answer still goes out.
+	_ = c.nc.SetDeadline(time.Now().Add(d + time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.force:
+	}
 }
 
 func (c *conn) anonymousAllowed() bool {
@@ -152,6 +185,11 @@ func (c *conn) sasl() error {
 		_ = c.writeFrameNow(amqp10.FrameTypeSASL, &amqp10.SASLOutcome{Code: amqp10.SASLCodeAuth})
 		return fmt.Errorf("%w: %s", errSASLFailed, fmt.Sprintf(format, args...))
 	}
+	// refused is fail for a refused identity, answered late (authDelay).
+	refused := func(format string, args ...any) error {
+		c.authDelay()
+		return fail(format, args...)
+	}
 	if fh.Type != amqp10.FrameTypeSASL {
 		return fail("expected a SASL frame, got frame type %d", fh.Type)
 	}
@@ -166,7 +204,7 @@ func (c *conn) sasl() error {
 	switch init.Mechanism {
 	case "ANONYMOUS":
 		if !c.anonymousAllowed() {
-			return fail("ANONYMOUS refused from %s", c.nc.RemoteAddr())
+			return refused("ANONYMOUS refused from %s", c.nc.RemoteAddr())
 		}
 		c.user = "guest"
 	case "PLAIN":
@@ -177,10 +215,10 @@ func (c *conn) sasl() error {
 		}
 		user, pass := string(parts[1]), string(parts[2])
 		if user == "guest" && !c.loopback {
-			return fail("user guest may only connect from loopback")
+			return refused("user guest may only connect from loopback")
 		}
 		if !c.srv.opts.Router.Authenticate(user, pass) {
-			return fail("invalid credentials for user %q", user)
+			return refused("invalid credentials for user %q", user)
 		}
 		c.user = user
 	default:

@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
@@ -33,6 +33,12 @@ type HTTPOptions struct {
 	// Metrics serves GET /metrics (Prometheus text, no authentication, as
 	// RabbitMQ's Prometheus endpoint); nil answers 404 there.
 	Metrics http.Handler
+	// GetMaxCount bounds the count of one POST .../get (above it: 400);
+	// GetMaxBytes bounds the payload bytes it answers with (fewer messages,
+	// and the HeaderGetTruncated header). 0 means DefaultGetMaxCount and
+	// DefaultGetMaxBytes.
+	GetMaxCount int
+	GetMaxBytes int
 }
 
 // httpRabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -49,6 +55,8 @@ type httpServer struct {
 	version string
 	routes  []httpRoute
 	metrics http.Handler
+
+	getMaxCount, getMaxBytes int
 }
 
 // httpHandlerFunc handles one matched request; a returned error is written
@@ -113,8 +121,17 @@ func NewHTTPHandler(opts HTTPOptions) http.Handler {
 	if s.version == "" {
 		s.version = "unknown"
 	}
+	s.getMaxCount, s.getMaxBytes = cmpOrPositive(opts.GetMaxCount, DefaultGetMaxCount), cmpOrPositive(opts.GetMaxBytes, DefaultGetMaxBytes)
 	s.routes = s.httpRoutes()
 	return s
+}
+
+// cmpOrPositive is v when positive, else def.
+func cmpOrPositive(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func (s *httpServer) httpRoutes() []httpRoute {
@@ -263,6 +280,7 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		// As on the AMQP listener (RabbitMQ's loopback_users): the peer's
 		// address decides, not the listener's, so guest stays local
 		// whatever --http-listen binds.
+		s.authDelay(req.r)
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		return httpErrorf(http.StatusUnauthorized, "User can only log in via localhost")
 	}
@@ -271,6 +289,7 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		if !ok {
 			return httpErrorf(http.StatusUnauthorized, "Not_Authorized")
 		}
+		s.authDelay(req.r)
 		return httpErrorf(http.StatusUnauthorized, "Login failed")
 	}
 	req.user = user
@@ -283,16 +302,38 @@ func (s *httpServer) authenticate(req *httpReq) error {
 	return nil
 }
 
+// remoteIP is the address of an http.Request's RemoteAddr; the zero Addr
+// when it does not parse.
+func remoteIP(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// authDelay waits before a refused login is answered, as the AMQP listener
+// does (router.Broker.AuthFailed: longer for repeated failures from one
+// address). A request without credentials is not a failure: browsers and
+// clients send one first to learn the realm.
+func (s *httpServer) authDelay(r *http.Request) {
+	d := s.b.AuthFailed(remoteIP(r.RemoteAddr))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done(): // the client left, or the server is closing
+	}
+}
+
 // remoteIsLoopback reports whether an http.Request's RemoteAddr
 // ("host:port", as net/http sets it from the accepted socket) is a loopback
 // address. Anything unparsable counts as remote.
 func remoteIsLoopback(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return false
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	return remoteIP(remote).IsLoopback()
 }
 
 func (req *httpReq) requireAdmin() error {

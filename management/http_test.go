@@ -26,7 +26,7 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC) }
 	dl := deadletter.New(deadletter.Options{Now: now})
-	b := router.New(router.Options{DeadLetterer: dl, Now: now})
+	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
 	t.Cleanup(b.Close)
 	b.SeedDefaults() // guest on "/", as at a broker's first start
 	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Router: b, DeadLetters: dl, ProductVersion: "test"}))
