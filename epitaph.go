@@ -104,6 +104,16 @@ type Options struct {
 	// bounds the addresses whose failures are remembered; default 10,000.
 	AuthFailureDelay   time.Duration
 	AuthFailureSources int
+	// HTTPGetMaxCount bounds the count of one POST /api/queues/{vhost}/{q}/get
+	// (above it: 400); default 10,000. HTTPGetMaxBytes bounds the payload
+	// bytes one get answers with (fewer messages, and the
+	// X-Epitaph-Get-Truncated header); default 16 MiB.
+	HTTPGetMaxCount int
+	HTTPGetMaxBytes int
+	// ManagementPendingBytes bounds the /management responses a session
+	// holds for a client that does not take them; beyond it the request
+	// link is detached with amqp:resource-limit-exceeded; default 1 MiB.
+	ManagementPendingBytes int
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
 	// Telemetry configures tracing and metrics from settings and the
@@ -256,6 +266,8 @@ func Start(opts Options) (*Broker, error) {
 		Version:  Version,
 		Tracer:   b.tracer,
 		Counters: b.counters,
+
+		ManagementPendingBytes: opts.ManagementPendingBytes,
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {
@@ -275,7 +287,8 @@ func Start(opts Options) (*Broker, error) {
 		}
 		b.httpS = &http.Server{
 			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
-				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics}),
+				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
+				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 

@@ -66,6 +66,10 @@ const (
 
 	KeyAuthFailureDelay   = "auth-failure-delay"
 	KeyAuthFailureSources = "auth-failure-sources"
+
+	KeyHTTPGetMaxCount        = "http-get-max-count"
+	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
+	KeyManagementPendingBytes = "management-pending-bytes"
 )
 
 // Tracing modes accepted by the tracing key.
@@ -157,6 +161,13 @@ type Config struct {
 	AuthFailureDelay time.Duration `mapstructure:"auth-failure-delay"`
 	// AuthFailureSources bounds the addresses whose failures are remembered.
 	AuthFailureSources int `mapstructure:"auth-failure-sources"`
+	// HTTPGetMaxCount bounds the count of one HTTP get of messages;
+	// HTTPGetMaxBytes the payload bytes of its answer.
+	HTTPGetMaxCount int `mapstructure:"http-get-max-count"`
+	HTTPGetMaxBytes int `mapstructure:"http-get-max-bytes"`
+	// ManagementPendingBytes bounds the /management responses a session
+	// holds for a client that does not take them.
+	ManagementPendingBytes int `mapstructure:"management-pending-bytes"`
 	// GCHeapFloor is the smallest heap goal the garbage collector is given
 	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
 	// leaves the collector alone. A memory high watermark caps it at half
@@ -201,6 +212,9 @@ func Default() Config {
 		MaxConnections:          10000,
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             32 << 20,
 		LogLevel:                "info",
 		LogFormat:               LogFormatText,
@@ -239,6 +253,9 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyMaxConnections, d.MaxConnections, "most concurrent AMQP connections on this node; beyond it open is answered with close(amqp:resource-limit-exceeded) (0: unlimited)")
 	fs.Duration(KeyAuthFailureDelay, d.AuthFailureDelay, "wait this `duration` before answering a failed authentication, times the recent failures from the same address up to 10 (0: no wait)")
 	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
+	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
+	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
+	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
@@ -314,6 +331,10 @@ func Load(args []string) (*Config, error) {
 
 		KeyAuthFailureDelay:   d.AuthFailureDelay,
 		KeyAuthFailureSources: d.AuthFailureSources,
+
+		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
+		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
+		KeyManagementPendingBytes: d.ManagementPendingBytes,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -404,6 +425,15 @@ func (c *Config) Validate() error {
 	}
 	if c.AuthFailureSources < 1 {
 		return invalid(KeyAuthFailureSources, c.AuthFailureSources, "want 1 or more")
+	}
+	if c.HTTPGetMaxCount < 1 {
+		return invalid(KeyHTTPGetMaxCount, c.HTTPGetMaxCount, "want 1 or more")
+	}
+	if c.HTTPGetMaxBytes < 1 {
+		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")
+	}
+	if c.ManagementPendingBytes < 1 {
+		return invalid(KeyManagementPendingBytes, c.ManagementPendingBytes, "want 1 or more")
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

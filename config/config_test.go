@@ -93,6 +93,9 @@ log-format: json
 		MaxConnections:          0,
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             0,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -161,6 +164,9 @@ func TestEnv(t *testing.T) {
 		MaxConnections:          20000,
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             16 << 20,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -327,5 +333,25 @@ func TestAuthFailureKeys(t *testing.T) {
 	_, err = Load([]string{"--auth-failure-delay", "-1s"})
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = Load([]string{"--auth-failure-sources", "0"})
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// The response bounds: defaults, and the environment.
+func TestResponseBoundKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 10000, c.HTTPGetMaxCount)
+	require.Equal(t, 16<<20, c.HTTPGetMaxBytes)
+	require.Equal(t, 1<<20, c.ManagementPendingBytes)
+	t.Setenv("EPITAPH_HTTP_GET_MAX_COUNT", "7")
+	t.Setenv("EPITAPH_HTTP_GET_MAX_BYTES", "4096")
+	t.Setenv("EPITAPH_MANAGEMENT_PENDING_BYTES", "512")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 7, c.HTTPGetMaxCount)
+	require.Equal(t, 4096, c.HTTPGetMaxBytes)
+	require.Equal(t, 512, c.ManagementPendingBytes)
+	_, err = Load([]string{"--http-get-max-count", "0"})
 	require.ErrorIs(t, err, ErrInvalid)
 }

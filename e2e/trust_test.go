@@ -3,9 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -282,4 +284,91 @@ func TestFailedAuthenticationIsDelayed(t *testing.T) {
 	text, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Contains(t, string(text), "epitaph_auth_failures_total 5\n")
+}
+
+// One HTTP get is bounded: a count above http-get-max-count is refused
+// before anything is taken, and the answer's payload bytes stop at
+// http-get-max-bytes (fewer messages, flagged by a header); a destructive
+// get takes only what it answers with.
+func TestHTTPGetIsBounded(t *testing.T) {
+	b := startBroker(t, "", withHTTP)
+	base := apiServer(t, b)
+	declareQueue(t, b, "big", router.Classic, nil)
+	snd := sender(t, session(t, dial(t, b, nil)), "/queues/big", nil)
+	const n, size = 20, 1 << 20 // 20 MiB against the 16 MiB default
+	for range n {
+		require.IsType(t, &amqp.StateAccepted{}, send(t, snd, amqp.NewMessage(make([]byte, size))))
+	}
+
+	st, out := apiCall(t, base, "POST", "/api/queues/%2f/big/get", `{"count":100000,"ackmode":"ack_requeue_true","encoding":"auto"}`)
+	require.Equal(t, http.StatusBadRequest, st, "count above the cap: %.200s", out)
+
+	get := func(body string) (*http.Response, []map[string]any) {
+		req, err := http.NewRequestWithContext(ctxT(t), "POST", base+"/api/queues/%2f/big/get", strings.NewReader(body))
+		require.NoError(t, err)
+		req.SetBasicAuth("guest", "guest")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var msgs []map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&msgs))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return resp, msgs
+	}
+	resp, msgs := get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"base64"}`)
+	require.Len(t, msgs, 16, "16 MiB of 1 MiB payloads")
+	require.Equal(t, strconv.Itoa(16<<20), resp.Header.Get(management.HeaderGetTruncated))
+
+	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"auto","truncate":1000}`)
+	require.Len(t, msgs, 20, "truncated payloads all fit")
+	require.Empty(t, resp.Header.Get(management.HeaderGetTruncated))
+
+	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_false","encoding":"base64"}`)
+	require.Len(t, msgs, 16)
+	require.NotEmpty(t, resp.Header.Get(management.HeaderGetTruncated))
+	require.Equal(t, n-16, queueLen(t, b, "big"), "only what was answered was taken")
+}
+
+// A client that sends /management requests without ever attaching the
+// response link gets its request link detached with
+// amqp:resource-limit-exceeded once the held responses reach the bound;
+// the failed requests' 60 KB paths are logged clipped, and no more than a
+// burst of them.
+func TestManagementHeldResponsesAreBounded(t *testing.T) {
+	logs := &syncBuffer{}
+	b := startBroker(t, "", func(o *epitaph.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	s := session(t, dial(t, b, nil))
+	snd, err := s.NewSender(ctxT(t), "/management", &amqp.SenderOptions{Name: "mgmt", SettlementMode: amqp.SenderSettleModeUnsettled.Ptr()})
+	require.NoError(t, err)
+	path := "/unknown/" + strings.Repeat("x", 60_000) // the 400 answer quotes it
+	subject := "GET"
+	var sendErr error
+	sent := 0
+	for range 100 { // 6 MB of responses without a bound; the bound is 1 MiB
+		m := &amqp.Message{Properties: &amqp.MessageProperties{MessageID: uint64(sent), To: &path, Subject: &subject, ReplyTo: ptr("$me")}}
+		if sendErr = snd.Send(ctxT(t), m, nil); sendErr != nil {
+			break
+		}
+		sent++
+	}
+	require.Error(t, sendErr, "no bound: all %d requests were taken", sent)
+	var le *amqp.LinkError
+	require.ErrorAs(t, sendErr, &le)
+	require.NotNil(t, le.RemoteErr, "%v", sendErr)
+	require.Equal(t, amqp.ErrCond("amqp:resource-limit-exceeded"), le.RemoteErr.Condition)
+	require.Less(t, sent, 30, "about 1 MiB of 60 KB responses")
+
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	failed := 0
+	for _, l := range lines {
+		if strings.Contains(l, "management request failed") {
+			failed++
+			require.Less(t, len(l), 4096, "a logged path is clipped")
+		}
+	}
+	require.Positive(t, failed)
+	require.LessOrEqual(t, failed, 10, "a burst of failures, then silence")
 }

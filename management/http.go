@@ -57,6 +57,7 @@ type httpServer struct {
 	metrics http.Handler
 
 	getMaxCount, getMaxBytes int
+	errLog                   *rateLog
 }
 
 // httpHandlerFunc handles one matched request; a returned error is written
@@ -122,6 +123,7 @@ func NewHTTPHandler(opts HTTPOptions) http.Handler {
 		s.version = "unknown"
 	}
 	s.getMaxCount, s.getMaxBytes = cmpOrPositive(opts.GetMaxCount, DefaultGetMaxCount), cmpOrPositive(opts.GetMaxBytes, DefaultGetMaxBytes)
+	s.errLog = newRateLog(s.log)
 	s.routes = s.httpRoutes()
 	return s
 }
@@ -397,9 +399,9 @@ func (s *httpServer) writeError(w http.ResponseWriter, r *http.Request, err erro
 		he = httpFromRouter(err)
 	}
 	if he.status >= 500 {
-		s.log.Error("management request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.errLog.Log(slog.LevelError, "management request failed", "method", clip(r.Method), "path", clip(r.URL.Path), "err", clip(err.Error()))
 	} else {
-		s.log.Debug("management request refused", "method", r.Method, "path", r.URL.Path, "status", he.status, "err", err)
+		s.log.Debug("management request refused", "method", clip(r.Method), "path", clip(r.URL.Path), "status", he.status, "err", clip(err.Error()))
 	}
 	httpWriteJSON(w, he.status, map[string]string{"error": he.err, "reason": he.reason})
 }

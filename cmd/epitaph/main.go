@@ -113,6 +113,10 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		AuthFailureDelay:   authDelay,
 		AuthFailureSources: cfg.AuthFailureSources,
 
+		HTTPGetMaxCount:        cfg.HTTPGetMaxCount,
+		HTTPGetMaxBytes:        cfg.HTTPGetMaxBytes,
+		ManagementPendingBytes: cfg.ManagementPendingBytes,
+
 		Listen:                  cfg.Listen,
 		HTTPListen:              cfg.HTTPListen,
 		Logger:                  log,
