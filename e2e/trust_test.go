@@ -372,3 +372,42 @@ func TestManagementHeldResponsesAreBounded(t *testing.T) {
 	require.Positive(t, failed)
 	require.LessOrEqual(t, failed, 10, "a burst of failures, then silence")
 }
+
+// properties.user-id must name the authenticated user (RabbitMQ's
+// validated user-id): bob claiming "admin" gets his link detached with
+// amqp:unauthorized-access and nothing is enqueued; his own name passes,
+// and a user with the impersonator tag may claim any.
+func TestUserIDMustMatchTheAuthenticatedUser(t *testing.T) {
+	defs := `{"users": [{"name": "bob", "password": "pw", "tags": []},
+	    {"name": "relay", "password": "pw", "tags": ["impersonator"]}],
+	  "permissions": [{"user": "bob", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"},
+	    {"user": "relay", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
+	  "queues": [{"name": "q", "vhost": "/", "durable": true, "arguments": {}}]}`
+	b := startBroker(t, defs)
+	asUser := func(user string) *amqp.Sender {
+		c, err := amqp.Dial(ctxT(t), "amqp://"+user+":pw@"+b.Addr().String(), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return sender(t, session(t, c), "/queues/q", nil)
+	}
+	claim := func(id string) *amqp.Message {
+		m := msg("as " + id)
+		m.Properties = &amqp.MessageProperties{UserID: []byte(id)}
+		return m
+	}
+	bob := asUser("bob")
+	require.IsType(t, &amqp.StateAccepted{}, send(t, bob, claim("bob")))
+	require.IsType(t, &amqp.StateAccepted{}, send(t, bob, msg("no claim")))
+	err := bob.Send(ctxT(t), claim("admin"), nil)
+	require.Error(t, err)
+	var le *amqp.LinkError
+	require.ErrorAs(t, err, &le)
+	require.NotNil(t, le.RemoteErr, "%v", err)
+	require.Equal(t, amqp.ErrCond("amqp:unauthorized-access"), le.RemoteErr.Condition)
+	require.Contains(t, le.RemoteErr.Description, "user_id property set to 'admin' but authenticated user was 'bob'")
+	require.Equal(t, 2, queueLen(t, b, "q"))
+
+	relay := asUser("relay")
+	require.IsType(t, &amqp.StateAccepted{}, send(t, relay, claim("admin")))
+	require.Equal(t, 3, queueLen(t, b, "q"))
+}
