@@ -411,3 +411,23 @@ func TestUserIDMustMatchTheAuthenticatedUser(t *testing.T) {
 	require.IsType(t, &amqp.StateAccepted{}, send(t, relay, claim("admin")))
 	require.Equal(t, 3, queueLen(t, b, "q"))
 }
+
+// The HTTP API is for users with a management tag (management,
+// policymaker, monitoring or administrator), as in RabbitMQ: a user with
+// permissions but no tag is refused 401 "Not management user" everywhere.
+func TestHTTPNeedsAManagementTag(t *testing.T) {
+	defs := `{"users": [{"name": "app", "password": "pw", "tags": []},
+	    {"name": "ops", "password": "pw", "tags": ["management"]}],
+	  "permissions": [{"user": "app", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"},
+	    {"user": "ops", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
+	  "queues": [{"name": "q", "vhost": "/", "durable": true, "arguments": {}}]}`
+	b := startBroker(t, defs, withHTTP)
+	base := apiServer(t, b)
+	for _, p := range []string{"/api/overview", "/api/queues", "/api/bindings", "/api/queues/%2f/q"} {
+		st, out := apiCallAs(t, base, "app", "pw", "GET", p, "")
+		require.Equal(t, http.StatusUnauthorized, st, "%s: %s", p, out)
+		require.Contains(t, string(out), "Not management user")
+		st, out = apiCallAs(t, base, "ops", "pw", "GET", p, "")
+		require.Equal(t, http.StatusOK, st, "%s: %s", p, out)
+	}
+}

@@ -301,7 +301,23 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		req.tags = []string{"administrator"} // the implicit default user
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
+	if !slices.ContainsFunc(req.tags, isManagementTag) {
+		// RabbitMQ's is_mgmt_user: the HTTP API is for users tagged for it,
+		// whatever their permissions over AMQP.
+		return httpErrorf(http.StatusUnauthorized, "Not management user")
+	}
 	return nil
+}
+
+// isManagementTag reports whether a user tag opens the HTTP API
+// (RabbitMQ's is_mgmt_user); what each one may do there is checked per
+// request (requireAdmin, requireTag, vhost permissions).
+func isManagementTag(tag string) bool {
+	switch tag {
+	case "administrator", "monitoring", "policymaker", "management":
+		return true
+	}
+	return false
 }
 
 // remoteIP is the address of an http.Request's RemoteAddr; the zero Addr
