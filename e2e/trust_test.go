@@ -431,3 +431,47 @@ func TestHTTPNeedsAManagementTag(t *testing.T) {
 		require.Equal(t, http.StatusOK, st, "%s: %s", p, out)
 	}
 }
+
+// Queue, exchange and vhost names are at most 255 bytes of valid UTF-8
+// without NUL, wherever they come in: HTTP, definitions, AMQP addresses
+// (the /management node goes through the same declarations). Nothing
+// refused is created or stored.
+func TestNamesAreValidatedEverywhere(t *testing.T) {
+	b := startBroker(t, "", withHTTP)
+	base := apiServer(t, b)
+	long := strings.Repeat("v", 70_000)
+	for _, p := range []string{
+		"/api/vhosts/" + long,
+		"/api/vhosts/a%00b",
+		"/api/queues/%2f/a%00b",
+		"/api/queues/%2f/%FF%FE",
+		"/api/queues/%2f/" + strings.Repeat("q", 256),
+		"/api/exchanges/%2f/x%00",
+		"/api/exchanges/%2f/" + strings.Repeat("x", 256),
+	} {
+		st, out := apiCall(t, base, "PUT", p, map[string]any{"type": "direct"})
+		require.Equal(t, http.StatusBadRequest, st, "%.80s: %s", p, out)
+	}
+	api(t, base, "PUT", "/api/queues/%2f/"+strings.Repeat("q", 255), nil, http.StatusCreated)
+	for _, defs := range []string{
+		`{"vhosts":[{"name":"` + long + `"}]}`,
+		`{"queues":[{"name":"a\u0000b","vhost":"/","durable":true,"arguments":{}}]}`,
+		`{"exchanges":[{"name":"x\u0000","vhost":"/","type":"direct","durable":true,"arguments":{}}]}`,
+	} {
+		st, out := apiCall(t, base, "POST", "/api/definitions", defs)
+		require.Equal(t, http.StatusBadRequest, st, "%.80s: %s", defs, out)
+	}
+	require.Equal(t, []string{"/"}, b.Router().VHosts())
+	vh := rootVHost(t, b)
+	require.Len(t, vh.Queues(), 1)
+
+	s := session(t, dial(t, b, nil))
+	for _, addr := range []string{"/queues/a%00b", "/queues/%FF", "/queues/" + strings.Repeat("q", 256), "/exchanges/x%00"} {
+		_, err := s.NewSender(ctxT(t), addr, nil)
+		require.Error(t, err, "%.80s", addr)
+		require.Equal(t, amqp.ErrCond("amqp:invalid-field"), amqpErr(t, err).Condition, "%.80s: %v", addr, err)
+	}
+	_, err := s.NewReceiver(ctxT(t), "/queues/"+strings.Repeat("q", 256), nil)
+	require.Error(t, err)
+	require.Equal(t, amqp.ErrCond("amqp:invalid-field"), amqpErr(t, err).Condition)
+}

@@ -165,7 +165,9 @@ func (s *httpServer) httpPutVHost(req *httpReq) error {
 		return err
 	}
 	_, existed := s.b.VHost(name)
-	s.b.AddVHost(name)
+	if _, err := s.b.CreateVHost(name); err != nil {
+		return err
+	}
 	if !existed {
 		// RabbitMQ grants the creating user full access to a new vhost.
 		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
