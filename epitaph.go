@@ -150,6 +150,23 @@ type Options struct {
 	// there, and a publish beyond it detaches its link with
 	// amqp:resource-limit-exceeded. Default 8192.
 	MaxUnsettledIncoming int
+	// AuthFailureDelay is how long a failed authentication (AMQP SASL or
+	// HTTP basic auth) waits for its answer, multiplied by the recent
+	// failures from the same address up to ten times; default 3s (RabbitMQ's
+	// silent close delay), negative means no wait. AuthFailureSources
+	// bounds the addresses whose failures are remembered; default 10,000.
+	AuthFailureDelay   time.Duration
+	AuthFailureSources int
+	// HTTPGetMaxCount bounds the count of one POST /api/queues/{vhost}/{q}/get
+	// (above it: 400); default 10,000. HTTPGetMaxBytes bounds the payload
+	// bytes one get answers with (fewer messages, and the
+	// X-Epitaph-Get-Truncated header); default 16 MiB.
+	HTTPGetMaxCount int
+	HTTPGetMaxBytes int
+	// ManagementPendingBytes bounds the /management responses a session
+	// holds for a client that does not take them; beyond it the request
+	// link is detached with amqp:resource-limit-exceeded; default 1 MiB.
+	ManagementPendingBytes int
 	// ShutdownTimeout bounds Close's wait for connections; default 5s.
 	ShutdownTimeout time.Duration
 	// Telemetry configures tracing and metrics from settings and the
@@ -182,6 +199,9 @@ type Broker struct {
 	providers *telemetry.Providers
 	tracer    *telemetry.Tracer
 	counters  *link.Counters
+
+	httpCtx    context.Context // the HTTP requests' base, cancelled by Close
+	httpCancel context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -260,6 +280,7 @@ func Start(opts Options) (*Broker, error) {
 	}
 	b := &Broker{serveDone: make(chan struct{}), tlsDone: make(chan struct{}), httpDone: make(chan struct{}),
 		log: opts.Logger, certs: certs}
+	b.httpCtx, b.httpCancel = context.WithCancel(context.Background())
 	if err := b.setupTelemetry(&opts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -268,7 +289,8 @@ func Start(opts Options) (*Broker, error) {
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
-		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed}
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed,
+		AuthFailureDelay: opts.AuthFailureDelay, AuthFailureSources: opts.AuthFailureSources}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
 			opts.DataDir = DefaultDataDir()
@@ -301,6 +323,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
+	rt.SeedDefaults()
 	var ln net.Listener
 	if !opts.NoPlainListener {
 		var err error
@@ -349,6 +372,8 @@ func Start(opts Options) (*Broker, error) {
 		Version:  Version,
 		Tracer:   b.tracer,
 		Counters: b.counters,
+
+		ManagementPendingBytes: opts.ManagementPendingBytes,
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {
@@ -369,9 +394,13 @@ func Start(opts Options) (*Broker, error) {
 		}
 		b.httpS = &http.Server{
 			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
-				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics}),
+				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
+				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+
+			// Close cancels it, ending requests that wait (a failed login's delay).
+			BaseContext: func(net.Listener) context.Context { return b.httpCtx },
 		}
 		serveHTTP := b.httpS.Serve
 		if opts.HTTPTLS {
@@ -477,6 +506,7 @@ func (b *Broker) Close() error {
 			lnErr = errors.Join(lnErr, b.tlsLn.Close())
 		}
 		var httpErr error
+		b.httpCancel()
 		if b.httpS != nil {
 			httpErr = b.httpS.Shutdown(ctx)
 		}

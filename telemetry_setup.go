@@ -177,6 +177,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 	connections := gauge("epitaph_connections", "Open AMQP connections")
 	sessions := gauge("epitaph_sessions", "Open AMQP sessions")
 	links := gauge("epitaph_links", "Attached AMQP links (publishers, consumers and management links)")
+	authFailures := counter("epitaph_auth_failures_total",
+		"Failed authentications (AMQP SASL and HTTP basic auth), each answered after the failure delay")
 	qReady := gauge("epitaph_queue_messages_ready", "Messages ready for delivery, per queue")
 	qReadyBytes := gauge("epitaph_queue_messages_ready_bytes", "Size of the ready messages (bare message and footer), per queue")
 	qUnacked := gauge("epitaph_queue_messages_unacked", "Messages delivered and not yet settled, per queue")
@@ -215,6 +217,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		o.ObserveInt64(connections, snap.Connections)
 		o.ObserveInt64(sessions, snap.Sessions)
 		o.ObserveInt64(links, snap.Links)
+		o.ObserveInt64(authFailures, int64(b.router.AuthFailures()))
 
 		// Per queue: link counters (including queues since deleted) and
 		// the live queues' depths.

@@ -466,6 +466,29 @@ func (m *Message) Properties() (*Properties, error) {
 	return p, nil
 }
 
+// UserID returns properties.user-id (nil when the message has no
+// properties or no user-id) without decoding the other properties and
+// without allocating: it aliases the message.
+func (m *Message) UserID() ([]byte, error) {
+	sec, _, _, err := m.bareSections()
+	if err != nil || sec == nil {
+		return nil, err
+	}
+	f, _, err := openDescribed(sec, DescProperties, "properties")
+	if err != nil {
+		return nil, err
+	}
+	if f.n == 0 {
+		return nil, nil
+	}
+	f.n--
+	if f.b, err = skipValue(f.b, 0); err != nil {
+		return nil, f.wrap("message-id", err)
+	}
+	v, _, err := f.binary("user-id")
+	return v, err
+}
+
 // ApplicationProperties decodes the application-properties section (nil when absent).
 func (m *Message) ApplicationProperties() (Map, error) {
 	_, sec, _, err := m.bareSections()

@@ -233,3 +233,30 @@ func TestParseMessageSectionLimit(t *testing.T) {
 		t.Fatalf("%d sections: got %v, want ErrTooManySections", MaxSections+1, err)
 	}
 }
+
+// UserID reads properties.user-id alone, without allocating, with or
+// without a properties section.
+func TestMessageUserIDNoAlloc(t *testing.T) {
+	props, err := AppendProperties(nil, &Properties{MessageID: "id-1", UserID: []byte("bob"), Subject: new("s")})
+	require.NoError(t, err)
+	body := hx("00 53 75 a0 01 78")
+	var with, without, noUser Message
+	require.NoError(t, with.Parse(append(append([]byte(nil), props...), body...)))
+	require.NoError(t, without.Parse(body))
+	other, err := AppendProperties(nil, &Properties{MessageID: uint64(1)})
+	require.NoError(t, err)
+	require.NoError(t, noUser.Parse(append(other, body...)))
+	uid, err := with.UserID()
+	require.NoError(t, err)
+	require.Equal(t, []byte("bob"), uid)
+	for _, m := range []*Message{&without, &noUser} {
+		uid, err := m.UserID()
+		require.NoError(t, err)
+		require.Nil(t, uid)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		_, _ = with.UserID()
+		_, _ = without.UserID()
+		_, _ = noUser.UserID()
+	}))
+}

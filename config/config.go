@@ -65,22 +65,28 @@ const (
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
 
-	KeyInitialFrameMax       = "initial-frame-max"
-	KeyMaxLinksPerConnection = "max-links-per-connection"
-	KeyMaxUnfinishedBytes    = "max-unfinished-bytes"
-	KeyMaxUnsettledIncoming  = "max-unsettled-incoming"
-	KeyTLSListen             = "tls-listen"
-	KeyTLSCertFile           = "tls-cert-file"
-	KeyTLSKeyFile            = "tls-key-file"
-	KeyTLSCAFile             = "tls-ca-file"
-	KeyTLSVerifyPeer         = "tls-verify-peer"
-	KeyTLSFailIfNoPeerCert   = "tls-fail-if-no-peer-cert"
-	KeyTLSHandshakeTimeout   = "tls-handshake-timeout"
-	KeySSLCertLoginFrom      = "ssl-cert-login-from"
-	KeySSLCertLoginSANType   = "ssl-cert-login-san-type"
-	KeySSLCertLoginSANIndex  = "ssl-cert-login-san-index"
-	KeyHTTPTLS               = "http-tls"
-	KeyPlainWithoutTLS       = "plain-without-tls"
+	KeyAuthFailureDelay   = "auth-failure-delay"
+	KeyAuthFailureSources = "auth-failure-sources"
+
+	KeyHTTPGetMaxCount        = "http-get-max-count"
+	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
+	KeyManagementPendingBytes = "management-pending-bytes"
+	KeyInitialFrameMax        = "initial-frame-max"
+	KeyMaxLinksPerConnection  = "max-links-per-connection"
+	KeyMaxUnfinishedBytes     = "max-unfinished-bytes"
+	KeyMaxUnsettledIncoming   = "max-unsettled-incoming"
+	KeyTLSListen              = "tls-listen"
+	KeyTLSCertFile            = "tls-cert-file"
+	KeyTLSKeyFile             = "tls-key-file"
+	KeyTLSCAFile              = "tls-ca-file"
+	KeyTLSVerifyPeer          = "tls-verify-peer"
+	KeyTLSFailIfNoPeerCert    = "tls-fail-if-no-peer-cert"
+	KeyTLSHandshakeTimeout    = "tls-handshake-timeout"
+	KeySSLCertLoginFrom       = "ssl-cert-login-from"
+	KeySSLCertLoginSANType    = "ssl-cert-login-san-type"
+	KeySSLCertLoginSANIndex   = "ssl-cert-login-san-index"
+	KeyHTTPTLS                = "http-tls"
+	KeyPlainWithoutTLS        = "plain-without-tls"
 )
 
 // Values of ssl-cert-login-from, as RabbitMQ's ssl_cert_login_from.
@@ -179,6 +185,19 @@ type Config struct {
 	// it is answered with open then close(amqp:resource-limit-exceeded).
 	// 0 means unlimited.
 	MaxConnections int `mapstructure:"max-connections"`
+	// AuthFailureDelay is the wait before a failed authentication (AMQP
+	// SASL, HTTP basic auth) is answered, multiplied by the recent failures
+	// from the same address (at most ten times); 0 means no wait.
+	AuthFailureDelay time.Duration `mapstructure:"auth-failure-delay"`
+	// AuthFailureSources bounds the addresses whose failures are remembered.
+	AuthFailureSources int `mapstructure:"auth-failure-sources"`
+	// HTTPGetMaxCount bounds the count of one HTTP get of messages;
+	// HTTPGetMaxBytes the payload bytes of its answer.
+	HTTPGetMaxCount int `mapstructure:"http-get-max-count"`
+	HTTPGetMaxBytes int `mapstructure:"http-get-max-bytes"`
+	// ManagementPendingBytes bounds the /management responses a session
+	// holds for a client that does not take them.
+	ManagementPendingBytes int `mapstructure:"management-pending-bytes"`
 	// GCHeapFloor is the smallest heap goal the garbage collector is given
 	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
 	// leaves the collector alone. A memory high watermark caps it at half
@@ -259,6 +278,11 @@ func Default() Config {
 		MaxMessageSize:          16 << 20,
 		HandshakeTimeout:        10 * time.Second,
 		MaxConnections:          10000,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             32 << 20,
 		LogLevel:                "info",
 		LogFormat:               LogFormatText,
@@ -304,6 +328,11 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
 	fs.Duration(KeyHandshakeTimeout, d.HandshakeTimeout, "time allowed for the protocol header, SASL and open")
 	fs.Int(KeyMaxConnections, d.MaxConnections, "most concurrent AMQP connections on this node; beyond it open is answered with close(amqp:resource-limit-exceeded) (0: unlimited)")
+	fs.Duration(KeyAuthFailureDelay, d.AuthFailureDelay, "wait this `duration` before answering a failed authentication, times the recent failures from the same address up to 10 (0: no wait)")
+	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
+	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
+	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
+	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
@@ -393,22 +422,28 @@ func Load(args []string) (*Config, error) {
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
 
-		KeyInitialFrameMax:       d.InitialFrameMax,
-		KeyMaxLinksPerConnection: d.MaxLinksPerConnection,
-		KeyMaxUnfinishedBytes:    d.MaxUnfinishedBytes,
-		KeyMaxUnsettledIncoming:  d.MaxUnsettledIncoming,
-		KeyTLSListen:             d.TLSListen,
-		KeyTLSCertFile:           d.TLSCertFile,
-		KeyTLSKeyFile:            d.TLSKeyFile,
-		KeyTLSCAFile:             d.TLSCAFile,
-		KeyTLSVerifyPeer:         d.TLSVerifyPeer,
-		KeyTLSFailIfNoPeerCert:   d.TLSFailIfNoPeerCert,
-		KeyTLSHandshakeTimeout:   d.TLSHandshakeTimeout,
-		KeySSLCertLoginFrom:      d.SSLCertLoginFrom,
-		KeySSLCertLoginSANType:   d.SSLCertLoginSANType,
-		KeySSLCertLoginSANIndex:  d.SSLCertLoginSANIndex,
-		KeyHTTPTLS:               d.HTTPTLS,
-		KeyPlainWithoutTLS:       d.PlainWithoutTLS,
+		KeyAuthFailureDelay:   d.AuthFailureDelay,
+		KeyAuthFailureSources: d.AuthFailureSources,
+
+		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
+		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
+		KeyManagementPendingBytes: d.ManagementPendingBytes,
+		KeyInitialFrameMax:        d.InitialFrameMax,
+		KeyMaxLinksPerConnection:  d.MaxLinksPerConnection,
+		KeyMaxUnfinishedBytes:     d.MaxUnfinishedBytes,
+		KeyMaxUnsettledIncoming:   d.MaxUnsettledIncoming,
+		KeyTLSListen:              d.TLSListen,
+		KeyTLSCertFile:            d.TLSCertFile,
+		KeyTLSKeyFile:             d.TLSKeyFile,
+		KeyTLSCAFile:              d.TLSCAFile,
+		KeyTLSVerifyPeer:          d.TLSVerifyPeer,
+		KeyTLSFailIfNoPeerCert:    d.TLSFailIfNoPeerCert,
+		KeyTLSHandshakeTimeout:    d.TLSHandshakeTimeout,
+		KeySSLCertLoginFrom:       d.SSLCertLoginFrom,
+		KeySSLCertLoginSANType:    d.SSLCertLoginSANType,
+		KeySSLCertLoginSANIndex:   d.SSLCertLoginSANIndex,
+		KeyHTTPTLS:                d.HTTPTLS,
+		KeyPlainWithoutTLS:        d.PlainWithoutTLS,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -515,6 +550,21 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		return invalid(KeyMaxConnections, c.MaxConnections, "want 0 (unlimited) or more")
+	}
+	if c.AuthFailureDelay < 0 {
+		return invalid(KeyAuthFailureDelay, c.AuthFailureDelay, "want 0 (no wait) or a positive duration")
+	}
+	if c.AuthFailureSources < 1 {
+		return invalid(KeyAuthFailureSources, c.AuthFailureSources, "want 1 or more")
+	}
+	if c.HTTPGetMaxCount < 1 {
+		return invalid(KeyHTTPGetMaxCount, c.HTTPGetMaxCount, "want 1 or more")
+	}
+	if c.HTTPGetMaxBytes < 1 {
+		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")
+	}
+	if c.ManagementPendingBytes < 1 {
+		return invalid(KeyManagementPendingBytes, c.ManagementPendingBytes, "want 1 or more")
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

@@ -99,6 +99,11 @@ log-format: json
 		MaxMessageSize:          1 << 20,
 		HandshakeTimeout:        2 * time.Second,
 		MaxConnections:          0,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             0,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -178,6 +183,11 @@ func TestEnv(t *testing.T) {
 		MaxMessageSize:          2048,
 		HandshakeTimeout:        500 * time.Millisecond,
 		MaxConnections:          20000,
+		AuthFailureDelay:        3 * time.Second,
+		AuthFailureSources:      10000,
+		HTTPGetMaxCount:         10000,
+		HTTPGetMaxBytes:         16 << 20,
+		ManagementPendingBytes:  1 << 20,
 		GCHeapFloor:             16 << 20,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
@@ -394,4 +404,50 @@ func TestTLSKeys(t *testing.T) {
 		_, err := Load(args)
 		require.ErrorIs(t, err, ErrInvalid, name)
 	}
+}
+
+// auth-failure-delay and auth-failure-sources: defaults, environment,
+// flags, and the values refused.
+func TestAuthFailureKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, c.AuthFailureDelay)
+	require.Equal(t, 10000, c.AuthFailureSources)
+
+	t.Setenv("EPITAPH_AUTH_FAILURE_DELAY", "0")
+	t.Setenv("EPITAPH_AUTH_FAILURE_SOURCES", "5")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Zero(t, c.AuthFailureDelay, "0 means no wait and is valid")
+	require.Equal(t, 5, c.AuthFailureSources)
+
+	c, err = Load([]string{"--auth-failure-delay", "250ms"})
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, c.AuthFailureDelay)
+
+	_, err = Load([]string{"--auth-failure-delay", "-1s"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Load([]string{"--auth-failure-sources", "0"})
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// The response bounds: defaults, and the environment.
+func TestResponseBoundKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 10000, c.HTTPGetMaxCount)
+	require.Equal(t, 16<<20, c.HTTPGetMaxBytes)
+	require.Equal(t, 1<<20, c.ManagementPendingBytes)
+	t.Setenv("EPITAPH_HTTP_GET_MAX_COUNT", "7")
+	t.Setenv("EPITAPH_HTTP_GET_MAX_BYTES", "4096")
+	t.Setenv("EPITAPH_MANAGEMENT_PENDING_BYTES", "512")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 7, c.HTTPGetMaxCount)
+	require.Equal(t, 4096, c.HTTPGetMaxBytes)
+	require.Equal(t, 512, c.ManagementPendingBytes)
+	_, err = Load([]string{"--http-get-max-count", "0"})
+	require.ErrorIs(t, err, ErrInvalid)
 }

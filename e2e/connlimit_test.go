@@ -141,6 +141,7 @@ func (l *emfileListener) Accept() (net.Conn, error) {
 func TestConnLimitAcceptBacksOffOnEMFILE(t *testing.T) {
 	rt := router.New(router.Options{})
 	defer rt.Close()
+	rt.SeedDefaults() // guest on "/", as epitaph.Start does
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	fl := &emfileListener{Listener: ln}

@@ -24,7 +24,8 @@ func TestConnectNoSASLAnonymousPlain(t *testing.T) {
 	b := startBroker(t, `{"rabbit_version":"4.1.0","users":[{"name":"alice","password":"s3cret","tags":""},
 		{"name":"guest","password":"guest","tags":"administrator"}],
 		"vhosts":[{"name":"/"}],"permissions":[{"user":"alice","vhost":"/","configure":".*","write":".*","read":".*"},
-		{"user":"guest","vhost":"/","configure":".*","write":".*","read":".*"}]}`)
+		{"user":"guest","vhost":"/","configure":".*","write":".*","read":".*"}]}`,
+		func(o *epitaph.Options) { o.AuthFailureDelay = time.Millisecond }) // the wrong password below
 	addr := "amqp://" + b.Addr().String()
 	for _, tc := range []struct {
 		label string

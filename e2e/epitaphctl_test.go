@@ -9,8 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph"
 )
 
 // ctlBuild builds ./cmd/epitaphctl once per test binary.
@@ -208,7 +211,7 @@ func TestEpitaphctlDefinitionsRoundTrip(t *testing.T) {
 }
 
 func TestEpitaphctlErrors(t *testing.T) {
-	b := startBroker(t, "", withHTTP)
+	b := startBroker(t, "", withHTTP, func(o *epitaph.Options) { o.AuthFailureDelay = time.Millisecond }) // a wrong password below
 	base := apiServer(t, b)
 	for _, tc := range []struct {
 		args []string

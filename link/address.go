@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/epitaph-mq/epitaph/router"
 )
 
 // addrKind is what an AMQP address names.
@@ -32,6 +34,24 @@ var errBadAddress = errors.New("link: bad address")
 // parseAddress parses a terminus or properties.to address. Path segments are
 // percent-decoded as RabbitMQ's rabbit_uri:urldecode does.
 func parseAddress(s string) (address, error) {
+	a, err := parseAddressForm(s)
+	if err != nil {
+		return a, err
+	}
+	// Names are checked as every other way in checks them, so that a name
+	// no declaration could create is refused as an address, not looked up.
+	if a.kind == addrQueue {
+		err = router.ValidateName("queue", a.queue)
+	} else if a.kind == addrExchange {
+		err = router.ValidateName("exchange", a.exchange)
+	}
+	if err != nil {
+		return address{}, fmt.Errorf("%w: %w", errBadAddress, err)
+	}
+	return a, nil
+}
+
+func parseAddressForm(s string) (address, error) {
 	switch {
 	case s == "/management":
 		return address{kind: addrManagement}, nil

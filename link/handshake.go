@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -99,6 +100,38 @@ func isLoopback(a net.Addr) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// remoteIP is the peer's IP address; the zero Addr when the connection
+// is not over IP.
+func remoteIP(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// authDelay waits before a refused authentication is answered, as
+// RabbitMQ waits its silent close delay, and longer for repeated failures
+// from the same address (router.Broker.AuthFailed). The broker shutting
+// down ends the wait.
+func (c *conn) authDelay() {
+	d := c.srv.opts.Router.AuthFailed(remoteIP(c.nc.RemoteAddr()))
+	if d <= 0 {
+		return
+	}
+	// The wait may outlast the handshake deadline: the answer still goes out.
+	_ = c.nc.SetDeadline(time.Now().Add(d + time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.force:
+	}
 }
 
 func (c *conn) anonymousAllowed() bool {
@@ -206,6 +239,11 @@ func (c *conn) sasl() error {
 	if err != nil {
 		return err
 	}
+	// refused is fail for a refused identity, answered late (authDelay).
+	refused := func(format string, args ...any) error {
+		c.authDelay()
+		return fail(format, args...)
+	}
 	if fh.Type != amqp10.FrameTypeSASL {
 		return fail("expected a SASL frame, got frame type %d", fh.Type)
 	}
@@ -220,7 +258,7 @@ func (c *conn) sasl() error {
 	switch init.Mechanism {
 	case "ANONYMOUS":
 		if !c.anonymousAllowed() {
-			return fail("ANONYMOUS refused from %s", c.nc.RemoteAddr())
+			return refused("ANONYMOUS refused from %s", c.nc.RemoteAddr())
 		}
 		c.user = "guest"
 	case "EXTERNAL":
@@ -234,10 +272,10 @@ func (c *conn) sasl() error {
 			return fail("EXTERNAL: %v", err)
 		}
 		if user == "guest" && !c.loopback {
-			return fail("user guest may only connect from loopback")
+			return refused("user guest may only connect from loopback")
 		}
 		if !c.srv.opts.Router.UserExists(user) {
-			return fail("EXTERNAL: no user %q", user)
+			return refused("EXTERNAL: no user %q", user)
 		}
 		c.user = user
 	case "PLAIN":
@@ -251,10 +289,10 @@ func (c *conn) sasl() error {
 		}
 		user, pass := string(parts[1]), string(parts[2])
 		if user == "guest" && !c.loopback {
-			return fail("user guest may only connect from loopback")
+			return refused("user guest may only connect from loopback")
 		}
 		if !c.srv.opts.Router.Authenticate(user, pass) {
-			return fail("invalid credentials for user %q", user)
+			return refused("invalid credentials for user %q", user)
 		}
 		c.user = user
 	default:

@@ -46,6 +46,9 @@ func (l *mgmtLink) handleFlow(f *amqp10.Flow) error {
 
 func (l *mgmtLink) release(router.CancelReason) {
 	l.detached = true
+	for _, p := range l.pending {
+		l.s.mgmtHeld -= len(p)
+	}
 	l.pending = nil
 }
 
@@ -58,6 +61,7 @@ func (l *mgmtLink) flush() {
 			return
 		}
 		l.deliveryCount++
+		l.s.mgmtHeld -= len(l.pending[0])
 		l.pending[0] = nil
 		l.pending = l.pending[1:]
 	}
@@ -66,6 +70,7 @@ func (l *mgmtLink) flush() {
 // mgmtResponse queues a response for the management link paired with the
 // request link named name (RabbitMQ clients use one name for both halves).
 func (s *session) mgmtResponse(name string, resp []byte) {
+	s.mgmtHeld += len(resp)
 	var out *mgmtLink
 	for _, l := range s.links {
 		if ml, ok := l.(*mgmtLink); ok && (out == nil || ml.name == name) {
@@ -101,6 +106,18 @@ func (l *receiverLink) handleMgmtRequest(body []byte) {
 		return
 	}
 	c := l.s.c
+	if limit := c.srv.opts.ManagementPendingBytes; l.s.mgmtHeld >= limit {
+		// The client sends requests but does not take the responses (no
+		// response link, or no credit on it). RabbitMQ refuses such a
+		// request outright (precondition-failed: a half-open link pair or
+		// no credit); epitaph holds responses up to the bound, so a client
+		// that attaches its response link late still gets them, and
+		// refuses the request beyond it, before running it.
+		l.fail(amqp10.ErrCondResourceLimitExceeded,
+			"%d bytes of management responses wait for the response link to attach or grant credit (limit %d)",
+			l.s.mgmtHeld, limit)
+		return
+	}
 	resp := c.srv.opts.Management.Request(c, c.user, c.vhost, wm)
 	l.settle(amqp10.DeliveryState{Kind: amqp10.StateAccepted})
 	l.s.mgmtResponse(l.name, resp)

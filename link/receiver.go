@@ -206,6 +206,17 @@ func (l *receiverLink) publish(body []byte) {
 		l.fail(amqp10.ErrCondDecodeError, "%v", err)
 		return
 	}
+	if uid, err := wm.UserID(); err != nil {
+		l.fail(amqp10.ErrCondDecodeError, "properties: %v", err)
+		return
+	} else if uid != nil && string(uid) != l.s.c.user && !l.s.c.impersonator() {
+		// RabbitMQ's check_user_id: a claimed identity must be the
+		// authenticated one (unless the user has the impersonator tag);
+		// the link is detached with unauthorized-access.
+		l.fail(amqp10.ErrCondUnauthorizedAccess, "user_id property set to '%s' but authenticated user was '%s'",
+			uid, l.s.c.user)
+		return
+	}
 	vh := l.s.c.vhost
 	exch, key := l.exchange, l.key
 	if l.anonymous {
@@ -301,6 +312,14 @@ func (l *receiverLink) publish(body []byte) {
 }
 
 func noConfirm(amqp10.DeliveryState) {}
+
+// impersonator reports whether the connection's user has RabbitMQ's
+// impersonator tag (may publish with another user-id); looked up only when
+// a message claims another identity.
+func (c *conn) impersonator() bool {
+	u, ok := c.srv.opts.Router.User(c.user)
+	return ok && slices.Contains(u.Tags, "impersonator")
+}
 
 // inbound is a published message's per-message state, allocated at once.
 type inbound struct {

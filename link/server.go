@@ -89,7 +89,15 @@ type Options struct {
 	Tracer *telemetry.Tracer
 	// Counters receive message and connection counts; nil counts nothing.
 	Counters *Counters
+	// ManagementPendingBytes bounds the management responses a session
+	// holds for a client that has not attached, or not credited, its
+	// response link; a request beyond it detaches the request link with
+	// amqp:resource-limit-exceeded. Default DefaultManagementPendingBytes.
+	ManagementPendingBytes int
 }
+
+// DefaultManagementPendingBytes is Options.ManagementPendingBytes' default.
+const DefaultManagementPendingBytes = 1 << 20
 
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
@@ -137,6 +145,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 10000
+	}
+	if o.ManagementPendingBytes <= 0 {
+		o.ManagementPendingBytes = DefaultManagementPendingBytes
 	}
 	if o.Product == "" {
 		o.Product = "epitaph"

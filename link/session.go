@@ -77,6 +77,7 @@ type session struct {
 	pending      []pendingItem
 	ending       bool     // we sent end with an error and await the peer's end
 	mgmtWaiting  [][]byte // management responses waiting for the response link to attach
+	mgmtHeld     int      // bytes of management responses not yet sent (waiting or pending)
 }
 
 func newSession(c *conn, remote, local uint16, b *amqp10.Begin) *session {

@@ -39,6 +39,7 @@ type AMQPOptions struct {
 type AMQPNode struct {
 	rt   *router.Broker
 	log  *slog.Logger
+	warn *rateLog // failed requests: clients choose how many, so rate-limited
 	node string
 }
 
@@ -48,6 +49,7 @@ func NewAMQPNode(opts AMQPOptions) *AMQPNode {
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	n.warn = newRateLog(n.log)
 	if n.node == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -158,8 +160,9 @@ func (n *AMQPNode) handle(owner any, user string, vh *router.VHost, props *amqp1
 		return status, body
 	}()
 	if status[0] != '2' {
-		n.log.Warn("management request failed", "method", method, "path", target,
-			"user", user, "status", status, "reason", body)
+		reason, _ := body.(string)
+		n.warn.Log(slog.LevelWarn, "management request failed", "method", clip(method), "path", clip(target),
+			"user", clip(user), "status", status, "reason", clip(reason))
 	}
 	return status, body
 }

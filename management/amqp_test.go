@@ -1,6 +1,7 @@
 package management
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,6 +23,7 @@ func amqpNewTestEnv(t *testing.T) *amqpTestEnv {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
+	rt.SeedDefaults() // guest on "/", as at a broker's first start
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
 	return &amqpTestEnv{rt: rt, vh: vh, node: NewAMQPNode(AMQPOptions{Router: rt, Node: "epitaph@test"}), user: "guest"}
@@ -567,4 +569,20 @@ func TestAMQPAnswersInRequestOrderConcurrently(t *testing.T) {
 	for range 8 {
 		<-done
 	}
+}
+
+// The management node refuses queue and exchange names that are not at
+// most 255 bytes of valid UTF-8 without NUL (400), and creates nothing.
+func TestAMQPNamesValidated(t *testing.T) {
+	e := amqpNewTestEnv(t)
+	req := func(method, path string, body any) amqpTestResp {
+		return amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, amqpTestRequest(t, "x", method, path, body)))
+	}
+	for _, path := range []string{"/queues/a%00b", "/queues/%FF", "/queues/" + strings.Repeat("q", 256)} {
+		amqpRequireError(t, req("PUT", path, amqpQueueBodyMap(nil)), "400")
+	}
+	xBody := amqp10.Map{{Key: "type", Value: "direct"}, {Key: "durable", Value: true}, {Key: "auto_delete", Value: false},
+		{Key: "internal", Value: false}, {Key: "arguments", Value: amqp10.Map{}}}
+	amqpRequireError(t, req("PUT", "/exchanges/x%00", xBody), "400")
+	require.Empty(t, e.vh.Queues())
 }

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
@@ -31,6 +33,12 @@ type HTTPOptions struct {
 	// Metrics serves GET /metrics (Prometheus text, no authentication, as
 	// RabbitMQ's Prometheus endpoint); nil answers 404 there.
 	Metrics http.Handler
+	// GetMaxCount bounds the count of one POST .../get (above it: 400);
+	// GetMaxBytes bounds the payload bytes it answers with (fewer messages,
+	// and the HeaderGetTruncated header). 0 means DefaultGetMaxCount and
+	// DefaultGetMaxBytes.
+	GetMaxCount int
+	GetMaxBytes int
 }
 
 // httpRabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -47,6 +55,9 @@ type httpServer struct {
 	version string
 	routes  []httpRoute
 	metrics http.Handler
+
+	getMaxCount, getMaxBytes int
+	errLog                   *rateLog
 }
 
 // httpHandlerFunc handles one matched request; a returned error is written
@@ -111,8 +122,18 @@ func NewHTTPHandler(opts HTTPOptions) http.Handler {
 	if s.version == "" {
 		s.version = "unknown"
 	}
+	s.getMaxCount, s.getMaxBytes = cmpOrPositive(opts.GetMaxCount, DefaultGetMaxCount), cmpOrPositive(opts.GetMaxBytes, DefaultGetMaxBytes)
+	s.errLog = newRateLog(s.log)
 	s.routes = s.httpRoutes()
 	return s
+}
+
+// cmpOrPositive is v when positive, else def.
+func cmpOrPositive(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func (s *httpServer) httpRoutes() []httpRoute {
@@ -126,8 +147,8 @@ func (s *httpServer) httpRoutes() []httpRoute {
 		return rt
 	}
 	return []httpRoute{
-		open("health/checks/alarms", m{"GET": s.httpHealth}),
-		open("health/checks/local-alarms", m{"GET": s.httpHealth}),
+		open("health/checks/alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect in the cluster")}),
+		open("health/checks/local-alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect on the node")}),
 		open("health/checks/ready", m{"GET": s.httpHealth}),
 		open("health/checks/virtual-hosts", m{"GET": s.httpHealth}),
 		r("overview", m{"GET": s.httpOverview}),
@@ -257,11 +278,20 @@ func (s *httpServer) match(segs []string) (*httpRoute, []string) {
 // authenticate checks HTTP basic credentials against the broker's users.
 func (s *httpServer) authenticate(req *httpReq) error {
 	user, pass, ok := req.r.BasicAuth()
+	if ok && user == "guest" && !remoteIsLoopback(req.r.RemoteAddr) {
+		// As on the AMQP listener (RabbitMQ's loopback_users): the peer's
+		// address decides, not the listener's, so guest stays local
+		// whatever --http-listen binds.
+		s.authDelay(req.r)
+		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+		return httpErrorf(http.StatusUnauthorized, "User can only log in via localhost")
+	}
 	if !ok || !s.b.Authenticate(user, pass) {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		if !ok {
 			return httpErrorf(http.StatusUnauthorized, "Not_Authorized")
 		}
+		s.authDelay(req.r)
 		return httpErrorf(http.StatusUnauthorized, "Login failed")
 	}
 	req.user = user
@@ -271,7 +301,57 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		req.tags = []string{"administrator"} // the implicit default user
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
+	if !slices.ContainsFunc(req.tags, isManagementTag) {
+		// RabbitMQ's is_mgmt_user: the HTTP API is for users tagged for it,
+		// whatever their permissions over AMQP.
+		return httpErrorf(http.StatusUnauthorized, "Not management user")
+	}
 	return nil
+}
+
+// isManagementTag reports whether a user tag opens the HTTP API
+// (RabbitMQ's is_mgmt_user); what each one may do there is checked per
+// request (requireAdmin, requireTag, vhost permissions).
+func isManagementTag(tag string) bool {
+	switch tag {
+	case "administrator", "monitoring", "policymaker", "management":
+		return true
+	}
+	return false
+}
+
+// remoteIP is the address of an http.Request's RemoteAddr; the zero Addr
+// when it does not parse.
+func remoteIP(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// authDelay waits before a refused login is answered, as the AMQP listener
+// does (router.Broker.AuthFailed: longer for repeated failures from one
+// address). A request without credentials is not a failure: browsers and
+// clients send one first to learn the realm.
+func (s *httpServer) authDelay(r *http.Request) {
+	d := s.b.AuthFailed(remoteIP(r.RemoteAddr))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done(): // the client left, or the server is closing
+	}
+}
+
+// remoteIsLoopback reports whether an http.Request's RemoteAddr
+// ("host:port", as net/http sets it from the accepted socket) is a loopback
+// address. Anything unparsable counts as remote.
+func remoteIsLoopback(remote string) bool {
+	return remoteIP(remote).IsLoopback()
 }
 
 func (req *httpReq) requireAdmin() error {
@@ -335,9 +415,9 @@ func (s *httpServer) writeError(w http.ResponseWriter, r *http.Request, err erro
 		he = httpFromRouter(err)
 	}
 	if he.status >= 500 {
-		s.log.Error("management request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.errLog.Log(slog.LevelError, "management request failed", "method", clip(r.Method), "path", clip(r.URL.Path), "err", clip(err.Error()))
 	} else {
-		s.log.Debug("management request refused", "method", r.Method, "path", r.URL.Path, "status", he.status, "err", err)
+		s.log.Debug("management request refused", "method", clip(r.Method), "path", clip(r.URL.Path), "status", he.status, "err", clip(err.Error()))
 	}
 	httpWriteJSON(w, he.status, map[string]string{"error": he.err, "reason": he.reason})
 }

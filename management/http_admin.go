@@ -37,6 +37,32 @@ func (s *httpServer) httpHealth(req *httpReq) error {
 	return req.ok(map[string]string{"status": "ok"})
 }
 
+// httpNodeName is the node name the API reports (overview, alarms).
+const httpNodeName = "epitaph@localhost"
+
+// httpHealthAlarms answers RabbitMQ's alarm health checks: 200 {"status":
+// "ok"} without alarms, else 503 with the alarms in effect, as
+// rabbit_mgmt_wm_health_check_alarms does (reason is the cluster or the node
+// wording of the path asked).
+func (s *httpServer) httpHealthAlarms(reason string) httpHandlerFunc {
+	return func(req *httpReq) error {
+		cur := s.b.Alarms()
+		alarms := []map[string]string{}
+		if cur.Memory {
+			alarms = append(alarms, map[string]string{"resource": "memory", "node": httpNodeName})
+		}
+		if cur.Disk {
+			alarms = append(alarms, map[string]string{"resource": "disk space", "node": httpNodeName})
+		}
+		if len(alarms) == 0 {
+			return req.ok(map[string]string{"status": "ok"})
+		}
+		httpWriteJSON(req.w, http.StatusServiceUnavailable, map[string]any{
+			"status": "failed", "reason": reason, "alarms": alarms})
+		return nil
+	}
+}
+
 func (s *httpServer) httpWhoami(req *httpReq) error {
 	return req.ok(map[string]any{"name": req.user, "tags": httpTags(req.tags)})
 }
@@ -55,7 +81,7 @@ func (s *httpServer) httpOverview(req *httpReq) error {
 		"rabbitmq_version":   httpRabbitVersion,
 		"management_version": httpRabbitVersion,
 		"cluster_name":       "epitaph",
-		"node":               "epitaph@localhost",
+		"node":               httpNodeName,
 		"erlang_version":     "",
 		"message_stats":      map[string]any{},
 	}
@@ -139,8 +165,10 @@ func (s *httpServer) httpPutVHost(req *httpReq) error {
 		return err
 	}
 	_, existed := s.b.VHost(name)
-	s.b.AddVHost(name)
-	if !existed && len(s.b.Permissions()) > 0 {
+	if _, err := s.b.CreateVHost(name); err != nil {
+		return err
+	}
+	if !existed {
 		// RabbitMQ grants the creating user full access to a new vhost.
 		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
 			s.log.Debug("no permission granted on new vhost", "vhost", name, "user", req.user, "err", err)
@@ -212,18 +240,6 @@ func (s *httpServer) ensureGuest() error {
 		return err
 	}
 	return s.b.PutUser(router.User{Name: "guest", PasswordHash: h, HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}})
-}
-
-// ensureGuestPermissions grants guest what it had implicitly (every
-// vhost) before the first permission is defined, so that defining one does
-// not lock guest out.
-func (s *httpServer) ensureGuestPermissions() {
-	if len(s.b.Permissions()) > 0 {
-		return
-	}
-	for _, vh := range s.b.VHosts() {
-		_ = s.b.SetPermission(router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"}) // fails when there is no guest: fine
-	}
 }
 
 func (s *httpServer) httpPutUser(req *httpReq) error {
@@ -317,12 +333,6 @@ func httpPermJSON(p router.Permission) map[string]string {
 func (s *httpServer) httpPermissions(keep func(router.Permission) bool) []map[string]string {
 	out := []map[string]string{}
 	perms := s.b.Permissions()
-	if len(perms) == 0 && len(s.b.Users()) == 0 {
-		// Implicitly, guest may use every vhost.
-		for _, vh := range s.b.VHosts() {
-			perms = append(perms, router.Permission{User: "guest", VHost: vh, Configure: ".*", Write: ".*", Read: ".*"})
-		}
-	}
 	for _, p := range perms {
 		if keep(p) {
 			out = append(out, httpPermJSON(p))
@@ -392,7 +402,6 @@ func (s *httpServer) httpPutPermission(req *httpReq) error {
 		}
 	}
 	_, existed := s.b.Permission(p.User, p.VHost)
-	s.ensureGuestPermissions()
 	if err := s.b.SetPermission(p); err != nil {
 		return err
 	}
@@ -612,7 +621,6 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 		}
 	}
 	if perms, _ := doc["permissions"].([]any); len(perms) > 0 {
-		s.ensureGuestPermissions()
 		for _, p := range perms {
 			if pm, ok := p.(map[string]any); ok {
 				for _, k := range []string{"configure", "write", "read"} {

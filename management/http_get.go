@@ -13,8 +13,18 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// httpMaxGet bounds the count of one get request.
-const httpMaxGet = 10000
+// Defaults of the bounds of one get request (HTTPOptions.GetMaxCount and
+// GetMaxBytes). RabbitMQ has none; without them one request for 100,000
+// large messages built a gigabyte-sized answer.
+const (
+	DefaultGetMaxCount = 10000
+	DefaultGetMaxBytes = 16 << 20
+)
+
+// HeaderGetTruncated is set on a get answer that holds fewer messages than
+// asked for because their payloads reached the byte bound; its value is
+// the bound. The body stays RabbitMQ's plain array.
+const HeaderGetTruncated = "X-Epitaph-Get-Truncated"
 
 // httpGetMessages is POST /api/queues/{vhost}/{queue}/get. ack_requeue_true
 // is a true peek (nothing about the messages changes); ack_requeue_false
@@ -41,7 +51,11 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 			return httpErrorf(http.StatusBadRequest, "count must be a non-negative integer")
 		}
 	}
-	count = min(count, httpMaxGet)
+	if count > int64(s.getMaxCount) {
+		// Refused before anything is taken: a silently shorter answer to
+		// a destructive ackmode would be easy to misread.
+		return httpErrorf(http.StatusBadRequest, "count %d is above the limit of %d messages per get", count, s.getMaxCount)
+	}
 	truncate := int64(-1)
 	if body.Truncate != "" {
 		if truncate, err = body.Truncate.Int64(); err != nil || truncate < 0 {
@@ -75,8 +89,37 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
 		return err
 	}
+	// How many messages fit the byte bound, seen by a peek (which changes
+	// nothing); then the real operation takes that many. Whatever the
+	// operation removed is answered, even if the queue changed in between
+	// and the bound is overshot: a taken message is never dropped.
+	n := int(count)
+	var peeked []router.PeekedMessage
+	if n > 0 {
+		peeked = q.Peek(n)
+		fit, total := 0, 0
+		for _, p := range peeked {
+			size := len(httpPayload(p.Msg.Wire))
+			if truncate >= 0 {
+				size = min(size, int(truncate))
+			}
+			if fit > 0 && total+size > s.getMaxBytes {
+				break
+			}
+			fit++
+			total += size
+		}
+		if fit < len(peeked) {
+			req.w.Header().Set(HeaderGetTruncated, strconv.Itoa(s.getMaxBytes))
+			n = fit
+		}
+	}
+	got := peeked[:min(n, len(peeked))]
+	if body.AckMode != "ack_requeue_true" {
+		got = get(n)
+	}
 	out := []map[string]any{}
-	for _, p := range get(int(count)) {
+	for _, p := range got {
 		out = append(out, httpMessageJSON(p, body.Encoding == "base64", truncate))
 	}
 	return req.ok(out)

@@ -26,8 +26,9 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC) }
 	dl := deadletter.New(deadletter.Options{Now: now})
-	b := router.New(router.Options{DeadLetterer: dl, Now: now})
+	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
 	t.Cleanup(b.Close)
+	b.SeedDefaults() // guest on "/", as at a broker's first start
 	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Router: b, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
 	return &httpEnv{b: b, srv: srv}
@@ -116,8 +117,17 @@ func TestHTTPAuth(t *testing.T) {
 	require.Contains(t, ov, "object_totals")
 	require.Contains(t, ov, "queue_totals")
 
-	// A user without the administrator tag: 403 on admin endpoints.
-	e.guest(t, "PUT", "/api/users/bob", map[string]any{"password": "pw", "tags": ""}, 201)
+	// A user without any management tag may not use the API at all
+	// (RabbitMQ's "Not management user").
+	e.guest(t, "PUT", "/api/users/nobody", map[string]any{"password": "pw", "tags": ""}, 201)
+	for _, p := range []string{"/api/overview", "/api/queues", "/api/bindings", "/api/exchanges", "/api/whoami"} {
+		st, out, _ := e.call(t, "GET", p, "nobody", "pw", nil)
+		require.Equal(t, http.StatusUnauthorized, st, p)
+		require.Contains(t, string(out), "Not management user")
+	}
+
+	// A management user without the administrator tag: 403 on admin endpoints.
+	e.guest(t, "PUT", "/api/users/bob", map[string]any{"password": "pw", "tags": "management"}, 201)
 	for _, p := range []string{"/api/users", "/api/vhosts/%2f/permissions", "/api/permissions", "/api/definitions"} {
 		st, out, _ := e.call(t, "GET", p, "bob", "pw", nil)
 		require.Equal(t, http.StatusForbidden, st, p)
@@ -131,7 +141,7 @@ func TestHTTPAuth(t *testing.T) {
 	require.NotContains(t, decodeJSON[map[string]any](t, out), "object_totals")
 	// guest still works: it became a real user when bob was created.
 	users := decodeJSON[[]map[string]any](t, e.guest(t, "GET", "/api/users", nil, 200))
-	require.Len(t, users, 2)
+	require.Len(t, users, 3)
 	who := decodeJSON[map[string]any](t, e.guest(t, "GET", "/api/whoami", nil, 200))
 	require.Equal(t, "guest", who["name"])
 }
@@ -266,7 +276,7 @@ func TestHTTPExchangesAndBindings(t *testing.T) {
 func TestHTTPPermissionMatrix(t *testing.T) {
 	e := newHTTPEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/dlx", map[string]any{"type": "fanout"}, 201)
-	e.guest(t, "PUT", "/api/users/u", map[string]any{"password": "pw"}, 201)
+	e.guest(t, "PUT", "/api/users/u", map[string]any{"password": "pw", "tags": "management"}, 201)
 	dlxQueue := map[string]any{"arguments": map[string]any{"x-dead-letter-exchange": "dlx"}}
 	for _, tc := range []struct {
 		name                   string

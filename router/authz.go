@@ -55,22 +55,18 @@ func permMatch(pattern, name string) bool {
 
 // Authorize checks that user may access (configure, write or read) the
 // named queue or exchange in vhost, as RabbitMQ's permission regexps do. The
-// default exchange "" is checked under the name "amq.default". With no
-// permissions defined at all, every user may use every existing vhost.
-// A refusal wraps ErrAccessRefused.
+// default exchange "" is checked under the name "amq.default". A user
+// without a permission entry for vhost may do nothing there, also when no
+// permission is defined at all. A refusal wraps ErrAccessRefused.
 func (b *Broker) Authorize(user, vhost, kind, name string, a Access) error {
 	if kind == ResourceExchange && name == "" {
 		name = "amq.default"
 	}
 	b.mu.RLock()
 	_, vhostOK := b.vhosts[vhost]
-	none := len(b.perms) == 0
 	p, has := b.perms[user][vhost]
 	b.mu.RUnlock()
-	if vhostOK && none {
-		return nil
-	}
-	if has {
+	if vhostOK && has {
 		var pattern string
 		switch a {
 		case Configure:

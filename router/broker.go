@@ -44,6 +44,13 @@ type Options struct {
 	AlarmInterval       time.Duration
 	DiskFree            func(dir string) (uint64, error)
 	MemoryUsed          func() uint64
+
+	// AuthFailureDelay is the wait before a failed authentication is
+	// answered, growing with repeated failures from one address
+	// (authfail.go); 0 means DefaultAuthFailureDelay, negative no wait.
+	// AuthFailureSources bounds the addresses remembered (0: the default).
+	AuthFailureDelay   time.Duration
+	AuthFailureSources int
 }
 
 // DeadLetterer takes messages that died in src, in the order they died. It
@@ -107,12 +114,14 @@ type Broker struct {
 	retryTimer *time.Timer
 	retryEvery time.Duration
 
-	alarms alarmState
+	alarms   alarmState
+	authFail *authFailures
 
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
 	users  map[string]*User
 	perms  map[string]map[string]Permission // user → vhost → permission
+	seeded bool                             // the first-start defaults were decided (SeedDefaults)
 }
 
 type dlHolder struct{ d DeadLetterer }
@@ -144,6 +153,7 @@ func New(opts Options) *Broker {
 	if b.retryEvery <= 0 {
 		b.retryEvery = 180 * time.Second
 	}
+	b.authFail = newAuthFailures(opts.AuthFailureDelay, opts.AuthFailureSources)
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
 	b.startAlarms()
 	return b

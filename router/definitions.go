@@ -94,10 +94,9 @@ func (b *Broker) LoadDefinitions(data []byte) error {
 		return fmt.Errorf("%w: definitions: %w", ErrInvalidArgument, err)
 	}
 	for _, v := range d.VHosts {
-		if v.Name == "" {
-			return fmt.Errorf("%w: definitions: vhost with an empty name", ErrInvalidArgument)
+		if _, err := b.CreateVHost(v.Name); err != nil {
+			return fmt.Errorf("definitions: %w", err)
 		}
-		b.AddVHost(v.Name)
 	}
 	for _, u := range d.Users {
 		if err := b.loadUser(u); err != nil {

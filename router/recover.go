@@ -65,6 +65,8 @@ func (b *Broker) recover() error {
 	seqRes := map[store.QueueID]uint64{}
 	for _, kv := range all {
 		switch {
+		case kv.key == metaSeeded:
+			b.seeded = true
 		case kv.key == metaQueueID:
 			if len(kv.value) == 8 {
 				b.qidRes = binary.BigEndian.Uint64(kv.value)

@@ -268,15 +268,50 @@ func (b *Broker) Permissions() []Permission {
 }
 
 // CanAccessVHost reports whether user may use vhost: the user has a
-// permission entry for it, or no permissions are defined at all and the
-// vhost exists.
+// permission entry for it. No entry grants nothing, even when the
+// permission table is empty (the first-start default is a real entry:
+// SeedDefaults).
 func (b *Broker) CanAccessVHost(user, vhost string) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if len(b.perms) == 0 {
-		_, ok := b.vhosts[vhost]
-		return ok
+	if _, ok := b.vhosts[vhost]; !ok {
+		return false
 	}
 	_, ok := b.perms[user][vhost]
 	return ok
+}
+
+// metaSeeded marks a store whose first-start defaults were decided, so
+// that a default the operator removed stays removed.
+const metaSeeded = "d/defaults-seeded"
+
+// SeedDefaults applies the first-start defaults once per store (every start
+// without a store): while no user is defined (only the implicit guest
+// exists) and no permission either, guest gets full permissions on the
+// default vhost "/", as RabbitMQ seeds its default user at first start. It
+// is a stored permission like any other, so it can be revoked. Call it
+// after Recover and after the start-up definitions: definitions that
+// define users replace guest, and then nothing is granted but what they
+// list (RabbitMQ does not seed when it has definitions to load). A store
+// written before this marker existed is treated the same way; there, users
+// without any permission keep none, which is logged.
+func (b *Broker) SeedDefaults() {
+	b.mu.RLock()
+	seeded := b.seeded
+	users, perms := len(b.users), len(b.perms)
+	b.mu.RUnlock()
+	if seeded {
+		return
+	}
+	if users == 0 && perms == 0 {
+		if err := b.SetPermission(Permission{User: "guest", VHost: DefaultVHost, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+			b.log.Error("default permission for guest not granted", "err", err)
+		}
+	} else if perms == 0 {
+		b.log.Warn("no permissions are defined: no user may use any vhost until one is granted")
+	}
+	b.mu.Lock()
+	b.seeded = true
+	b.mu.Unlock()
+	b.putMeta(metaSeeded, []byte{1})
 }

@@ -63,6 +63,8 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 	generated := s.Name == ""
 	if generated {
 		s.Name = generateName()
+	} else if err := ValidateName("queue", s.Name); err != nil {
+		return nil, false, err
 	}
 	typArg, hasTypArg, err := queueTypeArg(s.Name, s.Arguments)
 	if err != nil {
@@ -302,6 +304,9 @@ func (v *VHost) deleteIf(q *Queue, cond func() bool) {
 // redeclare with another type, flags or arguments fails with
 // ErrPreconditionFailed; an unknown type with ErrInvalidArgument.
 func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
+	if err := ValidateName("exchange", s.Name); err != nil {
+		return false, err
+	}
 	if s.Name == "" || isReserved(s.Name) {
 		return false, fmt.Errorf("%w: exchange name '%s' is reserved", ErrAccessRefused, s.Name)
 	}

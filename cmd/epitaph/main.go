@@ -138,7 +138,18 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 	if maxConns == 0 {
 		maxConns = -1 // unlimited (in epitaph.Options 0 means the default)
 	}
+	authDelay := cfg.AuthFailureDelay
+	if authDelay == 0 {
+		authDelay = -1 // no wait (in epitaph.Options 0 means the default)
+	}
 	opts := epitaph.Options{
+		AuthFailureDelay:   authDelay,
+		AuthFailureSources: cfg.AuthFailureSources,
+
+		HTTPGetMaxCount:        cfg.HTTPGetMaxCount,
+		HTTPGetMaxBytes:        cfg.HTTPGetMaxBytes,
+		ManagementPendingBytes: cfg.ManagementPendingBytes,
+
 		Listen:                  cfg.Listen,
 		NoPlainListener:         cfg.Listen == "",
 		HTTPListen:              cfg.HTTPListen,
