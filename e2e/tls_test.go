@@ -498,20 +498,6 @@ func TestTLSOnlyListener(t *testing.T) {
 	require.ErrorIs(t, err, epitaph.ErrInvalidOptions, "no listener at all")
 }
 
-// nonLoopbackIPv4 returns an IPv4 address of this machine that is not
-// loopback, or nil.
-func nonLoopbackIPv4(t *testing.T) net.IP {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	require.NoError(t, err)
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-			return ipn.IP
-		}
-	}
-	return nil
-}
-
 // On a plain listener, PLAIN is neither offered nor accepted from a
 // non-loopback address by default (the password would cross the network
 // in the clear); plain-without-tls=all allows it; over TLS it always is.

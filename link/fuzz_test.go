@@ -473,6 +473,7 @@ func newFuzzBroker(t *testing.T) *router.Broker {
 	// The memory store commits synchronously, so the durable paths (a
 	// publish accepted from the store's callback) run with no goroutine.
 	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory()})
+	rb.SeedDefaults() // guest on / with full permissions, as at a broker's first start
 	vh, ok := rb.VHost(router.DefaultVHost)
 	if !ok {
 		t.Fatal("no default vhost")
