@@ -93,6 +93,11 @@ type Options struct {
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds the protocol header, SASL and open; default 10s.
 	HandshakeTimeout time.Duration
+	// WriteTimeout closes a connection whose peer takes no output for this
+	// long (it stopped reading), as a lost connection; default 30s. A peer
+	// that reads slowly is never cut: every write that moves bytes starts
+	// it afresh.
+	WriteTimeout time.Duration
 	// MaxConnections is the node connection limit: a connection beyond it
 	// is answered with open, then close(amqp:resource-limit-exceeded);
 	// default 10,000, negative means unlimited.
@@ -235,6 +240,7 @@ func Start(opts Options) (*Broker, error) {
 		IdleTimeout:      opts.IdleTimeout,
 		MaxMessageSize:   opts.MaxMessageSize,
 		HandshakeTimeout: opts.HandshakeTimeout,
+		WriteTimeout:     opts.WriteTimeout,
 		MaxConnections:   opts.MaxConnections,
 		AutoCreateQueues: opts.AutoCreateQueues,
 		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,

@@ -63,6 +63,7 @@ const (
 	KeyOTLPProtocol     = "otlp-protocol"
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
+	KeyWriteTimeout     = "write-timeout"
 )
 
 // Tracing modes accepted by the tracing key.
@@ -169,6 +170,9 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
+	// WriteTimeout closes a connection whose peer takes no output for this
+	// long (it stopped reading); a peer that reads slowly is never cut.
+	WriteTimeout time.Duration `mapstructure:"write-timeout"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -198,6 +202,7 @@ func Default() Config {
 		OTLPProtocol:            "",
 		Metrics:                 true,
 		OTLPMetrics:             false,
+		WriteTimeout:            30 * time.Second,
 	}
 }
 
@@ -234,6 +239,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
 	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
+	fs.Duration(KeyWriteTimeout, d.WriteTimeout, "close a connection whose peer takes no output for this `duration` (it stopped reading)")
 	return fs
 }
 
@@ -298,6 +304,7 @@ func Load(args []string) (*Config, error) {
 		KeyOTLPProtocol:     d.OTLPProtocol,
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
+		KeyWriteTimeout:     d.WriteTimeout,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -379,6 +386,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HandshakeTimeout <= 0 {
 		return invalid(KeyHandshakeTimeout, c.HandshakeTimeout, "want a positive duration")
+	}
+	if c.WriteTimeout <= 0 {
+		return invalid(KeyWriteTimeout, c.WriteTimeout, "want a positive duration")
 	}
 	if c.MaxConnections < 0 {
 		return invalid(KeyMaxConnections, c.MaxConnections, "want 0 (unlimited) or more")

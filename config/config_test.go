@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, uint64(16777216), c.MaxMessageSize)
 	require.Equal(t, 10*time.Second, c.HandshakeTimeout)
 	require.Equal(t, 10000, c.MaxConnections)
+	require.Equal(t, 30*time.Second, c.WriteTimeout)
 	require.Equal(t, uint64(32<<20), c.GCHeapFloor)
 	require.Equal(t, "info", c.LogLevel)
 	require.Equal(t, "text", c.LogFormat)
@@ -98,6 +99,7 @@ log-format: json
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		WriteTimeout:            30 * time.Second,
 	}, c)
 }
 
@@ -164,6 +166,7 @@ func TestEnv(t *testing.T) {
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		WriteTimeout:            30 * time.Second,
 	}, c)
 }
 

@@ -63,6 +63,10 @@ type Options struct {
 	Tracer *telemetry.Tracer
 	// Counters receive message and connection counts; nil counts nothing.
 	Counters *Counters
+	// WriteTimeout: a connection whose peer takes no output for this long
+	// (it stopped reading) is closed, as a lost connection; default 30s.
+	// Every write that moves bytes starts it afresh.
+	WriteTimeout time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -92,6 +96,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 30 * time.Second
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 10000

@@ -33,7 +33,8 @@ type outDelivery struct {
 	span *trace.SpanContext
 }
 
-// pendingItem is outgoing work held back by the peer's incoming window.
+// pendingItem is outgoing work held back by the peer's incoming window, or
+// behind such work; or by the connection's output bound (outHighWater).
 type pendingItem struct {
 	l       *senderLink
 	d       router.Delivery
@@ -436,7 +437,7 @@ func (s *session) flushPending() {
 		}
 	}
 	n := 0
-	for n < len(s.pending) && s.sendNow(&s.pending[n]) {
+	for n < len(s.pending) && !s.c.holdBack() && s.sendNow(&s.pending[n]) {
 		s.pending[n] = pendingItem{}
 		n++
 	}
