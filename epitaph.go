@@ -73,6 +73,10 @@ type Options struct {
 	// drive the disk and memory alarms with them).
 	DiskFree   func(dir string) (uint64, error)
 	MemoryUsed func() uint64
+	// AlarmInterval is how often the disk and memory alarms are checked on
+	// a timer; default 1s. They are also checked as publishes consume
+	// memory and disk, every few MiB.
+	AlarmInterval time.Duration
 	// AutoCreateQueues declares a classic queue when a link attaches to a bare address.
 	AutoCreateQueues bool
 	// StrictParity writes only RabbitMQ 4.3's dead-letter annotations: no
@@ -192,7 +196,7 @@ func Start(opts Options) (*Broker, error) {
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
-		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed}
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed, AlarmInterval: opts.AlarmInterval}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
 			opts.DataDir = DefaultDataDir()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -49,24 +51,48 @@ func pendingSend(snd *amqp.Sender, m *amqp.Message) <-chan any {
 	return ch
 }
 
-// blockedSend sends until one publish stays without an outcome for
-// `within` (the publisher is blocked); publishes that went through before
-// the client saw the window close must be accepted. It returns the pending
-// outcome channel and the bodies that went through.
+// blockedSend sends until one send is not taken for `within` (the
+// publisher is blocked). When the alarm fires the session's window stops
+// growing rather than dropping to 0 (a peer with transfers in flight
+// would see a negative window, which go-amqp wraps around), so up to one
+// session window of publishes may still go through: they are sent without
+// waiting for each outcome, and each must be accepted. It returns the
+// pending outcome channel and the bodies that went through.
 func blockedSend(t *testing.T, snd *amqp.Sender, prefix string, within time.Duration) (<-chan any, []string) {
 	t.Helper()
 	var through []string
-	// Up to 20: under load the client may send a few more before it reads
-	// the flow that closes the window (it failed once at 5).
-	for i := range 20 {
+	var outcomes []chan any
+	for i := range 2048 + 20 {
 		b := fmt.Sprintf("%s-%d", prefix, i)
-		ch := pendingSend(snd, durableMsg(b))
+		sent := make(chan struct{})
+		out := make(chan any, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r, err := snd.SendWithReceipt(ctx, durableMsg(b), nil)
+			if err != nil {
+				out <- err
+				return
+			}
+			close(sent)
+			st, err := r.Wait(ctx)
+			if err != nil {
+				out <- err
+				return
+			}
+			out <- st
+		}()
 		select {
-		case out := <-ch:
-			require.IsType(t, &amqp.StateAccepted{}, out, "%s went through the closing window", b)
+		case <-sent:
+			outcomes = append(outcomes, out)
 			through = append(through, b)
-		case <-time.After(within): // an absence check: no outcome while blocked
-			return ch, through
+		case err := <-out:
+			t.Fatalf("%s: %v", b, err)
+		case <-time.After(within): // an absence check: not taken while blocked
+			for i, ch := range outcomes {
+				require.IsType(t, &amqp.StateAccepted{}, <-ch, "%s went through the closing window", through[i])
+			}
+			return out, through
 		}
 	}
 	t.Fatal("publishing was never blocked")
@@ -217,4 +243,86 @@ func TestAlarmBinaryBlockedHalf(t *testing.T) {
 			assert.NoError(t, c.Err(), "the connection stays up")
 		})
 	}
+}
+
+// processMemory is the memory alarm's reading (the runtime's memory minus
+// what it released to the OS), for the in-process broker and the test.
+func processMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// floodUntilBlocked publishes size-byte messages pre-settled, as fast as
+// go-amqp goes (it respects the session window), until a send waits or
+// limit bytes were sent; it returns the count sent so far, live.
+func floodUntilBlocked(t *testing.T, c *amqp.Conn, snd *amqp.Sender, size, limit int) *atomic.Int64 {
+	var sent atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	// A send waiting for the session window returns when the connection
+	// closes (go-amqp does not watch its context then).
+	t.Cleanup(func() { cancel(); _ = c.Close(); <-done })
+	go func() {
+		defer close(done)
+		m := amqp.NewMessage(make([]byte, size))
+		for sent.Load()*int64(size) < int64(limit) {
+			if snd.Send(ctx, m, nil) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	return &sent
+}
+
+// settled waits until n stops changing for a while and returns it (the
+// publisher is blocked: an absence check, polled).
+func settled(t *testing.T, what string, n func() int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last, since := n(), time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		require.True(t, time.Now().Before(deadline), "%s never settled", what)
+		time.Sleep(10 * time.Millisecond) // polling interval
+		if cur := n(); cur != last {
+			last, since = cur, time.Now()
+		}
+	}
+	return last
+}
+
+// The memory alarm is checked as publishes consume memory, not only on its
+// timer (set to an hour here, so only those checks can fire): a fast
+// go-amqp publisher is blocked with the process's memory at most a bounded
+// margin above the watermark. The margin covers the check step (a 64th of
+// the watermark), what the publisher may have in flight when the window
+// stops growing (up to the session window, 2,048 transfers x 8 KiB), and
+// garbage not yet collected.
+func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
+	const (
+		size     = 8 << 10
+		headroom = 64 << 20
+		margin   = 48 << 20
+	)
+	runtime.GC()
+	watermark := processMemory() + headroom
+	b := startBroker(t, `{"queues":[{"name":"fill","vhost":"/","durable":false,"arguments":{}}]}`,
+		func(o *epitaph.Options) {
+			o.MemoryHighWatermark = watermark
+			o.AlarmInterval = time.Hour
+		})
+	c := dial(t, b, nil)
+	snd := sender(t, session(t, c), "/queues/fill",
+		&amqp.SenderOptions{SettlementMode: amqp.SenderSettleModeSettled.Ptr()})
+	const limit = headroom + 4*margin
+	sent := floodUntilBlocked(t, c, snd, size, limit)
+	n := settled(t, "the publisher", sent.Load)
+	require.Less(t, n*size, int64(limit), "the publisher was never blocked")
+	require.True(t, b.Router().Alarms().Memory, "the memory alarm")
+	queued := settled(t, "the queue", func() int64 { return int64(queueLen(t, b, "fill")) })
+	used := b.Router().CheckAlarms().MemoryUsed
+	t.Logf("watermark %d MiB; blocked after %d MiB published; memory %d MiB", watermark>>20, queued*size>>20, used>>20)
+	assert.LessOrEqual(t, used, watermark+margin, "memory overshot the watermark")
+	assert.LessOrEqual(t, queued*size, int64(headroom+margin), "bytes taken in past the headroom")
 }

@@ -158,15 +158,20 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 	s.pending = nil
 }
 
-// setBlocked closes (resource alarm) or reopens the session's incoming
-// window, so publishers stop while consumers keep draining.
+// setBlocked stops extending (resource alarm) or reopens the session's
+// incoming window, so publishers stop while consumers keep draining.
+// Blocking advertises what is left of the window already granted, not 0:
+// the peer may have that many transfers in flight, and a window of 0
+// below its next-outgoing-id makes remote-incoming-window negative, which
+// go-amqp computes in uint32 and wraps to about 4 billion, so it would never
+// stop. The window then shrinks with each transfer that arrives and is
+// not renewed: the publisher stops within one window of the alarm.
 func (s *session) setBlocked(blocked bool) {
 	if s.ending {
 		return
 	}
-	s.inWindow = sessionWindow
-	if blocked {
-		s.inWindow = 0
+	if !blocked {
+		s.inWindow = sessionWindow
 	}
 	s.sendFlow(nil)
 }
@@ -227,7 +232,9 @@ func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
 func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
 	switch {
 	case s.c.blocked:
-		// Transfers the peer sent before it saw our window close are taken.
+		// Transfers the peer sent before it saw our window close are taken;
+		// the window shrinks, and is not renewed, until the alarm clears.
+		s.inWindow -= min(s.inWindow, 1)
 		s.nextIncomingID++
 	case s.inWindow == 0:
 		return sessErr(amqp10.ErrCondWindowViolation, "transfer beyond the session's incoming window")
