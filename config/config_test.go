@@ -170,6 +170,23 @@ func TestEnv(t *testing.T) {
 	}, c)
 }
 
+// write-timeout comes from the file, the environment or a flag.
+func TestWriteTimeout(t *testing.T) {
+	clearEnv(t)
+	c, err := Load([]string{"--config", writeFile(t, "write-timeout: 5s\n")})
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.WriteTimeout)
+
+	t.Setenv("EPITAPH_WRITE_TIMEOUT", "2m")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, c.WriteTimeout)
+
+	c, err = Load([]string{"--write-timeout", "750ms"})
+	require.NoError(t, err)
+	require.Equal(t, 750*time.Millisecond, c.WriteTimeout, "the flag wins over the environment")
+}
+
 // max-connections defaults to the node limit 10,000; 0 (unlimited) and
 // other values come from the environment or a flag.
 func TestMaxConnections(t *testing.T) {
@@ -254,6 +271,8 @@ func TestInvalid(t *testing.T) {
 		{name: "idle timeout zero", args: []string{"--idle-timeout", "0s"}},
 		{name: "idle timeout env", env: map[string]string{"EPITAPH_IDLE_TIMEOUT": "soon"}},
 		{name: "handshake timeout negative", args: []string{"--handshake-timeout", "-1s"}},
+		{name: "write timeout zero", args: []string{"--write-timeout", "0s"}},
+		{name: "write timeout env", env: map[string]string{"EPITAPH_WRITE_TIMEOUT": "never"}},
 		{name: "max message size zero", args: []string{"--max-message-size", "0"}},
 		{name: "max connections negative", args: []string{"--max-connections=-1"}},
 		{name: "max connections env negative", env: map[string]string{"EPITAPH_MAX_CONNECTIONS": "-5"}},
