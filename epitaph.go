@@ -110,6 +110,10 @@ type Options struct {
 	// drive the disk and memory alarms with them).
 	DiskFree   func(dir string) (uint64, error)
 	MemoryUsed func() uint64
+	// AlarmInterval is how often the disk and memory alarms are checked on
+	// a timer; default 1s. They are also checked as publishes consume
+	// memory and disk, every few MiB.
+	AlarmInterval time.Duration
 	// AutoCreateQueues declares a classic queue when a link attaches to a bare address.
 	AutoCreateQueues bool
 	// StrictParity writes only RabbitMQ 4.3's dead-letter annotations: no
@@ -130,6 +134,11 @@ type Options struct {
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds the protocol header, SASL and open; default 10s.
 	HandshakeTimeout time.Duration
+	// WriteTimeout closes a connection whose peer takes no output for this
+	// long (it stopped reading), as a lost connection; default 30s. A peer
+	// that reads slowly is never cut: every write that moves bytes starts
+	// it afresh.
+	WriteTimeout time.Duration
 	// MaxConnections is the node connection limit: a connection beyond it
 	// is answered with open, then close(amqp:resource-limit-exceeded);
 	// default 10,000, negative means unlimited.
@@ -289,7 +298,7 @@ func Start(opts Options) (*Broker, error) {
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
-		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed,
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed, AlarmInterval: opts.AlarmInterval,
 		AuthFailureDelay: opts.AuthFailureDelay, AuthFailureSources: opts.AuthFailureSources}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
@@ -359,6 +368,7 @@ func Start(opts Options) (*Broker, error) {
 		IdleTimeout:      opts.IdleTimeout,
 		MaxMessageSize:   opts.MaxMessageSize,
 		HandshakeTimeout: opts.HandshakeTimeout,
+		WriteTimeout:     opts.WriteTimeout,
 		MaxConnections:   opts.MaxConnections,
 
 		InitialFrameMax:       opts.InitialFrameMax,

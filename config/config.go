@@ -64,6 +64,7 @@ const (
 	KeyOTLPProtocol     = "otlp-protocol"
 	KeyMetrics          = "metrics"
 	KeyOTLPMetrics      = "otlp-metrics"
+	KeyWriteTimeout     = "write-timeout"
 
 	KeyAuthFailureDelay   = "auth-failure-delay"
 	KeyAuthFailureSources = "auth-failure-sources"
@@ -219,6 +220,9 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
+	// WriteTimeout closes a connection whose peer takes no output for this
+	// long (it stopped reading); a peer that reads slowly is never cut.
+	WriteTimeout time.Duration `mapstructure:"write-timeout"`
 	// InitialFrameMax is the largest frame accepted before open (SASL and
 	// open frames), in bytes; at least 512.
 	InitialFrameMax uint32 `mapstructure:"initial-frame-max"`
@@ -291,6 +295,7 @@ func Default() Config {
 		OTLPProtocol:            "",
 		Metrics:                 true,
 		OTLPMetrics:             false,
+		WriteTimeout:            30 * time.Second,
 		InitialFrameMax:         8192,
 		MaxLinksPerConnection:   4096,
 		MaxUnfinishedBytes:      64 << 20,
@@ -341,6 +346,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyOTLPProtocol, d.OTLPProtocol, "OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.Bool(KeyMetrics, d.Metrics, "serve Prometheus metrics at /metrics on the HTTP listener")
 	fs.Bool(KeyOTLPMetrics, d.OTLPMetrics, "also export metrics over OTLP")
+	fs.Duration(KeyWriteTimeout, d.WriteTimeout, "close a connection whose peer takes no output for this `duration` (it stopped reading)")
 	fs.Uint32(KeyInitialFrameMax, d.InitialFrameMax, "largest frame accepted before open (SASL and open), in `bytes` (at least 512)")
 	fs.Int(KeyMaxLinksPerConnection, d.MaxLinksPerConnection, "most links attached on one connection, over all its sessions")
 	fs.Uint64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
@@ -421,6 +427,7 @@ func Load(args []string) (*Config, error) {
 		KeyOTLPProtocol:     d.OTLPProtocol,
 		KeyMetrics:          d.Metrics,
 		KeyOTLPMetrics:      d.OTLPMetrics,
+		KeyWriteTimeout:     d.WriteTimeout,
 
 		KeyAuthFailureDelay:   d.AuthFailureDelay,
 		KeyAuthFailureSources: d.AuthFailureSources,
@@ -547,6 +554,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HandshakeTimeout <= 0 {
 		return invalid(KeyHandshakeTimeout, c.HandshakeTimeout, "want a positive duration")
+	}
+	if c.WriteTimeout <= 0 {
+		return invalid(KeyWriteTimeout, c.WriteTimeout, "want a positive duration")
 	}
 	if c.MaxConnections < 0 {
 		return invalid(KeyMaxConnections, c.MaxConnections, "want 0 (unlimited) or more")

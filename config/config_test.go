@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, uint64(16777216), c.MaxMessageSize)
 	require.Equal(t, 10*time.Second, c.HandshakeTimeout)
 	require.Equal(t, 10000, c.MaxConnections)
+	require.Equal(t, 30*time.Second, c.WriteTimeout)
 	require.Equal(t, uint64(32<<20), c.GCHeapFloor)
 	require.Equal(t, uint32(8192), c.InitialFrameMax)
 	require.Equal(t, 4096, c.MaxLinksPerConnection)
@@ -111,6 +112,7 @@ log-format: json
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		WriteTimeout:            30 * time.Second,
 		InitialFrameMax:         4096,
 		MaxLinksPerConnection:   100,
 		MaxUnfinishedBytes:      2 << 20,
@@ -195,6 +197,7 @@ func TestEnv(t *testing.T) {
 		LogFormat:               "json",
 		Tracing:                 TracingAuto,
 		Metrics:                 true,
+		WriteTimeout:            30 * time.Second,
 		InitialFrameMax:         1024,
 		MaxLinksPerConnection:   7,
 		MaxUnfinishedBytes:      4096,
@@ -205,6 +208,23 @@ func TestEnv(t *testing.T) {
 		SSLCertLoginSANType:     "dns",
 		PlainWithoutTLS:         PlainWithoutTLSLoopback,
 	}, c)
+}
+
+// write-timeout comes from the file, the environment or a flag.
+func TestWriteTimeout(t *testing.T) {
+	clearEnv(t)
+	c, err := Load([]string{"--config", writeFile(t, "write-timeout: 5s\n")})
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.WriteTimeout)
+
+	t.Setenv("EPITAPH_WRITE_TIMEOUT", "2m")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, c.WriteTimeout)
+
+	c, err = Load([]string{"--write-timeout", "750ms"})
+	require.NoError(t, err)
+	require.Equal(t, 750*time.Millisecond, c.WriteTimeout, "the flag wins over the environment")
 }
 
 // max-connections defaults to the node limit 10,000; 0 (unlimited) and
@@ -291,6 +311,8 @@ func TestInvalid(t *testing.T) {
 		{name: "idle timeout zero", args: []string{"--idle-timeout", "0s"}},
 		{name: "idle timeout env", env: map[string]string{"EPITAPH_IDLE_TIMEOUT": "soon"}},
 		{name: "handshake timeout negative", args: []string{"--handshake-timeout", "-1s"}},
+		{name: "write timeout zero", args: []string{"--write-timeout", "0s"}},
+		{name: "write timeout env", env: map[string]string{"EPITAPH_WRITE_TIMEOUT": "never"}},
 		{name: "max message size zero", args: []string{"--max-message-size", "0"}},
 		{name: "max connections negative", args: []string{"--max-connections=-1"}},
 		{name: "max connections env negative", env: map[string]string{"EPITAPH_MAX_CONNECTIONS": "-5"}},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -49,24 +51,48 @@ func pendingSend(snd *amqp.Sender, m *amqp.Message) <-chan any {
 	return ch
 }
 
-// blockedSend sends until one publish stays without an outcome for
-// `within` (the publisher is blocked); publishes that went through before
-// the client saw the window close must be accepted. It returns the pending
-// outcome channel and the bodies that went through.
+// blockedSend sends until one send is not taken for `within` (the
+// publisher is blocked). When the alarm fires the session's window stops
+// growing rather than dropping to 0 (a peer with transfers in flight
+// would see a negative window, which go-amqp wraps around), so up to one
+// session window of publishes may still go through: they are sent without
+// waiting for each outcome, and each must be accepted. It returns the
+// pending outcome channel and the bodies that went through.
 func blockedSend(t *testing.T, snd *amqp.Sender, prefix string, within time.Duration) (<-chan any, []string) {
 	t.Helper()
 	var through []string
-	// Up to 20: under load the client may send a few more before it reads
-	// the flow that closes the window (it failed once at 5).
-	for i := range 20 {
+	var outcomes []chan any
+	for i := range 2048 + 20 {
 		b := fmt.Sprintf("%s-%d", prefix, i)
-		ch := pendingSend(snd, durableMsg(b))
+		sent := make(chan struct{})
+		out := make(chan any, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r, err := snd.SendWithReceipt(ctx, durableMsg(b), nil)
+			if err != nil {
+				out <- err
+				return
+			}
+			close(sent)
+			st, err := r.Wait(ctx)
+			if err != nil {
+				out <- err
+				return
+			}
+			out <- st
+		}()
 		select {
-		case out := <-ch:
-			require.IsType(t, &amqp.StateAccepted{}, out, "%s went through the closing window", b)
+		case <-sent:
+			outcomes = append(outcomes, out)
 			through = append(through, b)
-		case <-time.After(within): // an absence check: no outcome while blocked
-			return ch, through
+		case err := <-out:
+			t.Fatalf("%s: %v", b, err)
+		case <-time.After(within): // an absence check: not taken while blocked
+			for i, ch := range outcomes {
+				require.IsType(t, &amqp.StateAccepted{}, <-ch, "%s went through the closing window", through[i])
+			}
+			return out, through
 		}
 	}
 	t.Fatal("publishing was never blocked")
@@ -217,4 +243,169 @@ func TestAlarmBinaryBlockedHalf(t *testing.T) {
 			assert.NoError(t, c.Err(), "the connection stays up")
 		})
 	}
+}
+
+// processMemory is the memory alarm's reading (the runtime's memory minus
+// what it released to the OS), for the in-process broker and the test.
+func processMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// floodUntilBlocked publishes size-byte messages pre-settled, as fast as
+// go-amqp goes (it respects the session window), until a send waits or
+// limit bytes were sent; it returns the count sent so far, live.
+func floodUntilBlocked(t *testing.T, c *amqp.Conn, snd *amqp.Sender, size, limit int, durable bool) *atomic.Int64 {
+	var sent atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	// A send waiting for the session window returns when the connection
+	// closes (go-amqp does not watch its context then).
+	t.Cleanup(func() { cancel(); _ = c.Close(); <-done })
+	go func() {
+		defer close(done)
+		m := amqp.NewMessage(make([]byte, size))
+		if durable {
+			m.Header = &amqp.MessageHeader{Durable: true}
+		}
+		for sent.Load()*int64(size) < int64(limit) {
+			if snd.Send(ctx, m, nil) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	return &sent
+}
+
+// settled waits until n stops changing for a while and returns it (the
+// publisher is blocked: an absence check, polled).
+func settled(t *testing.T, what string, n func() int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last, since := n(), time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		require.True(t, time.Now().Before(deadline), "%s never settled", what)
+		time.Sleep(10 * time.Millisecond) // polling interval
+		if cur := n(); cur != last {
+			last, since = cur, time.Now()
+		}
+	}
+	return last
+}
+
+// The memory alarm is checked as publishes consume memory, not only on its
+// timer (set to an hour here, so only those checks can fire): a fast
+// go-amqp publisher is blocked with the process's memory at most a bounded
+// margin above the watermark. The margin covers the check step (a 64th of
+// the watermark), what the publisher may have in flight when the window
+// stops growing (up to the session window, 2,048 transfers x 8 KiB), and
+// garbage not yet collected.
+func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
+	const (
+		size     = 8 << 10
+		headroom = 64 << 20
+		margin   = 48 << 20
+	)
+	// Return the heap earlier tests freed to the OS: the reading is then
+	// close to the live heap, and grows with what this test publishes
+	// rather than reusing freed memory unseen.
+	debug.FreeOSMemory()
+	watermark := processMemory() + headroom
+	b := startBroker(t, `{"queues":[{"name":"fill","vhost":"/","durable":false,"arguments":{}}]}`,
+		func(o *epitaph.Options) {
+			o.MemoryHighWatermark = watermark
+			o.AlarmInterval = time.Hour
+		})
+	c := dial(t, b, nil)
+	snd := sender(t, session(t, c), "/queues/fill",
+		&amqp.SenderOptions{SettlementMode: amqp.SenderSettleModeSettled.Ptr()})
+	const limit = headroom + 4*margin
+	sent := floodUntilBlocked(t, c, snd, size, limit, false)
+	n := settled(t, "the publisher", sent.Load)
+	require.Less(t, n*size, int64(limit), "the publisher was never blocked")
+	require.True(t, b.Router().Alarms().Memory, "the memory alarm")
+	queued := settled(t, "the queue", func() int64 { return int64(queueLen(t, b, "fill")) })
+	used := b.Router().CheckAlarms().MemoryUsed
+	t.Logf("watermark %d MiB; blocked after %d MiB published; memory %d MiB", watermark>>20, queued*size>>20, used>>20)
+	assert.LessOrEqual(t, used, watermark+margin, "memory overshot the watermark")
+	assert.LessOrEqual(t, queued*size, int64(headroom+margin), "bytes taken in past the headroom")
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) uint64 {
+	var n uint64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += uint64(fi.Size())
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// The disk alarm is checked as publishes consume disk, not only on its
+// timer (an hour here): a fast go-amqp publisher of durable messages onto a
+// small file system (its free space is what the data directory's files
+// leave of a fixed capacity) is blocked within a bounded margin past the
+// free-disk limit. The alarm fires within a step (a 32nd of the limit) of
+// the bytes reaching disk; the margin covers that step, what is then still
+// between the publisher and the disk (one session window of 8 KiB
+// transfers, 16 MiB, the sockets' buffers and the store's commit queue:
+// pre-settled publishes do not wait for the sync), and the store's own
+// overhead (a flushed memtable sits beside its log until the log goes):
+// 51-70 MiB past the start were seen, against 288 MiB and no block at all
+// with the timer alone.
+func TestAlarmDiskBlocksPublisherPromptly(t *testing.T) {
+	const (
+		size     = 8 << 10
+		limit    = 8 << 20
+		headroom = 32 << 20
+		margin   = 64 << 20
+	)
+	dir := t.TempDir()
+	var capacity atomic.Uint64
+	b := startBroker(t, `{"queues":[{"name":"fill","vhost":"/","durable":true,"arguments":{}}]}`,
+		func(o *epitaph.Options) {
+			o.InMemory = false
+			o.DataDir = dir
+			o.DiskFreeLimit = limit
+			o.AlarmInterval = time.Hour
+			o.DiskFree = func(d string) (uint64, error) {
+				c := capacity.Load()
+				if c == 0 {
+					return 1 << 40, nil // not yet sized
+				}
+				return c - min(c, dirBytes(d)), nil
+			}
+		})
+	start := dirBytes(dir)
+	capacity.Store(start + limit + headroom)
+	c := dial(t, b, nil)
+	snd := sender(t, session(t, c), "/queues/fill",
+		&amqp.SenderOptions{SettlementMode: amqp.SenderSettleModeSettled.Ptr()})
+	const most = headroom + 4*margin
+	sent := floodUntilBlocked(t, c, snd, size, most, true)
+	// Until the publisher has sent nothing for a while with the alarm set,
+	// sample the disk used. (The alarm may clear and set again meanwhile:
+	// the store's disk use drops when a flushed log is deleted.)
+	var peak uint64
+	deadline := time.Now().Add(30 * time.Second)
+	last, since := sent.Load(), time.Now()
+	for time.Since(since) < 300*time.Millisecond || !b.Router().Alarms().Disk {
+		require.True(t, time.Now().Before(deadline), "the publisher was never blocked")
+		peak = max(peak, dirBytes(dir)-start)
+		time.Sleep(10 * time.Millisecond) // sampling interval
+		if cur := sent.Load(); cur != last {
+			last, since = cur, time.Now()
+		}
+	}
+	require.Less(t, last*size, int64(most), "the publisher was never blocked")
+	peak = max(peak, dirBytes(dir)-start)
+	t.Logf("blocked after %d MiB published; the data directory grew by at most %d MiB (headroom %d MiB)",
+		last*size>>20, peak>>20, headroom>>20)
+	assert.LessOrEqual(t, peak, uint64(headroom+margin), "disk used past the free-disk limit")
 }

@@ -17,9 +17,32 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// maxPendingOutput is how many bytes may wait for the socket before the
-// connection is cut off as a slow consumer.
-const maxPendingOutput = 64 << 20
+// Output bounds. Credit lets a queue hand a link many deliveries at once,
+// but credit is a permission, not an order to buffer: the deliveries wait in
+// the mailbox as queue messages (no extra bytes) and are encoded only as the
+// socket drains. The loop stops encoding deliveries while the output handed
+// to the writer and not yet written reaches outHighWater, and the writer wakes
+// it again when that falls to outLowWater. The kernel's send buffer (on Linux
+// auto-tuned up to a few MiB) already keeps the socket busy while the loop
+// wakes, so the user-space queue need only cover the wake-up: 256 KiB is about
+// 250 µs of output at 1 GB/s, and draining 192 KiB between wake-ups spreads
+// each one over hundreds of small deliveries or three 64 KiB ones. A stalled
+// consumer then holds at most outHighWater plus one delivery (max-message-size
+// with its frame headers) of encoded output. Replies to input (dispositions,
+// flows, management responses) are not held back, so input keeps settling
+// deliveries while deliveries wait; should output still reach outHardCap,
+// the loop stops taking input as well, and the reader stops reading
+// (back-pressure on the peer through TCP).
+const (
+	outHighWater = 256 << 10
+	outLowWater  = 64 << 10
+	outHardCap   = 1 << 20
+)
+
+// writeChunk is the most the writer passes to one write call, so that what
+// waits is accounted (and the loop woken) as the socket takes it, and each
+// call's deadline is measured from the last progress.
+const writeChunk = 128 << 10
 
 // inBatch and inBatchBytes bound what the reader hands the loop at once
 // (a batch ends at the frame that reaches either), and inQueue is how many
@@ -116,7 +139,15 @@ type conn struct {
 	settleTags []uint64        // one disposition's run of tags of one link
 	settleErrs []error         // and their outcomes
 	boxes      router.BoxCache // the last x-exchange and x-routing-key boxed
-	mboxBuf    []mailItem
+	// mail is what was taken from the mailbox; mail[mailNext:] waits for
+	// the output to drain (outHighWater).
+	mail     []mailItem
+	mailNext int
+	// queued is what waited for the writer at the last flushOut or wake-up:
+	// it only shrinks in between, so it is a safe upper bound.
+	queued int
+	// heldBack: deliveries or responses wait for the output to drain.
+	heldBack bool
 	// Frames written since the last flushOut, and a run of plain accepted
 	// publish outcomes not yet encoded (pendDisp, on channel pendCh).
 	wbuf     []byte
@@ -160,7 +191,7 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		free:       make(chan []inFrame, inQueue+2), // every batch there can be: queued, being read, being handled
 		done:       make(chan struct{}),
 		mbox:       mailbox{wake: make(chan struct{}, 1)},
-		out:        outbuf{wake: make(chan struct{}, 1)},
+		out:        outbuf{wake: make(chan struct{}, 1), low: make(chan struct{}, 1)},
 		force:      make(chan struct{}),
 	}
 }
@@ -340,6 +371,15 @@ func (c *conn) loop() {
 	c.blocked, alarmC = c.srv.opts.Router.PublishBlocked()
 	burst := 0
 	for {
+		// While output waits for the socket, deliveries stay in the mailbox
+		// and, past the hard cap, input stays with the reader.
+		mailC, inC := c.mbox.wake, c.inc
+		if c.outputFull() {
+			mailC = nil
+		}
+		if c.queued+len(c.wbuf) >= outHardCap {
+			inC = nil
+		}
 		select {
 		case <-alarmC:
 			var blocked bool
@@ -351,7 +391,7 @@ func (c *conn) loop() {
 					s.setBlocked(blocked)
 				}
 			}
-		case batch, ok := <-c.inc:
+		case batch, ok := <-inC:
 			if !ok {
 				c.lost = !c.closeRecv
 				return
@@ -369,9 +409,19 @@ func (c *conn) loop() {
 			case c.free <- batch[:0]:
 			default:
 			}
-		case <-c.mbox.wake:
+		case <-mailC:
 			if !c.closeSent {
 				c.deliverMail()
+			}
+		case <-c.out.low:
+			// The writer drained below outLowWater, or failed; or the loop
+			// itself found room for what it held back.
+			if c.queued = c.out.waiting(); c.queued < 0 {
+				c.lost = true // the peer stopped reading (write-timeout), or the socket failed
+				return
+			}
+			if c.heldBack && !c.closeSent && !c.outputFull() {
+				c.resumeOutput()
 			}
 		case <-force:
 			force = nil
@@ -384,18 +434,46 @@ func (c *conn) loop() {
 		}
 		// Under load, handle what has already arrived before handing the
 		// output to the writer: one lock, one wake-up and, for a run of
-		// publishes, one disposition for many.
-		if (len(c.inc) > 0 || len(c.mbox.wake) > 0) && burst < maxBurst {
+		// publishes, one disposition for many. Only what the select above
+		// would take counts, or output could wait unflushed for nothing.
+		if burst < maxBurst && (len(c.inc) > 0 && c.queued+len(c.wbuf) < outHardCap ||
+			len(c.mbox.wake) > 0 && !c.outputFull()) {
 			burst++
 			continue
 		}
 		burst = 0
-		if n := c.flushOut(); n > maxPendingOutput {
-			c.log.Warn("slow consumer: output buffer over limit; closing", "bytes", n)
-			c.lost = true
-			return
+		c.queued = c.flushOut()
+		if c.heldBack && !c.outputFull() {
+			// The socket took it: go on encoding what waits, after the
+			// input that has arrived meanwhile (the select picks fairly).
+			c.out.signalLow()
 		}
 	}
+}
+
+// outputFull reports whether encoded output has reached outHighWater:
+// deliveries and management responses then wait.
+func (c *conn) outputFull() bool { return c.queued+len(c.wbuf) >= outHighWater }
+
+// holdBack reports whether output is full, and remembers that something
+// waits for it to drain.
+func (c *conn) holdBack() bool {
+	if c.outputFull() {
+		c.heldBack = true
+		return true
+	}
+	return false
+}
+
+// resumeOutput sends what waited for the output to drain: deliveries held
+// back in sessions (their order comes first) and management responses, then
+// the mail, each until the output is full again.
+func (c *conn) resumeOutput() {
+	c.heldBack = false
+	for _, s := range c.sessions {
+		s.flushPending()
+	}
+	c.deliverMail()
 }
 
 // inbound handles one frame from the reader; false ends the loop.
@@ -612,18 +690,17 @@ func (c *conn) flushDisp() {
 // wait for the writer. When the writer has nothing to write, the loop
 // writes itself, with one non-blocking system call: a lone delivery then
 // reaches the socket without waking another goroutine. What the socket
-// does not take, and everything
-// while the writer is busy, goes to the writer with one lock and one
-// wake-up. With nothing written it returns 0 without locking: what waits
-// can only have shrunk since the last check.
+// does not take, and everything while the writer is busy, goes to the
+// writer with one lock and one wake-up. With nothing written it returns
+// the last count without locking: what waits can only have shrunk since.
 func (c *conn) flushOut() int {
 	c.flushDisp()
 	if len(c.wbuf) == 0 {
-		return 0
+		return c.queued
 	}
 	o := &c.out
 	o.mu.Lock()
-	if c.raw != nil && len(o.buf) == 0 && !o.busy && !o.closed {
+	if c.raw != nil && o.queued == 0 && !o.busy && !o.closed && !o.failed {
 		o.busy = true // the writer leaves the socket, and o.buf, alone
 		o.mu.Unlock()
 		n := tryWrite(c.raw, c.wbuf)
@@ -639,20 +716,26 @@ func (c *conn) flushOut() int {
 		}
 		c.wbuf = c.wbuf[n:] // the rest of a frame: it must go first
 	}
+	o.queued += len(c.wbuf)
 	if len(o.buf) == 0 {
 		o.buf, c.wbuf = c.wbuf, o.buf[:0]
 	} else {
 		o.buf = append(o.buf, c.wbuf...)
 		c.wbuf = c.wbuf[:0]
 	}
-	n := len(o.buf)
+	n := o.queued
+	if n >= outHighWater {
+		o.waitLow = true // the writer wakes the loop at outLowWater
+	}
 	o.mu.Unlock()
 	o.signal()
 	return n
 }
 
 // writeLoop writes buffered frames, and a heartbeat when nothing else was
-// written for a heartbeat interval.
+// written for a heartbeat interval. A peer that takes no byte for
+// Options.WriteTimeout is cut off: each write's deadline is set afresh, so
+// a slow reader that keeps taking bytes is never cut.
 func (c *conn) writeLoop() {
 	ticker := time.NewTicker(c.heartbeat)
 	defer ticker.Stop()
@@ -664,7 +747,9 @@ func (c *conn) writeLoop() {
 		case <-ticker.C:
 			o.mu.Lock()
 			if !o.wrote && !o.busy {
+				n := len(o.buf)
 				o.buf = amqp10.AppendHeartbeat(o.buf)
+				o.queued += len(o.buf) - n
 			}
 			o.wrote = false
 			o.mu.Unlock()
@@ -679,17 +764,19 @@ func (c *conn) writeLoop() {
 		closed := o.closed
 		o.mu.Unlock()
 		if len(spare) > 0 {
-			// One deadline per batch: a peer that stops reading for 30 s is cut off.
-			err := c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if err == nil {
-				_, err = c.nc.Write(spare)
-			}
-			o.mu.Lock()
-			o.busy, o.wrote = false, true
-			o.mu.Unlock()
-			if err != nil {
-				c.log.Debug("write failed; closing", "err", err)
+			if err := c.writeOut(spare); err != nil {
+				o.fail()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					c.log.Warn("peer stopped reading: no output taken within the write timeout; closing",
+						"timeout", c.srv.opts.WriteTimeout)
+				} else {
+					c.log.Debug("write failed; closing", "err", err)
+				}
 				closed = true
+			} else {
+				o.mu.Lock()
+				o.busy = false
+				o.mu.Unlock()
 			}
 		}
 		if closed {
@@ -699,14 +786,51 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// writeOut writes b in chunks of at most writeChunk, accounting each as it
+// goes. A write that times out having taken some bytes is progress: it goes
+// on with a fresh deadline. Only a whole time-out without a byte taken is an
+// error (os.ErrDeadlineExceeded).
+func (c *conn) writeOut(b []byte) error {
+	o := &c.out
+	timeout := c.srv.opts.WriteTimeout
+	for len(b) > 0 {
+		chunk := b[:min(len(b), writeChunk)]
+		if err := c.nc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+			return err
+		}
+		n, err := c.nc.Write(chunk)
+		b = b[n:]
+		o.mu.Lock()
+		o.queued -= n
+		if n > 0 {
+			o.wrote = true
+		}
+		if o.waitLow && o.queued <= outLowWater {
+			o.waitLow = false
+			o.signalLow()
+		}
+		o.mu.Unlock()
+		if err != nil && !(n > 0 && errors.Is(err, os.ErrDeadlineExceeded)) {
+			return err
+		}
+	}
+	return nil
+}
+
 // outbuf is the loop -> writer byte queue.
 type outbuf struct {
 	mu     sync.Mutex
 	buf    []byte
+	queued int  // bytes handed to the writer and not yet written (buf, and the rest of the write under way)
 	busy   bool // a write is under way, the writer's or the loop's (flushOut)
 	wrote  bool // bytes went out since the writer's last heartbeat tick
 	closed bool
-	wake   chan struct{}
+	// waitLow: the loop waits for queued to fall to outLowWater; failed:
+	// the writer gave up. Either way the writer signals low.
+	waitLow bool
+	failed  bool
+	wake    chan struct{} // loop -> writer
+	low     chan struct{} // writer -> loop
 }
 
 func (o *outbuf) signal() {
@@ -714,6 +838,31 @@ func (o *outbuf) signal() {
 	case o.wake <- struct{}{}:
 	default:
 	}
+}
+
+func (o *outbuf) signalLow() {
+	select {
+	case o.low <- struct{}{}:
+	default:
+	}
+}
+
+// waiting returns how many bytes wait for the writer, or -1 once it failed.
+func (o *outbuf) waiting() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return -1
+	}
+	return o.queued
+}
+
+// fail records that the writer gave up, and tells the loop.
+func (o *outbuf) fail() {
+	o.mu.Lock()
+	o.failed, o.busy = true, false
+	o.mu.Unlock()
+	o.signalLow()
 }
 
 func (o *outbuf) close() {
@@ -763,21 +912,36 @@ func (m *mailbox) take(dst []mailItem) []mailItem {
 	return dst
 }
 
-// deliverMail sends what queues posted.
+// deliverMail sends what queues posted, in order, until the output is
+// full; the rest waits in c.mail for resumeOutput. It takes the mailbox
+// once its backlog is done, so the mailbox's wake-up is never lost: the
+// next push after a take signals again.
 func (c *conn) deliverMail() {
-	items := c.mbox.take(c.mboxBuf)
-	for i := range items {
-		it := &items[i]
-		if it.confirm != nil {
+	took := false
+	for {
+		if c.mailNext == len(c.mail) {
+			c.mail, c.mailNext = c.mail[:0], 0
+			if took {
+				return
+			}
+			c.mail, took = c.mbox.take(c.mail), true
+			if len(c.mail) == 0 {
+				return
+			}
+		}
+		it := &c.mail[c.mailNext]
+		if it.confirm == nil && !it.l.detached && c.holdBack() {
+			return
+		}
+		c.mailNext++
+		switch {
+		case it.confirm != nil:
 			it.confirm.l.storeConfirmed(it.confirm, it.st)
-			*it = mailItem{}
-			continue
+		case it.l.detached:
+			// The subscription was cancelled; the queue took these back.
+		default:
+			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
 		}
-		if it.l.detached {
-			continue // the subscription was cancelled; the queue took these back
-		}
-		it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
-		it.d = router.Delivery{}
+		*it = mailItem{} // keep no message reachable from the buffer
 	}
-	c.mboxBuf = items[:0]
 }

@@ -52,10 +52,11 @@ func (l *mgmtLink) release(router.CancelReason) {
 	l.pending = nil
 }
 
-// flush sends pending responses while the link has credit and the session
-// window allows.
+// flush sends pending responses while the link has credit, the session
+// window allows and the connection's output is not full (the rest is sent
+// when it drains).
 func (l *mgmtLink) flush() {
-	for len(l.pending) > 0 && int32(l.limit-l.deliveryCount) > 0 {
+	for len(l.pending) > 0 && int32(l.limit-l.deliveryCount) > 0 && !l.s.c.holdBack() {
 		l.tags++
 		if _, ok := l.s.sendMessage(l.handle, l.pending[0], l.tags, true); !ok {
 			return

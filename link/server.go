@@ -94,6 +94,10 @@ type Options struct {
 	// response link; a request beyond it detaches the request link with
 	// amqp:resource-limit-exceeded. Default DefaultManagementPendingBytes.
 	ManagementPendingBytes int
+	// WriteTimeout: a connection whose peer takes no output for this long
+	// (it stopped reading) is closed, as a lost connection; default 30s.
+	// Every write that moves bytes starts it afresh.
+	WriteTimeout time.Duration
 }
 
 // DefaultManagementPendingBytes is Options.ManagementPendingBytes' default.
@@ -142,6 +146,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 30 * time.Second
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 10000

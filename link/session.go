@@ -33,7 +33,8 @@ type outDelivery struct {
 	span *trace.SpanContext
 }
 
-// pendingItem is outgoing work held back by the peer's incoming window.
+// pendingItem is outgoing work held back by the peer's incoming window, or
+// behind such work; or by the connection's output bound (outHighWater).
 type pendingItem struct {
 	l       *senderLink
 	d       router.Delivery
@@ -48,13 +49,11 @@ type session struct {
 
 	// Incoming (peer -> broker) flow control, section 2.5.6.
 	nextIncomingID uint32
-	inWindow       uint32 // the incoming window we advertise: 0 during a resource alarm
+	inWindow       uint32 // the incoming window we advertise: always inLimit - nextIncomingID
 	// inLimit is one past the highest transfer-id any of our flows has
-	// allowed (next-incoming-id + incoming-window, at its largest). A flow
-	// that shrinks the window cannot take back what an earlier one granted:
-	// transfers the peer sent before it saw the smaller window are in
-	// flight legitimately, so only a transfer at or beyond inLimit is a
-	// window violation.
+	// allowed (next-incoming-id + incoming-window). Only a transfer at
+	// inLimit is a window violation; during a resource alarm it stays
+	// where it is, so the window runs down to 0 and is not renewed.
 	inLimit uint32
 
 	// Outgoing (broker -> peer).
@@ -173,15 +172,19 @@ func (s *session) releaseLinks(reason router.CancelReason) {
 	s.pending = nil
 }
 
-// setBlocked closes (resource alarm) or reopens the session's incoming
-// window, so publishers stop while consumers keep draining.
+// setBlocked stops extending (resource alarm) or reopens the session's
+// incoming window, so publishers stop while consumers keep draining.
+// Blocking advertises what is left of the window already granted, not 0:
+// the peer may have that many transfers in flight, and a window of 0
+// below its next-outgoing-id makes remote-incoming-window negative, which
+// go-amqp computes in uint32 and wraps to about 4 billion, so it would never
+// stop. The window then shrinks with each transfer that arrives and is
+// not renewed: the publisher stops within one window of the alarm.
 func (s *session) setBlocked(blocked bool) {
 	if s.ending {
 		return
 	}
-	if blocked {
-		s.inWindow = 0 // inLimit stays: what was granted may still arrive
-	} else {
+	if !blocked {
 		s.grantWindow()
 	}
 	s.sendFlow(nil)
@@ -255,20 +258,22 @@ func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
 // transfer accounts the incoming window and passes the frame to its link.
 func (s *session) transfer(t *amqp10.Transfer, payload []byte) error {
 	// 2.5.6: the peer may send while its remote-incoming-window, computed
-	// from our flows, is above 0. While a resource alarm holds the window
-	// at 0 only transfers an earlier flow allowed are taken.
+	// from our flows, is above 0. During a resource alarm the window is not
+	// renewed: it shrinks to 0 with the transfers an earlier flow allowed.
+	// It is never advertised as 0 while some are in flight, since a peer
+	// that computes its remaining window as next-incoming-id +
+	// incoming-window - next-outgoing-id in unsigned arithmetic (go-amqp)
+	// would wrap it and never stop.
 	if s.nextIncomingID == s.inLimit {
 		return sessErr(amqp10.ErrCondWindowViolation,
 			"transfer %d beyond the session's incoming window (next-incoming-id %d, incoming-window %d)",
 			s.nextIncomingID, s.nextIncomingID, s.inWindow)
 	}
 	s.nextIncomingID++
-	if s.inWindow > 0 {
-		s.inWindow--
-		if s.inWindow <= sessionWindow/2 {
-			s.grantWindow()
-			s.sendFlow(nil)
-		}
+	s.inWindow-- // inWindow is inLimit - nextIncomingID, so above 0 here
+	if !s.c.blocked && s.inWindow <= sessionWindow/2 {
+		s.grantWindow()
+		s.sendFlow(nil)
 	}
 	l, err := s.link(t.Handle, "transfer")
 	if l == nil {
@@ -526,7 +531,7 @@ func (s *session) flushPending() {
 		}
 	}
 	n := 0
-	for n < len(s.pending) && s.sendNow(&s.pending[n]) {
+	for n < len(s.pending) && !s.c.holdBack() && s.sendNow(&s.pending[n]) {
 		s.pending[n] = pendingItem{}
 		n++
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,13 @@ import (
 // layer stops granting them credit (session incoming-window 0) while
 // consumers keep draining. The alarm clears by itself on the first check
 // after the condition goes away. Both are checked every
-// Options.AlarmInterval on a timer (no goroutine when neither is set).
+// Options.AlarmInterval on a timer (no goroutine when neither is set), and
+// also where memory and disk are consumed: every publish adds its bytes to
+// a counter, and the publish that takes it past alarmStep checks at once,
+// on its own goroutine. A fast publisher can otherwise fill memory or a
+// small disk many times over between two ticks; the step keeps the check
+// to one runtime/metrics read and one statfs per few MiB published, never
+// one per message.
 
 // Alarms is the broker's alarm state.
 type Alarms struct {
@@ -32,6 +39,47 @@ type alarmState struct {
 	changed chan struct{}
 	timer   *time.Timer
 	every   time.Duration
+
+	// step is how many published bytes trigger a check (0: no alarm is
+	// on); since counts them since the last check; checking lets one
+	// publisher check at a time.
+	step     int64
+	since    atomic.Int64
+	checking atomic.Bool
+}
+
+// alarmStep is how many published bytes may pass between two checks: a
+// 64th of the memory watermark and a 32nd of the free-disk limit, within
+// [minAlarmStep, maxAlarmStep]. With the 100 MiB disk default that is a
+// statfs per 3.1 MiB; a 300 MB watermark reads the runtime's metrics every
+// 4.5 MiB. What a watermark can be overshot by is this plus what the
+// publishers sent before they saw their session window close.
+func alarmStep(memoryHighWatermark, diskFreeLimit uint64) int64 {
+	const minAlarmStep, maxAlarmStep = 256 << 10, 16 << 20
+	step := uint64(maxAlarmStep)
+	if memoryHighWatermark > 0 {
+		step = min(step, memoryHighWatermark/64)
+	}
+	if diskFreeLimit > 0 {
+		step = min(step, diskFreeLimit/32)
+	}
+	return int64(max(step, minAlarmStep))
+}
+
+// consumed counts n bytes taken in by a publish and checks the alarms when
+// the bytes since the last check reach the step. Cheap enough for every
+// message: one atomic add while no alarm is due, nothing when none is on.
+func (b *Broker) consumed(n int) {
+	a := &b.alarms
+	if a.step == 0 || a.since.Add(int64(n)) < a.step {
+		return
+	}
+	if !a.checking.CompareAndSwap(false, true) {
+		return // another publisher is checking
+	}
+	a.since.Store(0)
+	b.CheckAlarms()
+	a.checking.Store(false)
 }
 
 func (b *Broker) startAlarms() {
@@ -44,6 +92,7 @@ func (b *Broker) startAlarms() {
 	if a.every <= 0 {
 		a.every = time.Second
 	}
+	a.step = alarmStep(b.opts.MemoryHighWatermark, b.opts.DiskFreeLimit)
 	b.CheckAlarms()
 	a.mu.Lock()
 	a.timer = time.AfterFunc(a.every, b.alarmTick)

@@ -170,6 +170,7 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		IdleTimeout:             cfg.IdleTimeout,
 		MaxMessageSize:          cfg.MaxMessageSize,
 		HandshakeTimeout:        cfg.HandshakeTimeout,
+		WriteTimeout:            cfg.WriteTimeout,
 		MaxConnections:          maxConns,
 		InitialFrameMax:         cfg.InitialFrameMax,
 		MaxLinksPerConnection:   cfg.MaxLinksPerConnection,
