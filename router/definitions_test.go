@@ -40,6 +40,11 @@ func TestDefaultGuest(t *testing.T) {
 	require.NoError(t, b.PutUser(User{Name: "alice", PasswordHash: rabbitHash(sha256.New(), []byte{1, 2, 3, 4}, "pw")}))
 	assert.False(t, b.Authenticate("guest", "guest"), "guest only exists while no users are defined")
 	assert.True(t, b.Authenticate("alice", "pw"))
+
+	empty, err := HashPasswordWithSalt(HashSHA256, [4]byte{5, 6, 7, 8}, "")
+	require.NoError(t, err)
+	require.NoError(t, b.PutUser(User{Name: "blank", PasswordHash: empty}))
+	assert.False(t, b.Authenticate("blank", ""), "a blank password never logs in")
 }
 
 func TestPasswordHashing(t *testing.T) {

@@ -206,7 +206,10 @@ func (b *Broker) Authenticate(user, password string) bool {
 			subtle.ConstantTimeCompare([]byte(password), []byte("guest")) == 1
 	}
 	u, ok := b.users[user]
-	return ok && u.PasswordHash != "" && checkPassword(u, password)
+	// An empty password never logs in, whatever hash is stored for it (a
+	// definitions user with "password": "" gets a hash of ""), as
+	// RabbitMQ's internal backend refuses blank passwords.
+	return ok && password != "" && u.PasswordHash != "" && checkPassword(u, password)
 }
 
 // SetPermission grants p.User access to p.VHost (replacing an earlier grant).
