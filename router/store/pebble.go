@@ -35,6 +35,10 @@ type PebbleOptions struct {
 	// Logger receives Pebble's informational (Debug) and error (Error)
 	// messages; nil discards them.
 	Logger *slog.Logger
+	// Recovery says what opening does when it finds corrupt files: refuse
+	// (RecoveryStrict, the default) or keep what is readable
+	// (RecoverySalvage).
+	Recovery RecoveryMode
 }
 
 func (o *PebbleOptions) defaults() {
@@ -55,6 +59,9 @@ func (o *PebbleOptions) defaults() {
 	}
 	if o.CompactEvery == 0 {
 		o.CompactEvery = 1 << 20
+	}
+	if o.Recovery == "" {
+		o.Recovery = RecoveryStrict
 	}
 }
 
@@ -119,6 +126,10 @@ type Pebble struct {
 	compacting    atomic.Int32
 
 	syncs, batches, failures, reopens, compactions atomic.Uint64
+	corruptions, salvaged                          atomic.Uint64
+
+	corruptMu   sync.Mutex
+	lastCorrupt *pebble.DataCorruptionInfo // the latest block that failed its checksum
 }
 
 type pendingBatch struct {
@@ -180,6 +191,10 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		Logger:       storeLogger{opts.Logger},
 		// Tombstone-heavy FIFO keyspace: let L0 compact early.
 		L0CompactionThreshold: 2,
+		// WAL chunks that carry the offset synced so far, so that a damaged
+		// chunk followed by proof of a later sync is told apart from a torn
+		// tail (see integrity.go).
+		FormatMajorVersion: pebble.FormatWALSyncChunks,
 	}
 	p := &Pebble{
 		dir: dir, opts: opts, popts: popts, cache: cache,
@@ -188,9 +203,21 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		settled:  map[QueueID]int64{},
 		deferred: map[QueueID]*deferredSettle{},
 	}
+	popts.EventListener = &pebble.EventListener{
+		// Pebble's default ends the process (Logger.Fatalf) when a block fails
+		// its checksum; the read that found it returns the error too, so the
+		// store reports it there (ErrCorrupt) and counts it.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			p.corruptions.Add(1)
+			p.corruptMu.Lock()
+			p.lastCorrupt = &info
+			p.corruptMu.Unlock()
+			p.popts.Logger.Errorf("corrupt block: %s", info)
+		},
+	}
 	p.cond.L = &p.mu
 	p.compactCtx, p.compactCancel = context.WithCancel(context.Background())
-	if err := p.reopen(false); err != nil {
+	if err := p.openFirst(); err != nil {
 		cache.Unref()
 		return nil, err
 	}
@@ -205,11 +232,14 @@ type PebbleStats struct {
 	Failures    uint64 // failed group commits
 	Reopens     uint64 // reopens after a failure
 	Compactions uint64 // background compactions of settled prefixes
+	Corruptions uint64 // blocks found failing their checksum (reads, compactions)
+	Salvaged    uint64 // records or table entries dropped by RecoverySalvage at open
 }
 
 // Stats returns the counters.
 func (p *Pebble) Stats() PebbleStats {
-	return PebbleStats{p.syncs.Load(), p.batches.Load(), p.failures.Load(), p.reopens.Load(), p.compactions.Load()}
+	return PebbleStats{p.syncs.Load(), p.batches.Load(), p.failures.Load(), p.reopens.Load(), p.compactions.Load(),
+		p.corruptions.Load(), p.salvaged.Load()}
 }
 
 // DB exposes the underlying database for metrics (Metrics()) and tests.
@@ -378,6 +408,11 @@ func (p *Pebble) apply(pb *pebble.Batch) (err error) {
 	return p.db.Apply(pb, pebble.Sync)
 }
 
+func openDB(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
+	defer recoverPanic(&err)
+	return pebble.Open(dir, opts)
+}
+
 func closeDB(db *pebble.DB) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -412,7 +447,7 @@ func (p *Pebble) reopen(afterFailure bool) error {
 	if err := p.popts.FS.MkdirAll(p.dir, 0o755); err != nil {
 		return err
 	}
-	db, err := pebble.Open(p.dir, p.popts)
+	db, err := openDB(p.dir, p.popts)
 	if err != nil {
 		return err
 	}
@@ -685,7 +720,9 @@ func (p *Pebble) maybeCompact() {
 }
 
 // Iterate visits q's messages in seq order.
-func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
+func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) (err error) {
+	defer func() { err = readErr(err) }()
+	defer recoverPanic(&err)
 	p.dbMu.RLock()
 	defer p.dbMu.RUnlock()
 	if p.db == nil {
@@ -731,7 +768,9 @@ func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) e
 }
 
 // Queues visits the IDs of non-empty queues in order.
-func (p *Pebble) Queues(fn func(QueueID) error) error {
+func (p *Pebble) Queues(fn func(QueueID) error) (err error) {
+	defer func() { err = readErr(err) }()
+	defer recoverPanic(&err)
 	p.dbMu.RLock()
 	defer p.dbMu.RUnlock()
 	if p.db == nil {
@@ -769,7 +808,9 @@ func (p *Pebble) Queues(fn func(QueueID) error) error {
 }
 
 // Meta visits metadata in key order.
-func (p *Pebble) Meta(fn func(key string, value []byte) error) error {
+func (p *Pebble) Meta(fn func(key string, value []byte) error) (err error) {
+	defer func() { err = readErr(err) }()
+	defer recoverPanic(&err)
 	p.dbMu.RLock()
 	defer p.dbMu.RUnlock()
 	if p.db == nil {
