@@ -454,4 +454,3 @@ func TestBitFlipEveryFileKind(t *testing.T) {
 		}
 	})
 }
-
