@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
 // PebbleOptions configures OpenPebble. The zero value is a sensible default.
@@ -35,6 +40,15 @@ type PebbleOptions struct {
 	// Logger receives Pebble's informational (Debug) and error (Error)
 	// messages; nil discards them.
 	Logger *slog.Logger
+	// DiskFullAnswerAfter: while Pebble's background work fails for lack of
+	// space, a commit that has waited this long (behind memtables that
+	// cannot be flushed) is answered with ErrDiskFull, and so is every
+	// commit that arrives while it waits (default 500ms).
+	DiskFullAnswerAfter time.Duration
+	// LogInterval: each cause of a repeated error (a failing flush, a full
+	// disk) is logged at most once per interval, with the number of lines
+	// suppressed (default 10s).
+	LogInterval time.Duration
 	// Recovery says what opening does when it finds corrupt files: refuse
 	// (RecoveryStrict, the default) or keep what is readable
 	// (RecoverySalvage).
@@ -59,6 +73,9 @@ func (o *PebbleOptions) defaults() {
 	}
 	if o.CompactEvery == 0 {
 		o.CompactEvery = 1 << 20
+	}
+	if o.DiskFullAnswerAfter == 0 {
+		o.DiskFullAnswerAfter = 500 * time.Millisecond
 	}
 	if o.Recovery == "" {
 		o.Recovery = RecoveryStrict
@@ -130,11 +147,28 @@ type Pebble struct {
 
 	corruptMu   sync.Mutex
 	lastCorrupt *pebble.DataCorruptionInfo // the latest block that failed its checksum
+
+	// A full disk. Pebble reschedules a failed flush at once, and a commit
+	// waits without end for memtable space that only a flush frees.
+	quit       chan struct{} // closed by Close: ends a back-off early
+	diskFullAt atomic.Int64  // UnixNano of the last ENOSPC from background work; 0: none since the last successful flush
+	bgFailures atomic.Int64  // consecutive failed background jobs, for the back-off
+	diskFull   atomic.Uint64 // commits answered ErrDiskFull
+	limiter    *ratelog.Limiter
+	answerMu   sync.Mutex  // held while answering stalled commits (keeps callbacks in order)
+	stallTimer *time.Timer // committer-owned; fires answerStalled
+	// under mu: the group inside db.Apply, and whether it was answered
+	inApply  []pendingBatch
+	answered bool
 }
 
 type pendingBatch struct {
 	b    *Batch
 	done func(error)
+	// answered: done was already called with ErrDiskFull while the store
+	// was stalled; only batches of deletions and updates stay queued then
+	// (to be completed, as after any failure).
+	answered bool
 }
 
 type kv struct {
@@ -161,7 +195,10 @@ func (e fatalError) Error() string { return "pebble fatal: " + e.msg }
 
 // storeLogger adapts slog to pebble.Logger; Fatalf panics so the committer
 // can turn Pebble's fatal WAL errors into failed batches (see commitGroup).
-type storeLogger struct{ log *slog.Logger }
+type storeLogger struct {
+	log   *slog.Logger
+	limit *ratelog.Limiter
+}
 
 func (l storeLogger) Infof(format string, args ...any) {
 	if l.log != nil && l.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -169,8 +206,10 @@ func (l storeLogger) Infof(format string, args ...any) {
 	}
 }
 func (l storeLogger) Errorf(format string, args ...any) {
-	if l.log != nil {
-		l.log.Error("pebble error", "detail", fmt.Sprintf(format, args...))
+	if l.limit != nil {
+		// One line per kind of message per interval: Pebble repeats them
+		// as fast as it retries.
+		l.limit.Error(format, "pebble error", "detail", fmt.Sprintf(format, args...))
 	}
 }
 func (l storeLogger) Fatalf(format string, args ...any) {
@@ -184,11 +223,12 @@ func (l storeLogger) Fatalf(format string, args ...any) {
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	opts.defaults()
 	cache := pebble.NewCache(opts.CacheSize)
+	limit := ratelog.New(opts.Logger, opts.LogInterval)
 	popts := &pebble.Options{
 		FS:           opts.FS,
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
-		Logger:       storeLogger{opts.Logger},
+		Logger:       storeLogger{opts.Logger, limit},
 		// Tombstone-heavy FIFO keyspace: let L0 compact early.
 		L0CompactionThreshold: 2,
 		// WAL chunks that carry the offset synced so far, so that a damaged
@@ -199,6 +239,8 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	p := &Pebble{
 		dir: dir, opts: opts, popts: popts, cache: cache,
 		exited:   make(chan struct{}),
+		quit:     make(chan struct{}),
+		limiter:  limit,
 		wins:     map[QueueID]*window{},
 		settled:  map[QueueID]int64{},
 		deferred: map[QueueID]*deferredSettle{},
@@ -213,6 +255,18 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 			p.lastCorrupt = &info
 			p.corruptMu.Unlock()
 			p.popts.Logger.Errorf("corrupt block: %s", info)
+		},
+		BackgroundError: p.backgroundError,
+		FlushEnd: func(info pebble.FlushInfo) {
+			if info.Err == nil {
+				p.bgFailures.Store(0)
+				p.diskFullAt.Store(0)
+			}
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if info.Err == nil {
+				p.bgFailures.Store(0)
+			}
 		},
 	}
 	p.cond.L = &p.mu
@@ -234,12 +288,13 @@ type PebbleStats struct {
 	Compactions uint64 // background compactions of settled prefixes
 	Corruptions uint64 // blocks found failing their checksum (reads, compactions)
 	Salvaged    uint64 // records or table entries dropped by RecoverySalvage at open
+	DiskFull    uint64 // commits answered ErrDiskFull
 }
 
 // Stats returns the counters.
 func (p *Pebble) Stats() PebbleStats {
 	return PebbleStats{p.syncs.Load(), p.batches.Load(), p.failures.Load(), p.reopens.Load(), p.compactions.Load(),
-		p.corruptions.Load(), p.salvaged.Load()}
+		p.corruptions.Load(), p.salvaged.Load(), p.diskFull.Load()}
 }
 
 // DB exposes the underlying database for metrics (Metrics()) and tests.
@@ -261,7 +316,7 @@ func (p *Pebble) Commit(b *Batch, done func(error)) {
 		done(ErrClosed)
 		return
 	}
-	p.pending = append(p.pending, pendingBatch{b, done})
+	p.pending = append(p.pending, pendingBatch{b: b, done: done})
 	if len(p.pending) == 1 {
 		p.cond.Signal()
 	}
@@ -294,6 +349,7 @@ func (p *Pebble) Close() error {
 	}
 	p.closed = true
 	p.cond.Broadcast()
+	close(p.quit)
 	p.mu.Unlock()
 	<-p.exited
 	p.compactCancel()
@@ -348,9 +404,11 @@ func (p *Pebble) run() {
 func (p *Pebble) commitGroup(group []pendingBatch) {
 	if p.db == nil {
 		if err := p.reopen(true); err != nil {
-			err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+			err = p.commitErr(err)
 			for _, g := range group {
-				g.done(err)
+				if !g.answered {
+					g.done(err)
+				}
 			}
 			return
 		}
@@ -364,19 +422,55 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 		p.addOps(pb, g.b)
 	}
 	p.flushDeferred(pb)
+
+	p.mu.Lock()
+	p.inApply, p.answered = group, false
+	p.mu.Unlock()
+	if p.stallTimer == nil {
+		p.stallTimer = time.AfterFunc(p.opts.DiskFullAnswerAfter, p.answerStalled)
+	} else {
+		p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
+	}
 	err := p.apply(pb)
+	p.mu.Lock()
+	answered := p.answered
+	p.inApply, p.answered = nil, false
+	p.mu.Unlock()
+	p.stallTimer.Stop()
+	p.answerMu.Lock() // an answerStalled under way finishes its callbacks first
+	p.answerMu.Unlock()
 	_ = pb.Close()
+
 	if err == nil {
 		p.syncs.Add(1)
 		p.batches.Add(uint64(len(group)))
+		if answered {
+			// The group was answered ErrDiskFull while it waited, and then
+			// went through: undo its appends, as for a failed group.
+			for i, g := range group {
+				if undos[i] != nil || !g.b.rollForward() {
+					p.repairs = append(p.repairs, repair{undo: undos[i]})
+				}
+			}
+			if err := p.applyRepairs(); err != nil {
+				p.popts.Logger.Errorf("undo of commits answered as failed: %v", err)
+				p.breakDB()
+				if err := p.reopen(true); err != nil {
+					p.popts.Logger.Errorf("reopen after failure: %v", err)
+				}
+			}
+			return
+		}
 		for _, g := range group {
-			g.done(nil)
+			if !g.answered {
+				g.done(nil)
+			}
 		}
 		p.maybeCompact()
 		return
 	}
 	p.failures.Add(1)
-	err = fmt.Errorf("%w: %w", ErrNotDurable, err)
+	err = p.commitErr(err)
 	for i, g := range group {
 		if undos[i] != nil || !g.b.rollForward() {
 			p.repairs = append(p.repairs, repair{undo: undos[i]})
@@ -384,12 +478,115 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 			p.repairs = append(p.repairs, repair{redo: g.b})
 		}
 	}
-	for _, g := range group {
-		g.done(err)
+	if !answered {
+		for _, g := range group {
+			if !g.answered {
+				g.done(err)
+			}
+		}
 	}
 	p.breakDB()
 	if err := p.reopen(true); err != nil { // the next group retries
-		p.popts.Logger.Errorf("reopen after failure: %v", err)
+		p.limiter.Error("reopen", "store: reopen after a failed commit", "err", err)
+	}
+}
+
+// commitErr wraps a commit failure: always ErrNotDurable, and ErrDiskFull
+// when the cause is a full disk.
+func (p *Pebble) commitErr(err error) error {
+	if isDiskFull(err) {
+		p.diskFull.Add(1)
+		return fmt.Errorf("%w: %w: %w", ErrNotDurable, ErrDiskFull, err)
+	}
+	return fmt.Errorf("%w: %w", ErrNotDurable, err)
+}
+
+// isDiskFull reports an ENOSPC (Pebble's fatal WAL errors reach the store
+// only as text).
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error())
+}
+
+// diskFullRecently reports whether background work failed for lack of
+// space since the last successful flush, within the last few seconds.
+func (p *Pebble) diskFullRecently() bool {
+	at := p.diskFullAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < 5*time.Second
+}
+
+// backgroundError is Pebble's hook for a failed flush or compaction. It
+// logs (rate-limited) and backs off: it runs on the failed job's goroutine
+// just before Pebble schedules the job again, so sleeping here is what
+// spaces the retries (10ms doubling to 1s).
+func (p *Pebble) backgroundError(err error) {
+	n := p.bgFailures.Add(1)
+	cause := "pebble background error"
+	if isDiskFull(err) {
+		p.diskFullAt.Store(time.Now().UnixNano())
+		cause = "disk full"
+	}
+	p.limiter.Error(cause, "store: background flush or compaction failed; retrying with back-off",
+		"cause", cause, "err", err, "consecutive_failures", n)
+	t := time.NewTimer(min(10*time.Millisecond<<min(n-1, 7), time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.quit:
+	}
+}
+
+// answerStalled runs while a group waits in db.Apply for longer than
+// DiskFullAnswerAfter. If the disk is full, the waiting group and every
+// queued batch are answered ErrDiskFull at once: appends leave the queue
+// (never applied), deletions and updates stay queued, to be completed as
+// after any failure. The waiting group may still go through later; its
+// appends are then undone (commitGroup). It re-arms itself while the group
+// waits.
+func (p *Pebble) answerStalled() {
+	p.answerMu.Lock()
+	defer p.answerMu.Unlock()
+	p.mu.Lock()
+	if p.inApply == nil {
+		p.mu.Unlock()
+		return
+	}
+	if !p.diskFullRecently() {
+		p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
+		p.mu.Unlock()
+		return
+	}
+	var answer []func(error)
+	if !p.answered {
+		p.answered = true
+		for _, g := range p.inApply {
+			if !g.answered {
+				answer = append(answer, g.done)
+			}
+		}
+	}
+	keep := p.pending[:0]
+	for _, g := range p.pending {
+		if !g.answered {
+			answer = append(answer, g.done)
+			g.answered = true
+		}
+		if g.b.rollForward() {
+			keep = append(keep, g)
+		}
+	}
+	clear(p.pending[len(keep):])
+	p.pending = keep
+	p.stallTimer.Reset(p.opts.DiskFullAnswerAfter / 2)
+	p.mu.Unlock()
+	if len(answer) == 0 {
+		return
+	}
+	p.diskFull.Add(uint64(len(answer)))
+	err := fmt.Errorf("%w: %w: waited %v for memtable space while every flush fails for lack of space",
+		ErrNotDurable, ErrDiskFull, p.opts.DiskFullAnswerAfter)
+	p.limiter.Error("disk full: commits answered", "store: disk full, commits refused", "refused", len(answer))
+	for _, done := range answer {
+		done(err)
 	}
 }
 
@@ -457,41 +654,46 @@ func (p *Pebble) reopen(afterFailure bool) error {
 			return err
 		}
 	}
-	if len(p.repairs) > 0 {
-		rb := db.NewBatch()
-		for _, r := range p.repairs {
-			if r.redo != nil {
-				addPlain(rb, r.redo)
-			}
-		}
-		for i := len(p.repairs) - 1; i >= 0; i-- {
-			u := p.repairs[i].undo
-			for j := len(u) - 1; j >= 0; j-- {
-				if u[j].value == nil {
-					_ = rb.Delete(u[j].key, nil)
-				} else {
-					_ = rb.Set(u[j].key, u[j].value, nil)
-				}
-			}
-		}
-		p.dbMu.Lock()
-		p.db = db
-		p.dbMu.Unlock()
-		err := p.apply(rb)
-		_ = rb.Close()
-		if err != nil {
-			p.breakDB()
-			return err
-		}
-		p.repairs = nil
-	} else {
-		p.dbMu.Lock()
-		p.db = db
-		p.dbMu.Unlock()
+	p.dbMu.Lock()
+	p.db = db
+	p.dbMu.Unlock()
+	if err := p.applyRepairs(); err != nil {
+		p.breakDB()
+		return err
 	}
 	if afterFailure {
 		p.reopens.Add(1)
 	}
+	return nil
+}
+
+// applyRepairs makes failed groups definite in one synced batch.
+func (p *Pebble) applyRepairs() error {
+	if len(p.repairs) == 0 {
+		return nil
+	}
+	rb := p.db.NewBatch()
+	for _, r := range p.repairs {
+		if r.redo != nil {
+			addPlain(rb, r.redo)
+		}
+	}
+	for i := len(p.repairs) - 1; i >= 0; i-- {
+		u := p.repairs[i].undo
+		for j := len(u) - 1; j >= 0; j-- {
+			if u[j].value == nil {
+				_ = rb.Delete(u[j].key, nil)
+			} else {
+				_ = rb.Set(u[j].key, u[j].value, nil)
+			}
+		}
+	}
+	err := p.apply(rb)
+	_ = rb.Close()
+	if err != nil {
+		return err
+	}
+	p.repairs = nil
 	return nil
 }
 
