@@ -576,7 +576,8 @@ func (p *Pebble) answerStalled() {
 	}
 	clear(p.pending[len(keep):])
 	p.pending = keep
-	p.stallTimer.Reset(p.opts.DiskFullAnswerAfter / 2)
+	// Commits arriving while the group waits are answered within 50ms.
+	p.stallTimer.Reset(min(p.opts.DiskFullAnswerAfter, 50*time.Millisecond))
 	p.mu.Unlock()
 	if len(answer) == 0 {
 		return
