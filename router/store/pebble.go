@@ -114,6 +114,15 @@ var ErrUnavailable = errors.New("store: unavailable after a write failure")
 // recovers. A fatal error on one of Pebble's background goroutines (e.g. a
 // MANIFEST sync failing during a flush) panics that goroutine and ends the
 // process; a restart recovers from disk.
+//
+// A full disk usually shows first in flushes (the WAL is preallocated):
+// every flush fails, and once the memtables are full a commit waits in
+// Pebble for space no flush can free. Failed background jobs back off
+// (backgroundError), and a commit that has waited DiskFullAnswerAfter while
+// flushes fail with ENOSPC is answered with ErrDiskFull, as is every batch
+// queued behind it (answerStalled); if the waiting group later goes through,
+// its appends are undone as in step 3. Every error wraps ErrDiskFull when
+// the cause is ENOSPC, so the broker answers resource-limit-exceeded.
 type Pebble struct {
 	dir   string
 	opts  PebbleOptions
