@@ -165,7 +165,7 @@ type Pebble struct {
 	diskFull   atomic.Uint64 // commits answered ErrDiskFull
 	limiter    *ratelog.Limiter
 	answerMu   sync.Mutex  // held while answering stalled commits (keeps callbacks in order)
-	stallTimer *time.Timer // committer-owned; fires answerStalled
+	stallTimer *time.Timer // set before the committer starts; armed by it around db.Apply
 	// under mu: the group inside db.Apply, and whether it was answered
 	inApply  []pendingBatch
 	answered bool
@@ -284,6 +284,8 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		cache.Unref()
 		return nil, err
 	}
+	p.stallTimer = time.AfterFunc(time.Hour, p.answerStalled)
+	p.stallTimer.Stop() // armed around each db.Apply
 	go p.run()
 	return p, nil
 }
@@ -435,11 +437,7 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 	p.mu.Lock()
 	p.inApply, p.answered = group, false
 	p.mu.Unlock()
-	if p.stallTimer == nil {
-		p.stallTimer = time.AfterFunc(p.opts.DiskFullAnswerAfter, p.answerStalled)
-	} else {
-		p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
-	}
+	p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
 	err := p.apply(pb)
 	p.mu.Lock()
 	answered := p.answered
