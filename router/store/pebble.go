@@ -804,9 +804,9 @@ func (p *Pebble) win(q QueueID) *window {
 			}
 		}
 		if err := it.Close(); err != nil {
-			// A corrupt block (counted by the DataCorruption hook): settles of
-			// messages behind it fall back to point deletes of keys that may be
-			// absent, which is harmless; say so rather than stay silent.
+			// A corrupt block (counted by the DataCorruption hook): the window
+			// misses the messages behind it, whose settles are then not written,
+			// so they may come back after a restart (twice, never lost). Say so.
 			p.limiter.Error("window", "store: reading a queue's stored keys failed", "queue", uint64(q), "err", readErr(err))
 		}
 	}
