@@ -376,12 +376,15 @@ func TestBitFlipEveryFileKind(t *testing.T) {
 		t.Fatal("no tables written")
 	}
 
-	check := func(t *testing.T, dir string, strictErr error) {
+	// check opens dir strictly (refused, or the first read fails) and with
+	// salvage; it returns the corrupt blocks the strict store counted.
+	check := func(t *testing.T, dir string, strictErr error) (corruptBlocks uint64) {
 		t.Helper()
 		if strictErr == nil {
 			q, err := OpenPebble(dir, PebbleOptions{})
 			if err == nil {
 				_, err = contents(t, q)
+				corruptBlocks = q.Stats().Corruptions
 				q.Close()
 			}
 			strictErr = err
@@ -402,6 +405,7 @@ func TestBitFlipEveryFileKind(t *testing.T) {
 			t.Fatalf("salvage kept %d of %d, counted %d dropped", len(got), len(msgs), q.Stats().Salvaged)
 		}
 		t.Logf("salvage kept %d of %d messages, counted %d dropped", len(got), len(msgs), q.Stats().Salvaged)
+		return corruptBlocks
 	}
 
 	t.Run("older-wal", func(t *testing.T) {
@@ -427,7 +431,9 @@ func TestBitFlipEveryFileKind(t *testing.T) {
 		ssts := filesOf(t, dir, ".sst")
 		st, _ := os.Stat(filepath.Join(dir, ssts[0]))
 		flipByte(t, filepath.Join(dir, ssts[0]), int(st.Size()/3))
-		check(t, dir, nil)
+		if n := check(t, dir, nil); n == 0 {
+			t.Fatal("the corrupt block is not counted")
+		}
 	})
 	t.Run("manifest", func(t *testing.T) {
 		dir := copyDir(t, src)
