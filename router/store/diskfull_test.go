@@ -171,3 +171,48 @@ func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
 	}
 	t.Log(fmt.Sprintf("%d acknowledged, %d refused", len(acked), refused))
 }
+
+// allFull fails every file creation and write with ENOSPC while on.
+type allFull struct{ on atomic.Bool }
+
+func (w *allFull) String() string { return "allFull" }
+func (w *allFull) MaybeError(op errorfs.Op) error {
+	if w.on.Load() && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt || op.Kind == errorfs.OpCreate) {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// A WAL write refused for lack of space fails the group with ErrDiskFull;
+// while the disk stays full every commit fails the same way, fast; once
+// space is freed commits succeed again.
+func TestWALWriteDiskFull(t *testing.T) {
+	inj := &allFull{}
+	fs := errorfs.Wrap(vfs.NewMem(), inj)
+	p, err := OpenPebble("db", PebbleOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Close(); checkNoLeak(t) }()
+	must(t, func(d func(error)) { p.Append([]Record{rec(1, 1)}, d) })
+	inj.on.Store(true)
+	for i := uint64(2); i < 50; i++ {
+		err := wait(t, func(d func(error)) { p.Append([]Record{rec(1, i)}, d) })
+		if !errors.Is(err, ErrDiskFull) || !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("append %d with the WAL full: %v", i, err)
+		}
+	}
+	if r := p.Stats().Reopens; r > 20 {
+		t.Fatalf("%d reopens for 48 failed commits: no back-off", r)
+	}
+	inj.on.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for wait(t, func(d func(error)) { p.Append([]Record{rec(1, 100)}, d) }) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("appends still fail 10s after space was freed")
+		}
+	}
+	if g := fmt.Sprint(seqsOf(dump(t, p, 1))); g != "[1 100]" {
+		t.Fatalf("stored %s, want [1 100]", g)
+	}
+}

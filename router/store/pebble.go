@@ -140,10 +140,13 @@ type Pebble struct {
 	exited  chan struct{}
 
 	// committer-only state
-	wins     map[QueueID]*window
-	settled  map[QueueID]int64 // range-deleted since the last compaction
-	repairs  []repair
-	deferred map[QueueID]*deferredSettle
+	nextReopen  time.Time     // a broken store is not reopened before
+	reopenDelay time.Duration // the current back-off of retryReopen
+	reopenErr   error         // why the last reopen failed
+	wins        map[QueueID]*window
+	settled     map[QueueID]int64 // range-deleted since the last compaction
+	repairs     []repair
+	deferred    map[QueueID]*deferredSettle
 
 	compactCtx    context.Context
 	compactCancel context.CancelFunc
@@ -414,7 +417,7 @@ func (p *Pebble) run() {
 
 func (p *Pebble) commitGroup(group []pendingBatch) {
 	if p.db == nil {
-		if err := p.reopen(true); err != nil {
+		if err := p.retryReopen(); err != nil {
 			err = p.commitErr(err)
 			for _, g := range group {
 				if !g.answered {
@@ -462,7 +465,8 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 			if err := p.applyRepairs(); err != nil {
 				p.popts.Logger.Errorf("undo of commits answered as failed: %v", err)
 				p.breakDB()
-				if err := p.reopen(true); err != nil {
+				p.nextReopen, p.reopenDelay = time.Time{}, 0
+				if err := p.retryReopen(); err != nil {
 					p.popts.Logger.Errorf("reopen after failure: %v", err)
 				}
 			}
@@ -493,9 +497,68 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 		}
 	}
 	p.breakDB()
-	if err := p.reopen(true); err != nil { // the next group retries
+	p.nextReopen, p.reopenDelay = time.Time{}, 0
+	if err := p.retryReopen(); err != nil { // the next groups retry
 		p.limiter.Error("reopen", "store: reopen after a failed commit", "err", err)
 	}
+}
+
+// retryReopen reopens a broken store, at most once per back-off interval
+// (10ms doubling to 1s): while the disk stays full or gone, the groups in
+// between fail at once with the last reason instead of each paying for an
+// open.
+func (p *Pebble) retryReopen() error {
+	if time.Now().Before(p.nextReopen) {
+		return p.reopenErr
+	}
+	err := p.probeWrite()
+	if err == nil {
+		// Opening replays and flushes the WAL, which waits as long as
+		// flushes fail: batches queued meanwhile are answered as during a
+		// stalled commit.
+		p.mu.Lock()
+		p.inApply, p.answered = []pendingBatch{}, true
+		p.mu.Unlock()
+		p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
+		err = p.reopen(true)
+		p.mu.Lock()
+		p.inApply, p.answered = nil, false
+		p.mu.Unlock()
+		p.stallTimer.Stop()
+		p.answerMu.Lock() // an answerStalled under way finishes its callbacks first
+		p.answerMu.Unlock()
+	}
+	if err == nil {
+		p.reopenDelay, p.reopenErr = 0, nil
+		return nil
+	}
+	p.reopenDelay = min(max(2*p.reopenDelay, 10*time.Millisecond), time.Second)
+	p.nextReopen, p.reopenErr = time.Now().Add(p.reopenDelay), err
+	return err
+}
+
+// probeWrite writes and syncs a small file in the store's directory. A
+// pebble.Open that fails after it has started its background scheduler
+// (as when it cannot create the new WAL on a full disk) leaks that
+// goroutine, so a broken store checks it can write before trying.
+func (p *Pebble) probeWrite() error {
+	fs := p.opts.FS
+	path := fs.PathJoin(p.dir, "write-probe.tmp")
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, 64<<10))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if rerr := fs.Remove(path); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // commitErr wraps a commit failure: always ErrNotDurable, and ErrDiskFull
