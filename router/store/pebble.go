@@ -109,9 +109,10 @@ var ErrUnavailable = errors.New("store: unavailable after a write failure")
 //     (settles, requeue state, queue deletes) are completed.
 //
 // If reopening fails (disk still full, device gone), the store stays broken:
-// each new group first retries the reopen and fails with the reason if it
-// still cannot, so publishing resumes without a restart once the disk
-// recovers. A fatal error on one of Pebble's background goroutines (e.g. a
+// a new group first retries the reopen (after a small write probe, at most
+// once per back-off interval of 10ms doubling to 1s) and fails with the
+// reason if it still cannot, so publishing resumes without a restart within
+// a second of the disk recovering. A fatal error on one of Pebble's background goroutines (e.g. a
 // MANIFEST sync failing during a flush) panics that goroutine and ends the
 // process; a restart recovers from disk.
 //
