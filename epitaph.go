@@ -39,6 +39,15 @@ const (
 	AnonymousNone     AnonymousPolicy = "none"
 )
 
+// StoreRecovery says what Start does with a damaged store.
+type StoreRecovery string
+
+// Store recovery modes.
+const (
+	StoreStrict  StoreRecovery = "strict"
+	StoreSalvage StoreRecovery = "salvage"
+)
+
 // Options configure a broker. Zero values mean the documented defaults.
 type Options struct {
 	// Listen is the AMQP listen address; default ":5672".
@@ -93,6 +102,12 @@ type Options struct {
 	// DataDir is the durable store's directory, created when missing;
 	// default DefaultDataDir().
 	DataDir string
+	// StoreRecovery is what Start does with a damaged store: StoreStrict
+	// (the default) refuses, with an error wrapping store.ErrCorrupt that
+	// names the damaged file and offset; StoreSalvage starts with what is
+	// readable, after keeping copies of the damaged files in a
+	// salvaged-<time> directory inside DataDir, and logs what it dropped.
+	StoreRecovery StoreRecovery
 	// DiskFreeLimit blocks publishers while the data directory's file
 	// system has less free space (bytes); default 100 MiB, 0 after setting
 	// NoDiskAlarm. Not checked in memory mode.
@@ -263,6 +278,11 @@ func Start(opts Options) (*Broker, error) {
 	default:
 		return nil, fmt.Errorf("%w: anonymous %q (want loopback, all or none)", ErrInvalidOptions, opts.Anonymous)
 	}
+	switch opts.StoreRecovery {
+	case "", StoreStrict, StoreSalvage:
+	default:
+		return nil, fmt.Errorf("%w: store recovery %q (want strict or salvage)", ErrInvalidOptions, opts.StoreRecovery)
+	}
 	switch opts.PlainWithoutTLS {
 	case "", link.PlainWithoutTLSLoopback, link.PlainWithoutTLSAll:
 	default:
@@ -308,7 +328,12 @@ func Start(opts Options) (*Broker, error) {
 			_ = b.providers.Shutdown(context.Background())
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		st, err := store.OpenPebble(opts.DataDir, store.PebbleOptions{Logger: opts.Logger.With("component", "store")})
+		recovery := store.RecoveryStrict
+		if opts.StoreRecovery == StoreSalvage {
+			recovery = store.RecoverySalvage
+		}
+		st, err := store.OpenPebble(opts.DataDir, store.PebbleOptions{Logger: opts.Logger.With("component", "store"),
+			Recovery: recovery})
 		if err != nil {
 			_ = b.providers.Shutdown(context.Background())
 			return nil, fmt.Errorf("open store in %s: %w", opts.DataDir, err)

@@ -195,6 +195,12 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		"Messages that died in the queue and reached at least one dead-letter target, by reason")
 	qDropped := counter("epitaph_queue_messages_dead_letter_dropped_total",
 		"Messages that died in the queue and were dropped, by reason and cause (no_dlx, no_route, cycle)")
+	storeCorrupt := counter("epitaph_store_corrupt_blocks_total",
+		"Blocks of the durable store found failing their checksum (reads and compactions)")
+	storeSalvaged := counter("epitaph_store_salvaged_total",
+		"Records and table entries dropped by store-recovery salvage at start-up")
+	storeDiskFull := counter("epitaph_store_disk_full_total",
+		"Store commits refused because the disk is full (publishes rejected with amqp:resource-limit-exceeded)")
 	if err != nil {
 		return err
 	}
@@ -218,6 +224,12 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		o.ObserveInt64(sessions, snap.Sessions)
 		o.ObserveInt64(links, snap.Links)
 		o.ObserveInt64(authFailures, int64(b.router.AuthFailures()))
+		if b.store != nil {
+			st := b.store.Stats()
+			o.ObserveInt64(storeCorrupt, int64(st.Corruptions))
+			o.ObserveInt64(storeSalvaged, int64(st.Salvaged))
+			o.ObserveInt64(storeDiskFull, int64(st.DiskFull))
+		}
 
 		// Per queue: link counters (including queues since deleted) and
 		// the live queues' depths.

@@ -45,6 +45,7 @@ const (
 	KeyAutoCreateQueues = "auto-create-queues"
 	KeyStrictParity     = "strict-parity"
 	KeyDataDir          = "data-dir"
+	KeyStoreRecovery    = "store-recovery"
 	KeyDiskFreeLimit    = "disk-free-limit"
 	KeyMemoryHigh       = "memory-high-watermark"
 	KeyDLRetryInterval  = "dead-letter-retry-interval"
@@ -130,6 +131,12 @@ const (
 	AnonymousNone     = "none"
 )
 
+// Store recovery modes accepted by the store-recovery key.
+const (
+	StoreRecoveryStrict  = "strict"
+	StoreRecoverySalvage = "salvage"
+)
+
 // Log formats accepted by the log-format key.
 const (
 	LogFormatText = "text"
@@ -158,6 +165,10 @@ type Config struct {
 	// DataDir is the durable store's directory ("" means the embedded
 	// default: $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data).
 	DataDir string `mapstructure:"data-dir"`
+	// StoreRecovery is what start-up does with a damaged store: "strict"
+	// refuses to start (saying which file is damaged where), "salvage"
+	// starts with what is readable and logs what it dropped.
+	StoreRecovery string `mapstructure:"store-recovery"`
 	// DiskFreeLimit blocks publishers while the data directory's file
 	// system has less free space, in bytes; 0 turns the disk alarm off.
 	DiskFreeLimit uint64 `mapstructure:"disk-free-limit"`
@@ -272,6 +283,7 @@ func Default() Config {
 		InMemory:                false,
 		AutoCreateQueues:        false,
 		StrictParity:            false,
+		StoreRecovery:           StoreRecoveryStrict,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		Anonymous:               AnonymousLoopback,
@@ -320,6 +332,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyDefinitions, d.Definitions, "RabbitMQ definitions JSON `file` applied at start")
 	fs.Bool(KeyInMemory, d.InMemory, "keep messages and topology in memory only (nothing survives a restart)")
 	fs.String(KeyDataDir, d.DataDir, "durable store `directory` (default $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data)")
+	fs.String(KeyStoreRecovery, d.StoreRecovery, "a damaged store: strict refuses to start, salvage starts with what is readable (logged, damaged files kept)")
 	fs.Uint64(KeyDiskFreeLimit, d.DiskFreeLimit, "block publishers below this much free disk, in `bytes` (0: no disk alarm)")
 	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
 	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
@@ -408,6 +421,7 @@ func Load(args []string) (*Config, error) {
 		KeyAutoCreateQueues: d.AutoCreateQueues,
 		KeyStrictParity:     d.StrictParity,
 		KeyDataDir:          d.DataDir,
+		KeyStoreRecovery:    d.StoreRecovery,
 		KeyDiskFreeLimit:    d.DiskFreeLimit,
 		KeyMemoryHigh:       d.MemoryHighWatermark,
 		KeyDLRetryInterval:  d.DeadLetterRetryInterval,
@@ -483,6 +497,7 @@ func Load(args []string) (*Config, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.Anonymous = strings.ToLower(strings.TrimSpace(c.Anonymous))
+	c.StoreRecovery = strings.ToLower(strings.TrimSpace(c.StoreRecovery))
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
 	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
 	c.Tracing = strings.ToLower(strings.TrimSpace(c.Tracing))
@@ -512,6 +527,11 @@ func (c *Config) Validate() error {
 		if err := validAddr(KeyHTTPListen, c.HTTPListen); err != nil {
 			return err
 		}
+	}
+	switch c.StoreRecovery {
+	case StoreRecoveryStrict, StoreRecoverySalvage:
+	default:
+		return invalid(KeyStoreRecovery, c.StoreRecovery, "want strict or salvage")
 	}
 	switch c.Anonymous {
 	case AnonymousLoopback, AnonymousAll, AnonymousNone:

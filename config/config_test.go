@@ -42,6 +42,7 @@ func TestDefaults(t *testing.T) {
 	require.False(t, c.InMemory)
 	require.False(t, c.AutoCreateQueues)
 	require.Equal(t, "loopback", c.Anonymous)
+	require.Equal(t, "strict", c.StoreRecovery)
 	require.Equal(t, uint32(131072), c.MaxFrameSize)
 	require.Equal(t, uint16(255), c.ChannelMax)
 	require.Equal(t, uint32(255), c.HandleMax)
@@ -68,6 +69,7 @@ http-listen: ""
 definitions: /etc/epitaph/definitions.json
 in-memory: true
 auto-create-queues: true
+store-recovery: salvage
 anonymous: all
 max-frame-size: 65536
 channel-max: 31
@@ -92,6 +94,7 @@ log-format: json
 		Definitions:             "/etc/epitaph/definitions.json",
 		InMemory:                true,
 		AutoCreateQueues:        true,
+		StoreRecovery:           "salvage",
 		Anonymous:               "all",
 		MaxFrameSize:            65536,
 		ChannelMax:              31,
@@ -154,6 +157,7 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_IN_MEMORY", "true")
 	t.Setenv("EPITAPH_AUTO_CREATE_QUEUES", "1")
 	t.Setenv("EPITAPH_ANONYMOUS", "none")
+	t.Setenv("EPITAPH_STORE_RECOVERY", "Salvage")
 	t.Setenv("EPITAPH_MAX_FRAME_SIZE", "4096")
 	t.Setenv("EPITAPH_CHANNEL_MAX", "9")
 	t.Setenv("EPITAPH_HANDLE_MAX", "10")
@@ -177,6 +181,7 @@ func TestEnv(t *testing.T) {
 		Definitions:             "defs.json",
 		InMemory:                true,
 		AutoCreateQueues:        true,
+		StoreRecovery:           "salvage",
 		Anonymous:               "none",
 		MaxFrameSize:            4096,
 		ChannelMax:              9,
@@ -301,6 +306,8 @@ func TestInvalid(t *testing.T) {
 		{name: "anonymous flag", args: []string{"--anonymous", "everyone"}},
 		{name: "anonymous env", env: map[string]string{"EPITAPH_ANONYMOUS": "sometimes"}},
 		{name: "log level", args: []string{"--log-level", "trace"}},
+		{name: "store recovery flag", args: []string{"--store-recovery", "repair"}},
+		{name: "store recovery env", env: map[string]string{"EPITAPH_STORE_RECOVERY": "ignore"}},
 		{name: "log format", args: []string{"--log-format", "xml"}},
 		{name: "listen empty", args: []string{"--listen", ""}},
 		{name: "listen no port", args: []string{"--listen", "localhost"}},
@@ -349,7 +356,7 @@ func TestHelp(t *testing.T) {
 	require.NotErrorIs(t, err, ErrInvalid)
 	for _, key := range []string{KeyListen, KeyHTTPListen, KeyDefinitions, KeyInMemory, KeyAutoCreateQueues,
 		KeyAnonymous, KeyMaxFrameSize, KeyChannelMax, KeyHandleMax, KeyIdleTimeout, KeyMaxMessageSize,
-		KeyHandshakeTimeout, KeyMaxConnections, KeyGCHeapFloor, KeyLogLevel, KeyLogFormat, keyConfig} {
+		KeyHandshakeTimeout, KeyMaxConnections, KeyGCHeapFloor, KeyLogLevel, KeyLogFormat, KeyStoreRecovery, keyConfig} {
 		require.Contains(t, Usage(), "--"+key)
 	}
 }

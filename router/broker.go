@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
 
@@ -96,8 +97,11 @@ func (d *Dead) Durable() bool { return d.e != nil }
 type Broker struct {
 	opts Options
 	log  *slog.Logger
-	now  func() time.Time
-	dl   atomic.Pointer[dlHolder]
+	// storeLog writes store failures, which repeat per message while the
+	// store is failing: one line per cause per interval.
+	storeLog *ratelog.Limiter
+	now      func() time.Time
+	dl       atomic.Pointer[dlHolder]
 
 	closed atomic.Bool
 
@@ -142,6 +146,7 @@ func New(opts Options) *Broker {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.storeLog = ratelog.New(b.log, 0)
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -34,8 +34,16 @@ func (b *Broker) metaOn() bool { return b.st != nil && !b.loading.Load() }
 
 func (b *Broker) logStoreErr(err error) {
 	if err != nil {
-		b.log.Error("store batch failed", "err", err)
+		b.storeLog.Error(storeErrCause(err), "store batch failed", "err", err)
 	}
+}
+
+// storeErrCause is the rate-limiting key of a store error.
+func storeErrCause(err error) string {
+	if errors.Is(err, store.ErrDiskFull) {
+		return "disk full"
+	}
+	return "store failure"
 }
 
 // commitMeta submits mb now and returns a function that waits for it.
@@ -194,9 +202,14 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(amqp10
 	b.st.Commit(new(store.Batch).Append(recs...), func(err error) {
 		out := st
 		if err != nil {
-			b.log.Error("durable publish failed", "err", err)
+			b.storeLog.Error("publish: "+storeErrCause(err), "durable publish failed", "err", err)
 			out = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: &amqp10.Error{
 				Condition: amqp10.ErrCondInternalError, Description: "not durable: " + err.Error()}}
+			if errors.Is(err, store.ErrDiskFull) {
+				// As RabbitMQ's disk alarm: the publisher may retry once space is freed.
+				out.Error = &amqp10.Error{Condition: amqp10.ErrCondResourceLimitExceeded,
+					Description: "disk full: the message could not be stored; retry once space is freed"}
+			}
 			go withdraw(entries)
 		}
 		final = out

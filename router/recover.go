@@ -95,7 +95,7 @@ func (b *Broker) recover() error {
 		vh, name, ok := splitKey(kv.key, metaExchange)
 		l, err := decodeList(kv.value, 5)
 		if !ok || err != nil {
-			return fmt.Errorf("router: bad exchange metadata %q: %v", kv.key, err)
+			return fmt.Errorf("%w: router: bad exchange metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		v, _ := vhost(vh)
 		spec := ExchangeSpec{Name: name, Type: listStr(l[0]), Durable: listBool(l[1]), AutoDelete: listBool(l[2]),
@@ -108,7 +108,7 @@ func (b *Broker) recover() error {
 		vh, name, ok := splitKey(kv.key, metaPolicy)
 		l, err := decodeList(kv.value, 4)
 		if !ok || err != nil {
-			return fmt.Errorf("router: bad policy metadata %q: %v", kv.key, err)
+			return fmt.Errorf("%w: router: bad policy metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		v, _ := vhost(vh)
 		p := Policy{Name: name, Pattern: listStr(l[0]), ApplyTo: listStr(l[1]), Priority: int(listInt(l[2])), Definition: listMap(l[3])}
@@ -122,7 +122,7 @@ func (b *Broker) recover() error {
 		vh, name, ok := splitKey(kv.key, metaQueue)
 		l, err := decodeList(kv.value, 6)
 		if !ok || err != nil {
-			return fmt.Errorf("router: bad queue metadata %q: %v", kv.key, err)
+			return fmt.Errorf("%w: router: bad queue metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		id := store.QueueID(listInt(l[0]))
 		if id == 0 {
@@ -146,7 +146,7 @@ func (b *Broker) recover() error {
 		vh, _, ok := splitKey(kv.key, metaBinding)
 		bd, err := decodeBinding(kv.value)
 		if !ok || err != nil {
-			return fmt.Errorf("router: bad binding metadata: %v", err)
+			return fmt.Errorf("%w: router: bad binding metadata: %v", store.ErrCorrupt, err)
 		}
 		v, _ := vhost(vh)
 		if err := v.Bind(bd); err != nil {
@@ -158,7 +158,7 @@ func (b *Broker) recover() error {
 		l, err := decodeList(kv.value, 3)
 		if err != nil {
 			b.mu.Unlock()
-			return fmt.Errorf("router: bad user metadata %q: %v", kv.key, err)
+			return fmt.Errorf("%w: router: bad user metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		u := &User{Name: kv.key[len(metaUser):], PasswordHash: listStr(l[0]), HashingAlgorithm: listStr(l[1])}
 		if tags, ok := l[2].(amqp10.List); ok {
@@ -173,7 +173,7 @@ func (b *Broker) recover() error {
 		l, err := decodeList(kv.value, 3)
 		if !ok || err != nil {
 			b.mu.Unlock()
-			return fmt.Errorf("router: bad permission metadata %q: %v", kv.key, err)
+			return fmt.Errorf("%w: router: bad permission metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		if b.perms[user] == nil {
 			b.perms[user] = map[string]Permission{}
@@ -224,11 +224,11 @@ func (q *Queue) load(res uint64) error {
 	err := q.b.st.Iterate(q.id, func(seq uint64, msg, state []byte) error {
 		m, err := decodeMessage(msg)
 		if err != nil {
-			return fmt.Errorf("router: %s: stored message %d: %w", q, seq, err)
+			return fmt.Errorf("%w: router: %s: stored message %d: %w", store.ErrCorrupt, q, seq, err)
 		}
 		e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true}
 		if err := decodeState(e, state); err != nil {
-			return fmt.Errorf("router: %s: stored state of message %d: %w", q, seq, err)
+			return fmt.Errorf("%w: router: %s: stored state of message %d: %w", store.ErrCorrupt, q, seq, err)
 		}
 		maxSeq = max(maxSeq, seq)
 		if e.retained {

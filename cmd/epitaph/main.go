@@ -157,6 +157,7 @@ func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
 		Definitions:             defs,
 		InMemory:                cfg.InMemory,
 		DataDir:                 cfg.DataDir,
+		StoreRecovery:           epitaph.StoreRecovery(cfg.StoreRecovery),
 		DiskFreeLimit:           cfg.DiskFreeLimit,
 		NoDiskAlarm:             cfg.DiskFreeLimit == 0,
 		MemoryHighWatermark:     cfg.MemoryHighWatermark,

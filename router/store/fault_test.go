@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -120,7 +121,14 @@ func TestPersistentFailureRecoversWithoutRestart(t *testing.T) {
 		}
 	}
 	inj.fail.Store(0)
-	must(t, func(d func(error)) { p.Append([]Record{rec(1, 10)}, d) })
+	// Reopens of a broken store are spaced (10ms doubling to 1s): the
+	// store comes back within a second.
+	deadline := time.Now().Add(5 * time.Second)
+	for wait(t, func(d func(error)) { p.Append([]Record{rec(1, 10)}, d) }) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("appends still fail 5s after the disk came back")
+		}
+	}
 	if g := fmt.Sprint(seqsOf(dump(t, p, 1))); g != "[1 10]" {
 		t.Fatalf("got %s", g)
 	}

@@ -99,6 +99,10 @@ var (
 	ErrClosed = errors.New("store: closed")
 	// ErrNotDurable wraps every commit failure: the batch was not made durable.
 	ErrNotDurable = errors.New("store: not durable")
+	// ErrDiskFull also wraps commit failures caused by a full disk (ENOSPC),
+	// whether the write itself failed or it waited behind flushes that
+	// could not write their tables.
+	ErrDiskFull = errors.New("store: disk full")
 )
 
 type opKind uint8

@@ -1,0 +1,107 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router/store"
+)
+
+// tablesFull fails the creation of and writes to tables with ENOSPC while
+// on: a full disk, where the preallocated WAL still takes commits until the
+// memtables are full.
+type tablesFull struct{ on atomic.Bool }
+
+func (f *tablesFull) String() string { return "tablesFull" }
+func (f *tablesFull) MaybeError(op errorfs.Op) error {
+	if f.on.Load() && strings.HasSuffix(op.Path, ".sst") &&
+		(op.Kind == errorfs.OpCreate || op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+type lineCounter struct{ n atomic.Int64 }
+
+func (h *lineCounter) Enabled(context.Context, slog.Level) bool  { return true }
+func (h *lineCounter) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
+func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *lineCounter) WithGroup(string) slog.Handler             { return h }
+
+// With the disk full, a durable publish is answered rejected with
+// amqp:resource-limit-exceeded (the disk is full) instead of never being
+// answered; the failures are logged a bounded number of times; once space
+// is freed publishing resumes, and every accepted message is in the store.
+func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
+	full := &tablesFull{}
+	fs := errorfs.Wrap(vfs.NewMem(), full)
+	lines := &lineCounter{}
+	st, err := store.OpenPebble("db", store.PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(lines)})
+	require.NoError(t, err)
+	e := newEnv(t, func(o *Options) { o.Store = st; o.Logger = slog.New(lines) })
+	q := e.queue(t, "q", Quorum)
+	body := strings.Repeat("x", 4<<10)
+	accepted := 0
+	publish := func() amqp10.DeliveryState {
+		got := make(chan amqp10.DeliveryState, 1)
+		s, _, pending, err := e.v.PublishConfirm("", durableMsg(t, body, "q"), func(s amqp10.DeliveryState) { got <- s })
+		require.NoError(t, err)
+		if pending {
+			select {
+			case s = <-got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("a durable publish got no outcome within 20s with the disk full")
+			}
+		}
+		if s.Kind == amqp10.StateAccepted {
+			accepted++
+		}
+		return s
+	}
+	for range 50 {
+		require.Equal(t, amqp10.StateAccepted, publish().Kind)
+	}
+
+	full.on.Store(true)
+	before, start := lines.n.Load(), time.Now()
+	var rejected amqp10.DeliveryState
+	for i := 0; i < 10000 && rejected.Kind != amqp10.StateRejected; i++ {
+		rejected = publish()
+	}
+	require.Equal(t, amqp10.StateRejected, rejected.Kind, "10000 publishes of 4 KiB accepted with every flush failing")
+	require.Equal(t, amqp10.ErrCondResourceLimitExceeded, rejected.Error.Condition)
+	require.Contains(t, rejected.Error.Description, "disk full")
+	for range 50 {
+		s := publish()
+		require.Equal(t, amqp10.StateRejected, s.Kind)
+		require.Equal(t, amqp10.ErrCondResourceLimitExceeded, s.Error.Condition)
+	}
+	n, d := lines.n.Load()-before, time.Since(start)
+	t.Logf("disk full for %v: %d log lines", d, n)
+	require.LessOrEqual(t, float64(n)/d.Seconds(), 10.0, "log lines per second while the disk is full")
+
+	full.on.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for publish().Kind != amqp10.StateAccepted {
+		require.True(t, time.Now().Before(deadline), "publishes still refused 20s after space was freed")
+	}
+	for range 20 {
+		require.Equal(t, amqp10.StateAccepted, publish().Kind)
+	}
+	eventually(t, func() bool { return q.Len() == accepted }, 5*time.Second, "the queue holds exactly the accepted messages")
+	stored := 0
+	require.NoError(t, st.Iterate(q.id, func(uint64, []byte, []byte) error { stored++; return nil }))
+	require.Equal(t, accepted, stored, "the store holds exactly the accepted messages")
+	e.b.Close()
+	require.NoError(t, st.Close())
+}
