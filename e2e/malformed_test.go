@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -53,16 +52,6 @@ func (r *rawConn) openWith(o *amqp10.Open) *amqp10.Open {
 func (r *rawConn) write(ch uint16, p amqp10.Performative) {
 	r.t.Helper()
 	_, err := r.nc.Write(amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, ch, p, nil))
-	require.NoError(r.t, err)
-}
-
-// writeBody writes an AMQP frame on channel 0 whose body is the raw bytes
-// body (a performative the encoder would not produce).
-func (r *rawConn) writeBody(body []byte) {
-	r.t.Helper()
-	f := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
-	f = append(f, 2, amqp10.FrameTypeAMQP, 0, 0)
-	_, err := r.nc.Write(append(f, body...))
 	require.NoError(r.t, err)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
 // AMQPOptions configure an AMQPNode.
@@ -39,7 +40,7 @@ type AMQPOptions struct {
 type AMQPNode struct {
 	rt   *router.Broker
 	log  *slog.Logger
-	warn *rateLog // failed requests: clients choose how many, so rate-limited
+	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
 }
 
@@ -49,7 +50,7 @@ func NewAMQPNode(opts AMQPOptions) *AMQPNode {
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
-	n.warn = newRateLog(n.log)
+	n.warn = ratelog.New(n.log, 0)
 	if n.node == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -161,7 +162,7 @@ func (n *AMQPNode) handle(owner any, user string, vh *router.VHost, props *amqp1
 	}()
 	if status[0] != '2' {
 		reason, _ := body.(string)
-		n.warn.Log(slog.LevelWarn, "management request failed", "method", clip(method), "path", clip(target),
+		n.warn.Warn("management request failed", "management request failed", "method", clip(method), "path", clip(target),
 			"user", clip(user), "status", status, "reason", clip(reason))
 	}
 	return status, body

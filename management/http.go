@@ -16,6 +16,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
 // HTTPOptions configure the HTTP API.
@@ -57,7 +58,7 @@ type httpServer struct {
 	metrics http.Handler
 
 	getMaxCount, getMaxBytes int
-	errLog                   *rateLog
+	errLog                   *ratelog.Limiter
 }
 
 // httpHandlerFunc handles one matched request; a returned error is written
@@ -123,7 +124,7 @@ func NewHTTPHandler(opts HTTPOptions) http.Handler {
 		s.version = "unknown"
 	}
 	s.getMaxCount, s.getMaxBytes = cmpOrPositive(opts.GetMaxCount, DefaultGetMaxCount), cmpOrPositive(opts.GetMaxBytes, DefaultGetMaxBytes)
-	s.errLog = newRateLog(s.log)
+	s.errLog = ratelog.New(s.log, 0)
 	s.routes = s.httpRoutes()
 	return s
 }
@@ -415,7 +416,7 @@ func (s *httpServer) writeError(w http.ResponseWriter, r *http.Request, err erro
 		he = httpFromRouter(err)
 	}
 	if he.status >= 500 {
-		s.errLog.Log(slog.LevelError, "management request failed", "method", clip(r.Method), "path", clip(r.URL.Path), "err", clip(err.Error()))
+		s.errLog.Error("management request failed", "management request failed", "method", clip(r.Method), "path", clip(r.URL.Path), "err", clip(err.Error()))
 	} else {
 		s.log.Debug("management request refused", "method", clip(r.Method), "path", clip(r.URL.Path), "status", he.status, "err", clip(err.Error()))
 	}

@@ -169,7 +169,7 @@ func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
 	if len(got) != len(acked) {
 		t.Fatalf("%d messages stored, %d acknowledged (a refused append came back)", len(got), len(acked))
 	}
-	t.Log(fmt.Sprintf("%d acknowledged, %d refused", len(acked), refused))
+	t.Logf("%d acknowledged, %d refused", len(acked), refused)
 }
 
 // allFull fails every file creation and write with ENOSPC while on.

@@ -448,8 +448,7 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 	p.inApply, p.answered = nil, false
 	p.mu.Unlock()
 	p.stallTimer.Stop()
-	p.answerMu.Lock() // an answerStalled under way finishes its callbacks first
-	p.answerMu.Unlock()
+	p.awaitAnswering()
 	_ = pb.Close()
 
 	if err == nil {
@@ -526,8 +525,7 @@ func (p *Pebble) retryReopen() error {
 		p.inApply, p.answered = nil, false
 		p.mu.Unlock()
 		p.stallTimer.Stop()
-		p.answerMu.Lock() // an answerStalled under way finishes its callbacks first
-		p.answerMu.Unlock()
+		p.awaitAnswering()
 	}
 	if err == nil {
 		p.reopenDelay, p.reopenErr = 0, nil
@@ -1115,4 +1113,11 @@ func (p *Pebble) Meta(fn func(key string, value []byte) error) (err error) {
 		return err
 	}
 	return it.Close()
+}
+
+// awaitAnswering returns once an answerStalled under way has finished its
+// callbacks: a barrier, not a critical section.
+func (p *Pebble) awaitAnswering() {
+	p.answerMu.Lock()
+	defer p.answerMu.Unlock()
 }
