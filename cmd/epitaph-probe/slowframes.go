@@ -1,20 +1,8 @@
-// Command epitaph-slowframes measures what a broker holds for connections
-// that announce a large frame and then send nothing: it opens -conns
-// connections, each sending the protocol header (and, with -open, an open
-// frame first) and an 8-byte frame header claiming -claim bytes, waits
-// -settle, and prints the broker process's resident memory (VmRSS of -pid)
-// before and after. With -warm, the same number of connections first each
-// send one whole (undecodable) frame of -claim bytes after open and are
-// closed, so the broker's heap is resident, as after ordinary traffic:
-// freshly mapped memory that is never written does not count in RSS.
-//
-//	go run ./cmd/epitaph-slowframes -addr 127.0.0.1:5672 -pid $(pgrep -n epitaph) -conns 4000 -claim 65536
 package main
 
 import (
 	"bufio"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -26,29 +14,9 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
-func main() {
-	addr := flag.String("addr", "127.0.0.1:5672", "broker AMQP address")
-	pid := flag.Int("pid", 0, "broker process id (for VmRSS)")
-	conns := flag.Int("conns", 4000, "connections to open")
-	claim := flag.Uint("claim", 64<<10, "frame size each connection's header claims, in bytes")
-	withOpen := flag.Bool("open", false, "exchange open before the frame header (no SASL)")
-	settle := flag.Duration("settle", 3*time.Second, "wait before reading the RSS again")
-	warm := flag.Bool("warm", false, "first make the broker's heap resident with whole frames")
-	flag.Parse()
-	if *warm {
-		if err := warmUp(*addr, *conns, uint32(*claim)); err != nil {
-			fmt.Fprintln(os.Stderr, "epitaph-slowframes: warm-up:", err)
-			os.Exit(1)
-		}
-		time.Sleep(2 * time.Second) // let the broker close them and collect
-	}
-	if err := run(*addr, *pid, *conns, uint32(*claim), *withOpen, *settle); err != nil {
-		fmt.Fprintln(os.Stderr, "epitaph-slowframes:", err)
-		os.Exit(1)
-	}
-}
-
-func run(addr string, pid, n int, claim uint32, withOpen bool, settle time.Duration) error {
+// runSlowFrames opens n connections that each announce a frame of claim
+// bytes (after open, with withOpen) and then send nothing.
+func runSlowFrames(addr string, pid, n int, claim uint32, withOpen bool, settle time.Duration) error {
 	before, err := status(pid, "VmRSS:")
 	if err != nil {
 		return err
@@ -76,7 +44,7 @@ func run(addr string, pid, n int, claim uint32, withOpen bool, settle time.Durat
 		}
 		if withOpen {
 			open := amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, 0,
-				&amqp10.Open{ContainerID: "slowframes", MaxFrameSize: 1 << 20, ChannelMax: 1}, nil)
+				&amqp10.Open{ContainerID: "epitaph-probe", MaxFrameSize: 1 << 20, ChannelMax: 1}, nil)
 			if _, err := c.Write(open); err != nil {
 				return err
 			}
@@ -125,7 +93,7 @@ func warmUp(addr string, n int, size uint32) error {
 		}
 		conns = append(conns, c)
 		open := amqp10.AppendFrame(nil, amqp10.FrameTypeAMQP, 0,
-			&amqp10.Open{ContainerID: "slowframes", MaxFrameSize: 1 << 20, ChannelMax: 1}, nil)
+			&amqp10.Open{ContainerID: "epitaph-probe", MaxFrameSize: 1 << 20, ChannelMax: 1}, nil)
 		if _, err := c.Write(append(amqp10.ProtoHeaderAMQP[:], open...)); err != nil {
 			return err
 		}

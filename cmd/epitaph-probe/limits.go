@@ -1,47 +1,18 @@
-// Command epitaph-limitsprobe measures what a broker holds for state a
-// client can pile up beyond one link, printing the broker process's VmRSS
-// before and after:
-//
-//	-scenario links       -conns connections, each beginning 256 sessions of 256 links
-//	-scenario unfinished  one connection, 40 links, each with an unfinished 15 MiB message
-//	-scenario unsettled   one connection publishing -n unroutable rcv-settle-mode second messages, never settling
-//
-// It writes without waiting for replies (what a client ignoring flow
-// control does) and discards what the broker sends.
-//
-//	go run ./cmd/epitaph-limitsprobe -addr 127.0.0.1:5672 -pid $(pgrep -n epitaph) -scenario links
 package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
-func main() {
-	addr := flag.String("addr", "127.0.0.1:5672", "broker AMQP address")
-	pid := flag.Int("pid", 0, "broker process id (for VmRSS)")
-	scenario := flag.String("scenario", "links", "links, unfinished or unsettled")
-	conns := flag.Int("conns", 10, "connections (links scenario)")
-	n := flag.Int("n", 3_000_000, "publishes (unsettled scenario)")
-	settle := flag.Duration("settle", 3*time.Second, "wait after writing before reading the RSS")
-	flag.Parse()
-	if err := run(*addr, *pid, *scenario, *conns, *n, *settle); err != nil {
-		fmt.Fprintln(os.Stderr, "epitaph-limitsprobe:", err)
-		os.Exit(1)
-	}
-}
-
-func run(addr string, pid int, scenario string, conns, n int, settle time.Duration) error {
-	before, err := rss(pid)
+// runLimits runs the links, unfinished or unsettled scenario.
+func runLimits(addr string, pid int, scenario string, conns, n int, settle time.Duration) error {
+	before, err := status(pid, "VmRSS:")
 	if err != nil {
 		return err
 	}
@@ -60,7 +31,7 @@ func run(addr string, pid int, scenario string, conns, n int, settle time.Durati
 		go func() { _, _ = io.Copy(io.Discard, c) }()
 		w := bufio.NewWriterSize(c, 1<<20)
 		_, _ = w.Write(amqp10.ProtoHeaderAMQP[:])
-		write(w, 0, &amqp10.Open{ContainerID: "limitsprobe", MaxFrameSize: 1 << 20, ChannelMax: 65535}, nil)
+		write(w, 0, &amqp10.Open{ContainerID: "epitaph-probe", MaxFrameSize: 1 << 20, ChannelMax: 65535}, nil)
 		return w, nil
 	}
 	switch scenario {
@@ -122,7 +93,7 @@ func run(addr string, pid int, scenario string, conns, n int, settle time.Durati
 		return fmt.Errorf("unknown scenario %q", scenario)
 	}
 	time.Sleep(settle) // the broker works through what was written; nothing to poll from outside
-	after, err := rss(pid)
+	after, err := status(pid, "VmRSS:")
 	if err != nil {
 		return err
 	}
@@ -145,21 +116,4 @@ var frameBuf []byte
 func write(w *bufio.Writer, ch uint16, p amqp10.Performative, payload []byte) {
 	frameBuf = amqp10.AppendFrame(frameBuf[:0], amqp10.FrameTypeAMQP, ch, p, payload)
 	_, _ = w.Write(frameBuf) // a write error shows at the next Flush
-}
-
-// rss is the VmRSS of process pid, in bytes.
-func rss(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
