@@ -15,8 +15,9 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Rules of /work/shared/spec/dead-lettering.md §1-§3 that the §6 scenarios
-// do not reach, plus epitaph's documented additions.
+// Dead-lettering rules (RabbitMQ 4.3's annotations, reasons and cycle
+// detection) that the acceptance tests of deadletter_scenarios_test.go do
+// not reach, plus epitaph's documented additions.
 
 // assertWireDeath checks one decoded x-opt-deaths element with exact AMQP types.
 func assertWireDeath(t *testing.T, el any, queue, reason string, count uint64, exchange string, rks ...string) {

@@ -19,8 +19,8 @@ func declare(v *VHost, name string, typ QueueType, args ...any) error {
 	return err
 }
 
-// TestDeclareValidationS39 covers spec §6.7 S39 and §4.1.
-func TestDeclareValidationS39(t *testing.T) {
+// TestDeclareDeadLetterArgumentValidation covers spec §6.7 S39 and §4.1.
+func TestDeclareDeadLetterArgumentValidation(t *testing.T) {
 	e := newEnv(t)
 	bad := []struct {
 		name string

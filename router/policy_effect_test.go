@@ -499,7 +499,7 @@ func (a *accessorDL) all() []string {
 
 // S40: a policy DLX/DLRK on a queue without arguments takes effect for
 // messages rejected after the policy applies; arguments beat the policy.
-func TestS40PolicyDeadLetterAtRunTime(t *testing.T) {
+func TestPolicyDeadLetterAtRunTime(t *testing.T) {
 	for _, typ := range bothTypes {
 		t.Run(string(typ), func(t *testing.T) {
 			dl := &accessorDL{}
