@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -149,5 +150,32 @@ func TestLatencySectionWithTCPRelay(t *testing.T) {
 	}
 	if want := "## Latency (ms, fixed rate, from the intended send time: corrected for coordinated omission)\n\n| scenario | broker |"; !strings.Contains(out, want) {
 		t.Errorf("without relay runs the table should follow the heading directly:\n%s", out)
+	}
+}
+
+func TestRabbitScriptRequiredUnlessNoRabbit(t *testing.T) {
+	if err := checkOpts(opts{}); !errors.Is(err, errRabbitRequired) {
+		t.Errorf("checkOpts without -rabbit = %v; want errRabbitRequired", err)
+	}
+	if err := checkOpts(opts{noRabbit: true}); err != nil {
+		t.Errorf("checkOpts with -no-rabbit = %v; want nil", err)
+	}
+	if err := checkOpts(opts{rabbit: "tools/rabbitmq310.sh"}); err != nil {
+		t.Errorf("checkOpts with -rabbit = %v; want nil", err)
+	}
+}
+
+func TestReportNamesTheRabbitScriptByFileName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"-reps 3 -rabbit /some/where/rabbitmq310.sh -out B.md", "-reps 3 -rabbit rabbitmq310.sh -out B.md"},
+		{"--rabbit=/some/where/rabbitmq310.sh -durable", "--rabbit=rabbitmq310.sh -durable"},
+		{"-no-rabbit", "-no-rabbit"},
+	} {
+		if got := strings.Join(reportArgs(strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("reportArgs(%q) = %q; want %q", c.in, got, c.want)
+		}
+	}
+	if got := rabbitName(opts{rabbit: "/some/where/rabbitmq310.sh"}); got != "rabbitmq310.sh" {
+		t.Errorf("rabbitName = %q; want rabbitmq310.sh", got)
 	}
 }
