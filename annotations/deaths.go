@@ -28,7 +28,7 @@ const (
 	ReasonDeliveryLimit = "delivery_limit"
 )
 
-// Death is one {queue, reason} entry of x-opt-deaths (dead-lettering.md §1.2).
+// Death is one {queue, reason} entry of x-opt-deaths.
 type Death struct {
 	Queue       string
 	Reason      string
@@ -119,7 +119,7 @@ func RecordTo(dst []Death, h History, ev Event) History {
 
 // IsCycle reports whether delivering a message with history h (the current
 // death already recorded) to target queue would be a dead-letter cycle:
-// RabbitMQ's is_cycle_v2 (dead-lettering.md §2.6). A rejection anywhere from
+// RabbitMQ's is_cycle_v2. A rejection anywhere from
 // the newest entry back to target's entry breaks the cycle.
 func IsCycle(h History, target string) bool {
 	if len(h.Deaths) == 0 || h.Deaths[0].Reason == ReasonRejected {

@@ -66,7 +66,7 @@ var (
 
 const t0 = 1700000000000
 
-// q1Expired is the death of dead-lettering.md §1.3.
+// q1Expired is the death whose exact bytes are golden13 (deaths_test.go).
 var q1Expired = Death{Queue: "q1", Reason: ReasonExpired, Count: 1, FirstTime: t0, LastTime: t0,
 	RoutingKeys: []string{"q1"}}
 

@@ -32,7 +32,8 @@ func (s *session) attach(a *amqp10.Attach) error {
 }
 
 // reply builds our attach reply: same name and handle, the other role, the
-// settle modes echoed exactly as requested (clients.md rule 1).
+// settle modes echoed exactly as requested (go-amqp fails the attach when
+// a mode it set comes back different).
 func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
 	return &amqp10.Attach{
 		Name:             a.Name,

@@ -2,7 +2,7 @@ package management
 
 // RabbitMQ 4's AMQP 1.0 management node ("HTTP over AMQP" on the
 // /management link pair), modelled on rabbit_amqp_management.erl and shaped
-// for github.com/rabbitmq/rabbitmq-amqp-go-client (clients.md §2).
+// for github.com/rabbitmq/rabbitmq-amqp-go-client.
 //
 // Every unexported identifier in the amqp*.go files starts with "amqp": the
 // HTTP API lives in the same package.

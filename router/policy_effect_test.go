@@ -497,7 +497,7 @@ func (a *accessorDL) all() []string {
 	return append([]string(nil), a.seen...)
 }
 
-// S40: a policy DLX/DLRK on a queue without arguments takes effect for
+// A policy DLX/DLRK on a queue without arguments takes effect for
 // messages rejected after the policy applies; arguments beat the policy.
 func TestPolicyDeadLetterAtRunTime(t *testing.T) {
 	for _, typ := range bothTypes {
