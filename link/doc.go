@@ -6,14 +6,4 @@
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.
-//
-// Files:
-//
-//	server.go    Server, Serve, Shutdown, accept loop
-//	handshake.go protocol headers, SASL, open
-//	conn.go      the connection loop, reader, writer, mailbox
-//	session.go   begin/end, session flow control, dispositions
-//	receiver.go  links on which the broker receives (publishers)
-//	sender.go    links on which the broker sends (consumers)
-//	address.go   RabbitMQ address parsing
 package link
