@@ -103,6 +103,20 @@ func TestDurableSectionKept(t *testing.T) {
 	}
 }
 
+func TestNotesSectionKept(t *testing.T) {
+	notes := notesBegin + "\n## Notes\nfigures\n" + notesEnd
+	report := "# Benchmarks\n\n" + durBegin + "\n## Durable\n" + durEnd + "\n\n" + notes + "\n"
+	if got := notesSection(report); got != notes {
+		t.Fatalf("notesSection = %q, want %q", got, notes)
+	}
+	if got := durableSection(report); got != durBegin+"\n## Durable\n"+durEnd {
+		t.Fatalf("durableSection next to notes = %q", got)
+	}
+	if got := notesSection("# Benchmarks\n"); got != "" {
+		t.Fatalf("notesSection of a report without one = %q", got)
+	}
+}
+
 // The latency table: the TCP relay gets its own row after the brokers,
 // named for what it is, and one sentence says what it measures; without
 // relay runs the table is as before.

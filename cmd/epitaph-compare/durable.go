@@ -34,6 +34,10 @@ const durableDefinitions = `{"vhosts":[{"name":"/"}],
 const (
 	durBegin = "<!-- durable:begin -->"
 	durEnd   = "<!-- durable:end -->"
+	// The notes section holds measurements made by hand (for example the
+	// figures behind a constant's value); every run keeps it as it is.
+	notesBegin = "<!-- notes:begin -->"
+	notesEnd   = "<!-- notes:end -->"
 )
 
 // durable targets: broker process + queue
@@ -589,21 +593,36 @@ func ptrOr(r *restartRun) []restartRun {
 // durableBounds returns where the durable section of a report starts and
 // ends (markers included); ok is false when it has none.
 func durableBounds(report string) (start, end int, ok bool) {
-	i := strings.Index(report, durBegin)
+	return sectionBounds(report, durBegin, durEnd)
+}
+
+// sectionBounds returns where the section between the markers begin and end
+// starts and ends (markers included); ok is false when it has none.
+func sectionBounds(report, begin, end string) (start, stop int, ok bool) {
+	i := strings.Index(report, begin)
 	if i < 0 {
 		return 0, 0, false
 	}
-	j := strings.Index(report[i:], durEnd)
+	j := strings.Index(report[i:], end)
 	if j < 0 {
 		return 0, 0, false
 	}
-	return i, i + j + len(durEnd), true
+	return i, i + j + len(end), true
 }
 
 // durableSection returns the durable section of a report, markers
 // included, or "" when it has none.
 func durableSection(report string) string {
 	if i, j, ok := durableBounds(report); ok {
+		return report[i:j]
+	}
+	return ""
+}
+
+// notesSection returns the hand-kept notes section of a report, markers
+// included, or "" when it has none.
+func notesSection(report string) string {
+	if i, j, ok := sectionBounds(report, notesBegin, notesEnd); ok {
 		return report[i:j]
 	}
 	return ""

@@ -322,8 +322,12 @@ func run(o opts) error {
 	}
 	report := buildReport(o, scenarios, results, order, brokers, loadBefore, loadAfter, rabbitNote, rabbitVersion, microRoot, micro, time.Since(started))
 	if old, err := os.ReadFile(o.out); err == nil {
-		// Keep the durable section of an earlier -durable run.
+		// Keep the durable section of an earlier -durable run, and the
+		// notes, which no run writes.
 		if sec := durableSection(string(old)); sec != "" {
+			report += "\n" + sec + "\n"
+		}
+		if sec := notesSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
 		}
 	}
