@@ -3,6 +3,9 @@
 // goroutines, a reader, a loop and a writer. The loop owns every piece of
 // session and link state (windows, credit, delivery-ids, unsettled maps and
 // handles); the reader only decodes frames and the writer only writes bytes.
+// When the writer is idle the loop writes to the socket itself, in one
+// non-blocking call (flushOut); outbuf.busy says which of the two holds the
+// socket.
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.
