@@ -286,7 +286,8 @@ var ErrMalformed = errors.New("annotations: malformed x-opt-deaths")
 
 // Decode reads a history written by Apply (or by RabbitMQ 4). ok is false
 // when anns has no x-opt-deaths. Decode only trusts annotations the broker
-// itself wrote: a publisher's x-opt-deaths is never interpreted (§3.4).
+// itself wrote: a publisher's x-opt-deaths is never interpreted (a republished
+// dead letter starts a fresh history).
 func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 	v, ok := anns.Get(KeyDeaths)
 	if !ok {

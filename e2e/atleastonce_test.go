@@ -41,7 +41,7 @@ func startALO(t *testing.T, dir string) *epitaph.Broker {
 	})
 }
 
-// aloArgs are the arguments of an at-least-once source queue (§6.6 common
+// aloArgs are the arguments of an at-least-once source queue (the common
 // setup): DLX dlx, strategy at-least-once, overflow reject-publish, then
 // extra.
 func aloArgs(dlx string, extra ...amqp10.KV) amqp10.Map {
@@ -86,7 +86,7 @@ func putPolicy(t *testing.T, b *epitaph.Broker, name, pattern string, def ...amq
 		ApplyTo: router.ApplyToQueues, Definition: amqp10.Map(def)}))
 }
 
-// aloCommon is §6.6's common setup: src at-least-once into dlx with DLRK
+// aloCommon is the common setup of these tests: src at-least-once into dlx with DLRK
 // k1, tgt bound to dlx with k1, plus the extra arguments of src.
 func aloCommon(t *testing.T, b *epitaph.Broker, extra ...amqp10.KV) {
 	t.Helper()

@@ -89,7 +89,8 @@ func (s *session) authorize(kind, name string, a router.Access) error {
 	return s.c.srv.opts.Router.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
 }
 
-// routerError maps a router error to an AMQP error (the boundary of §3.4).
+// routerError maps a router error to an AMQP error (the boundary between
+// the router's errors and the wire's conditions).
 func routerError(err error) *amqp10.Error {
 	switch {
 	case errors.Is(err, router.ErrNotFound):
