@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# soak.sh: a long load run for a developer machine (it is not run by CI). It runs e2e's TestLoadLedger with
-# a longer duration, more connections, a population of idle connections and
+# soak.sh: a long load run for a developer machine (it is not run by CI).
+# It runs e2e's TestLoadLedger with a longer duration, more connections, a population of idle connections and
 # a bound on the RSS trend: the same ledger (nothing lost, unexpected,
 # duplicated or out of order; every queue empty after the drain), goroutine
 # and heap checks as the CI's 3-minute load run. Broker and clients run in one
