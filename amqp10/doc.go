@@ -6,16 +6,4 @@
 // (strconv.Append* shape) and allocate nothing for the hot frames (Transfer,
 // Flow, Disposition); decoders take a byte slice and decode into structs the
 // caller owns.
-//
-// Files:
-//
-//	types.go         Go representations of AMQP values (Symbol, Map, Array, ...)
-//	encode.go        Append* encoders, AppendValue for any value
-//	decode.go        Read* decoders, ReadValue for any value (depth-limited)
-//	errors.go        ErrCond constants, Error, ProtocolError and scopes
-//	performatives.go open/begin/attach/flow/transfer/disposition/detach/end/close
-//	terminus.go      Source, Target, DeliveryState
-//	sasl.go          SASL frames and protocol headers
-//	frame.go         frame header parsing and writing
-//	message.go       the lazy message: section scanner and re-encoder
 package amqp10

@@ -28,7 +28,7 @@ const (
 	ReasonDeliveryLimit = "delivery_limit"
 )
 
-// Death is one {queue, reason} entry of x-opt-deaths (dead-lettering.md §1.2).
+// Death is one {queue, reason} entry of x-opt-deaths.
 type Death struct {
 	Queue       string
 	Reason      string
@@ -119,7 +119,7 @@ func RecordTo(dst []Death, h History, ev Event) History {
 
 // IsCycle reports whether delivering a message with history h (the current
 // death already recorded) to target queue would be a dead-letter cycle:
-// RabbitMQ's is_cycle_v2 (dead-lettering.md §2.6). A rejection anywhere from
+// RabbitMQ's is_cycle_v2. A rejection anywhere from
 // the newest entry back to target's entry breaks the cycle.
 func IsCycle(h History, target string) bool {
 	if len(h.Deaths) == 0 || h.Deaths[0].Reason == ReasonRejected {
@@ -286,7 +286,8 @@ var ErrMalformed = errors.New("annotations: malformed x-opt-deaths")
 
 // Decode reads a history written by Apply (or by RabbitMQ 4). ok is false
 // when anns has no x-opt-deaths. Decode only trusts annotations the broker
-// itself wrote: a publisher's x-opt-deaths is never interpreted (§3.4).
+// itself wrote: a publisher's x-opt-deaths is never interpreted (a republished
+// dead letter starts a fresh history).
 func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 	v, ok := anns.Get(KeyDeaths)
 	if !ok {

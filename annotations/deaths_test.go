@@ -19,7 +19,7 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// The exact bytes of dead-lettering.md §1.3, produced by RabbitMQ's own generator.
+// The exact bytes of one expired death of queue q1, produced by RabbitMQ's own generator.
 const golden13 = `
 e0 7c 01 d1
 00 00 00 76 00 00 00 0e
@@ -108,7 +108,7 @@ func TestCompactionExample(t *testing.T) {
 	assert.Equal(t, amqp10.Timestamp(6), h.Deaths[1].LastTime)
 }
 
-// mc_unit_SUITE:is_death_cycle (dead-lettering.md §2.6 truth table).
+// RabbitMQ's mc_unit_SUITE:is_death_cycle truth table.
 func TestIsCycle(t *testing.T) {
 	var h History
 	ev := func(q, r string) { h = Record(h, Event{Queue: q, Reason: r}) }

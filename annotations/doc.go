@@ -5,5 +5,6 @@
 // maps the history to AMQP 0.9.1's x-death header.
 //
 // Everything here is a pure function over amqp10 values: no I/O, no state.
-// The reference is shared/spec/dead-lettering.md §1, §2.6 and §5.
+// The reference is RabbitMQ 4.3's behaviour (mc_amqp, rabbit_dead_letter and
+// their test suites), pinned here by golden bytes.
 package annotations

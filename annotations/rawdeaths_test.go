@@ -66,7 +66,7 @@ var (
 
 const t0 = 1700000000000
 
-// q1Expired is the death of dead-lettering.md §1.3.
+// q1Expired is the death whose exact bytes are golden13 (deaths_test.go).
 var q1Expired = Death{Queue: "q1", Reason: ReasonExpired, Count: 1, FirstTime: t0, LastTime: t0,
 	RoutingKeys: []string{"q1"}}
 
@@ -98,7 +98,7 @@ func altCases() []rawCase {
 	golden := goldenBytes()
 	map8 := c8(amqp10.TypeMap8, 14, stdFields(smallOne, rk8))
 	return []rawCase{
-		{"rabbitmq §1.3 bytes", golden, []Death{q1Expired}},
+		{"rabbitmq reference bytes", golden, []Death{q1Expired}},
 		{"array8 of map8, sym8, str8, smallulong, array8 of str8",
 			c8(amqp10.TypeArray8, 1, []byte{amqp10.TypeMap8},
 				elem(c8(amqp10.TypeMap8, 14, stdFields(smallOne, c8(amqp10.TypeArray8, 1, []byte{amqp10.TypeStr8}, elem(s8("q1"))))))),

@@ -2,7 +2,7 @@ package annotations
 
 import "strconv"
 
-// XDeath is one table of AMQP 0.9.1's x-death header (dead-lettering.md §5).
+// XDeath is one table of AMQP 0.9.1's x-death header (as RabbitMQ 4.3 maps x-opt-deaths to it).
 // Field types on the 0.9.1 wire: Count long, Reason/Queue/Exchange longstr,
 // Time timestamp (seconds), RoutingKeys array of longstr,
 // OriginalExpiration longstr (only when the death had a ttl).

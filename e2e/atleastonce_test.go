@@ -22,8 +22,8 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// At-least-once dead-lettering (dead-lettering.md §3.3, §4.2, §6.6 S33-S38)
-// against a broker with a durable store: in-process brokers for the
+// At-least-once dead-lettering (forward with publisher confirms, retain
+// and retry what cannot be routed) against a broker with a durable store: in-process brokers for the
 // scenarios, the built binary (SIGKILL) for the restart in the middle of a
 // retained-message retry.
 
@@ -41,7 +41,7 @@ func startALO(t *testing.T, dir string) *epitaph.Broker {
 	})
 }
 
-// aloArgs are the arguments of an at-least-once source queue (§6.6 common
+// aloArgs are the arguments of an at-least-once source queue (the common
 // setup): DLX dlx, strategy at-least-once, overflow reject-publish, then
 // extra.
 func aloArgs(dlx string, extra ...amqp10.KV) amqp10.Map {
@@ -86,7 +86,7 @@ func putPolicy(t *testing.T, b *epitaph.Broker, name, pattern string, def ...amq
 		ApplyTo: router.ApplyToQueues, Definition: amqp10.Map(def)}))
 }
 
-// aloCommon is §6.6's common setup: src at-least-once into dlx with DLRK
+// aloCommon is the common setup of these tests: src at-least-once into dlx with DLRK
 // k1, tgt bound to dlx with k1, plus the extra arguments of src.
 func aloCommon(t *testing.T, b *epitaph.Broker, extra ...amqp10.KV) {
 	t.Helper()
@@ -96,8 +96,8 @@ func aloCommon(t *testing.T, b *epitaph.Broker, extra ...amqp10.KV) {
 	bind(t, b, "dlx", "tgt", "k1", nil)
 }
 
-// S33 — expired, rejected and delivery_limit are forwarded with confirms.
-func TestALOS33ReasonsForwarded(t *testing.T) {
+// Expired, rejected and delivery_limit are forwarded with confirms.
+func TestAtLeastOnceReasonsForwardedWithConfirms(t *testing.T) {
 	t.Run("expired by queue TTL", func(t *testing.T) {
 		b := startALO(t, t.TempDir())
 		aloCommon(t, b, kv("x-message-ttl", int64(0)))
@@ -168,10 +168,10 @@ func TestALOS33ReasonsForwarded(t *testing.T) {
 	})
 }
 
-// S34 — DLX missing: the message is retained (counted in the source, not
+// A missing DLX: the message is retained (counted in the source, not
 // ready), retried, and delivered once the DLX exists and routes; the death
 // keeps the time of the first attempt.
-func TestALOS34DLXMissing(t *testing.T) {
+func TestAtLeastOnceMissingDLXRetained(t *testing.T) {
 	b := startALO(t, t.TempDir())
 	declareQueue(t, b, "src", router.Quorum, aloArgs("dlx", kv("x-dead-letter-routing-key", "k1"), kv("x-message-ttl", int64(0))))
 	declareQueue(t, b, "tgt", router.Classic, nil)
@@ -204,10 +204,10 @@ func TestALOS34DLXMissing(t *testing.T) {
 	requireNoMessage(t, dr, 300*time.Millisecond) // no duplicate from the retries
 }
 
-// S34 across a restart of an in-process broker: the retained message comes
-// back retained (counted, not ready), keeps its first death time, and is
+// A missing DLX across a restart of an in-process broker: the retained
+// message comes back retained (counted, not ready), keeps its first death time, and is
 // delivered once the DLX is declared.
-func TestALOS34RetainedSurvivesRestart(t *testing.T) {
+func TestAtLeastOnceRetainedSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	b := startALO(t, dir)
 	declareQueue(t, b, "src", router.Quorum, aloArgs("dlx", kv("x-dead-letter-routing-key", "k1"), kv("x-message-ttl", int64(0))))
@@ -273,11 +273,11 @@ func sigkill(t *testing.T, p *proc) {
 	p.wait(t)
 }
 
-// S34 with the built broker SIGKILLed twice: once while the retained
+// A missing DLX with the built broker SIGKILLed twice: once while the retained
 // messages are being retried against the missing DLX, and once while the
 // retry triggered by declaring the DLX binding moves them. Every message
 // arrives in tgt exactly once, with one death of count 1.
-func TestALOS34RestartDuringRetry(t *testing.T) {
+func TestAtLeastOnceKillDuringRetryDeliversOnce(t *testing.T) {
 	const n = 2000
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(34, uint64(time.Now().UnixNano())))
@@ -385,8 +385,8 @@ func apiCallNoFail(t *testing.T, base, method, path, body string, want int) int 
 	return st
 }
 
-// S35 — the DLX routes nowhere: retained, then delivered once bound.
-func TestALOS35NoRoute(t *testing.T) {
+// The DLX routes nowhere: retained, then delivered once bound.
+func TestAtLeastOnceNoRouteRetained(t *testing.T) {
 	b := startALO(t, t.TempDir())
 	declareExchange(t, b, "dlx", router.ExchangeDirect, nil)
 	declareQueue(t, b, "src", router.Quorum, aloArgs("dlx", kv("x-dead-letter-routing-key", "k1")))
@@ -414,9 +414,9 @@ func TestALOS35NoRoute(t *testing.T) {
 	assert.Equal(t, uint64(1), aloForwarded(b, router.ReasonRejected))
 }
 
-// S36 — a cycle is retained, not dropped, and delivered once a policy sets a
+// A cycle is retained, not dropped, and delivered once a policy sets a
 // dead-letter routing key.
-func TestALOS36CycleRetained(t *testing.T) {
+func TestAtLeastOnceCycleRetained(t *testing.T) {
 	b := startALO(t, t.TempDir())
 	declareQueue(t, b, "src", router.Quorum, aloArgs("", kv("x-message-ttl", int64(0))))
 	declareQueue(t, b, "tgt", router.Classic, nil)
@@ -439,11 +439,11 @@ func TestALOS36CycleRetained(t *testing.T) {
 	requireNoMessage(t, dr, 300*time.Millisecond)
 }
 
-// S37 — retained messages count toward max-length: a full source rejects
+// Retained messages count toward max-length: a full source rejects
 // publishes until the routing is fixed, then both are delivered and
 // publishing is accepted again (rabbit_fifo_dlx_integration_SUITE:
 // reject_publish_source_queue_max_length).
-func TestALOS37RetainedCountTowardMaxLength(t *testing.T) {
+func TestAtLeastOnceRetainedCountTowardMaxLength(t *testing.T) {
 	b := startALO(t, t.TempDir())
 	putPolicy(t, b, "dlrk", "^src$", kv("dead-letter-routing-key", "fake"))
 	declareQueue(t, b, "src", router.Quorum, aloArgs("", kv("x-message-ttl", int64(0)), kv("x-max-length", int64(1))))
@@ -469,9 +469,9 @@ func TestALOS37RetainedCountTowardMaxLength(t *testing.T) {
 	requireNoMessage(t, dr, 300*time.Millisecond)
 }
 
-// S38 — at-least-once with drop-head (explicit or the default overflow)
+// At-least-once with drop-head (explicit or the default overflow)
 // falls back to at-most-once: a dead letter with nowhere to go is dropped.
-func TestALOS38DropHeadFallsBackToAtMostOnce(t *testing.T) {
+func TestAtLeastOnceDropHeadFallsBackToAtMostOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args amqp10.Map

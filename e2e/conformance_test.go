@@ -22,7 +22,7 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
-// The malformed-input corpus (reliability.md §6.1 A): each row reaches a
+// The malformed-input corpus: each row reaches a
 // state over a raw socket, sends bytes, and expects one reply at one scope.
 // After every row the broker must still accept a valid connection.
 
@@ -43,7 +43,8 @@ func (s confState) String() string {
 	return [...]string{"none", "sasl", "amqp-header", "opened", "session", "link", "link(second)"}[s]
 }
 
-// confScope is where the broker answers (reliability.md §1.2).
+// confScope is where the broker answers: the smallest scope (link, session,
+// connection) that contains the error.
 type confScope string
 
 const (
@@ -284,8 +285,8 @@ func confRows() []confRow {
 		// Codec (C decode-error for performatives).
 		{id: "D1 body not a described type", section: "2.3.2", state: stOpened,
 			// The codec classes a body that is not a described value, and
-			// a map of odd count, as invalid-field (reliability.md's list
-			// proposes decode-error; RabbitMQ answers internal-error).
+			// a map of odd count, as invalid-field (decode-error would be
+			// the other reading; RabbitMQ answers internal-error).
 			send: bodyFrame(0, []byte{0x45}), scope: scopeConn, want: amqp10.ErrCondInvalidField},
 		{id: "D2 unknown descriptor", section: "2.3.2", state: stOpened,
 			send: bodyFrame(0, []byte{0x00, 0x53, 0x99, 0x45}), scope: scopeConn, want: amqp10.ErrCondDecodeError},
@@ -437,8 +438,8 @@ func confRows() []confRow {
 func TestConformanceCorpus(t *testing.T) {
 	brokers := map[string]*epitaph.Broker{}
 	for name, mod := range confBrokers {
-		// Failed logins are answered after 100 ms (the least reliability.md
-		// asks for), growing with the failures from 127.0.0.1 in a row.
+		// Failed logins are answered after 100 ms (the least delay the
+		// broker may use), growing with the failures from 127.0.0.1 in a row.
 		slowFail := func(o *epitaph.Options) { o.AuthFailureDelay = 100 * time.Millisecond }
 		b := startBroker(t, confDefs, slowFail, mod)
 		if name == "alarm" {

@@ -261,7 +261,7 @@ func TestAnonymousTerminusAndXCC(t *testing.T) {
 }
 
 // outcomes runs the four outcomes against a queue type and checks the
-// delivery-count effects of dead-lettering.md §2.2/§2.4 (RabbitMQ 4.3).
+// delivery-count effects of each outcome (as RabbitMQ 4.3 applies them).
 func TestOutcomes(t *testing.T) {
 	for _, typ := range []router.QueueType{router.Classic, router.Quorum} {
 		t.Run(string(typ), func(t *testing.T) {
@@ -522,7 +522,7 @@ func TestRedeliveryAfterDisconnect(t *testing.T) {
 
 			// A clean close of the connection returns it to the next consumer
 			// without counting a failed delivery either; an abrupt connection
-			// loss counts one (TestDLS11DefaultDeliveryLimit, through a proxy that drops the TCP connection).
+			// loss counts one (TestDefaultDeliveryLimit, through a proxy that drops the TCP connection).
 			require.NoError(t, c1.Close())
 			s2 := session(t, dial(t, b, nil))
 			r3 := receiver(t, s2, "/queues/q", nil)

@@ -116,7 +116,7 @@ func deathsOf(t *testing.T, m *amqp.Message) []map[any]any {
 	return d
 }
 
-// assertDeath is §6.0's assertDeath: exactly these keys (7, or 8 with ttl),
+// assertDeath checks one x-opt-deaths entry: exactly these keys (7, or 8 with ttl),
 // these values, and times within ±5 s of now, equal when count is 1.
 func assertDeath(t *testing.T, d map[any]any, queue, reason string, count uint64, exchange string, rks []string, ttl ...uint32) {
 	t.Helper()

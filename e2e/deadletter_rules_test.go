@@ -15,8 +15,9 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Rules of /work/shared/spec/dead-lettering.md §1-§3 that the §6 scenarios
-// do not reach, plus epitaph's documented additions.
+// Dead-lettering rules (RabbitMQ 4.3's annotations, reasons and cycle
+// detection) that the acceptance tests of deadletter_scenarios_test.go do
+// not reach, plus epitaph's documented additions.
 
 // assertWireDeath checks one decoded x-opt-deaths element with exact AMQP types.
 func assertWireDeath(t *testing.T, el any, queue, reason string, count uint64, exchange string, rks ...string) {
@@ -48,7 +49,7 @@ func assertWireDeath(t *testing.T, el any, queue, reason string, count uint64, e
 	}
 }
 
-// §1.4 — compaction across three queues, final recency order
+// Compaction across three queues, final recency order
 // (amqp_client_SUITE:dead_letter_reject): q1 -expired-> q2 -rejected-> q3
 // -expired-> q1 ... ends on q2 with [q1 expired 3, q3 expired 2, q2 rejected 2].
 func TestDLRuleCompactionThreeQueues(t *testing.T) {
@@ -88,7 +89,7 @@ func TestDLRuleCompactionThreeQueues(t *testing.T) {
 	})
 }
 
-// §2.6 — cycles through several queues.
+// Cycles through several queues.
 func TestDLRuleCycles(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		t.Run("two queues, automatic reasons only: dropped", func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestDLRuleCycles(t *testing.T) {
 	})
 }
 
-// §1.2/§3.1/§3.2 — CC keys: the death's routing-keys include x-cc keys; with
+// CC keys: the death's routing-keys include x-cc keys; with
 // a DLRK the copy routes only on the DLRK but x-cc stays on the message.
 func TestDLRuleCCKeys(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
@@ -225,7 +226,7 @@ func TestDLRuleCCKeys(t *testing.T) {
 	})
 }
 
-// §3.1/§3.2 — headers exchange and alternate exchange as the DLX.
+// Headers exchange and alternate exchange as the DLX.
 func TestDLRuleHeadersAndAlternateExchange(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		t.Run("headers DLX matches application-properties", func(t *testing.T) {
@@ -271,7 +272,7 @@ func TestDLRuleHeadersAndAlternateExchange(t *testing.T) {
 	})
 }
 
-// §2.9 — ordering: settlement order for rejections; FIFO for expiry and drop-head.
+// Ordering: settlement order for rejections; FIFO for expiry and drop-head.
 func TestDLRuleOrder(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		t.Run("rejections in settlement order", func(t *testing.T) {
@@ -311,7 +312,7 @@ func TestDLRuleOrder(t *testing.T) {
 	})
 }
 
-// §2.7 + epitaph: delivered unsettled messages do not expire; a released
+// epitaph's addition: delivered unsettled messages do not expire; a released
 // message keeps its original expiry.
 func TestDLRuleRequeueAndExpiry(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
@@ -342,7 +343,7 @@ func TestDLRuleRequeueAndExpiry(t *testing.T) {
 	})
 }
 
-// §3.4 — a republished dead-lettered message starts a fresh history; a
+// A republished dead-lettered message starts a fresh history; a
 // publisher-supplied x-opt-deaths passes through untouched.
 func TestDLRuleRepublishAndPassThrough(t *testing.T) {
 	t.Run("republish starts a fresh history", func(t *testing.T) {
@@ -453,7 +454,7 @@ func TestDLRuleLastDeathError(t *testing.T) {
 	t.Run("StrictParity", func(t *testing.T) { run(t, true) })
 }
 
-// §1.6 — the bare message (properties, application-properties, body) and
+// The bare message (properties, application-properties, body) and
 // the footer are forwarded byte for byte; other MAs are kept; header TTL is
 // removed and recorded.
 func TestDLRuleBareMessageByteIdentical(t *testing.T) {
@@ -496,7 +497,7 @@ func TestDLRuleBareMessageByteIdentical(t *testing.T) {
 	})
 }
 
-// §1.2/§8.2 — the message's own TTL is recorded for any reason; the queue's
+// The message's own TTL is recorded for any reason; the queue's
 // x-message-ttl never is.
 func TestDLRuleTTLRecordedForAnyReason(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
@@ -567,8 +568,8 @@ func TestDLRuleExpiryPrecisionAndDeadlineOrder(t *testing.T) {
 	})
 }
 
-// §2.2/§2.4/§2.8 (the §6.5 heading "Delivery count and requeue interplay"
-// has no items in the spec; these are its rules).
+// Delivery count and requeue interplay: how the delivery count, requeues
+// and the delivery limit act together.
 func TestDLRuleRequeueInterplay(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		t.Run("release order: CQ original position, QQ returns queue", func(t *testing.T) {
@@ -662,7 +663,7 @@ func TestDLRuleRequeueInterplay(t *testing.T) {
 	})
 }
 
-// §1.6 — client-supplied x-exchange / x-routing-key are replaced on the copy.
+// Client-supplied x-exchange / x-routing-key are replaced on the copy.
 func TestDLRuleClientExchangeAnnotationsReplaced(t *testing.T) {
 	b := startBroker(t, "")
 	declareExchange(t, b, "dlx", router.ExchangeFanout, nil)
@@ -679,7 +680,7 @@ func TestDLRuleClientExchangeAnnotationsReplaced(t *testing.T) {
 	assert.Equal(t, "kept", d.Annotations["x-opt-keep"])
 }
 
-// §2.2/§3.2 — QQ modified annotations are merged before dead-lettering and
+// QQ modified annotations are merged before dead-lettering and
 // a headers DLX (any-with-x) can route on them; a CQ ignores them.
 func TestDLRuleModifiedAnnotationsRouteHeaders(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
@@ -708,7 +709,7 @@ func TestDLRuleModifiedAnnotationsRouteHeaders(t *testing.T) {
 	})
 }
 
-// §2.7 — CQ message-ttl 0 with a waiting consumer delivers instead of
+// CQ message-ttl 0 with a waiting consumer delivers instead of
 // dead-lettering.
 func TestDLRuleCQTTLZeroWithConsumer(t *testing.T) {
 	b := startBroker(t, "")
@@ -731,7 +732,7 @@ func TestDLRuleCQTTLZeroWithConsumer(t *testing.T) {
 	assert.Empty(t, b.DeadLetters().QueueStats("/", "q"))
 }
 
-// §2.1/§2.8 — max-length-bytes drop-head dead-letters with maxlen.
+// Max-length-bytes drop-head dead-letters with maxlen.
 func TestDLRuleMaxLengthBytes(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
@@ -747,7 +748,7 @@ func TestDLRuleMaxLengthBytes(t *testing.T) {
 	})
 }
 
-// §3.2 — an explicit empty DLRK is a routing key, not "unset".
+// An explicit empty DLRK is a routing key, not "unset".
 func TestDLRuleEmptyDLRK(t *testing.T) {
 	b := startBroker(t, "")
 	declareExchange(t, b, "dx", router.ExchangeDirect, nil)
@@ -766,7 +767,7 @@ func TestDLRuleEmptyDLRK(t *testing.T) {
 	assert.Zero(t, queueLen(t, b, "by-name"))
 }
 
-// §2.5/§4.1 — a DLRK that comes only from a policy, with no DLX, is ignored.
+// A DLRK that comes only from a policy, with no DLX, is ignored.
 func TestDLRulePolicyDLRKWithoutDLX(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
@@ -783,7 +784,7 @@ func TestDLRulePolicyDLRKWithoutDLX(t *testing.T) {
 	})
 }
 
-// §2.2 — a modified outcome with a reserved (non-x-) annotation key must not
+// A modified outcome with a reserved (non-x-) annotation key must not
 // crash the session with internal-error (RabbitMQ does; the spec says answer
 // invalid-field or ignore the key).
 func TestDLRuleModifiedReservedAnnotationKey(t *testing.T) {
@@ -827,7 +828,7 @@ func TestDLRuleModifiedReservedAnnotationKey(t *testing.T) {
 	eventually(t, "m requeued, not lost", func() bool { return queueLen(t, b, "q") == 1 })
 }
 
-// §2.6 truth table — a loop through three queues that includes a rejection
+// Cycle detection — a loop through three queues that includes a rejection
 // never counts as a cycle, and compaction keeps the recency order.
 func TestDLRuleRejectLoopThreeQueues(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
@@ -861,7 +862,7 @@ func TestDLRuleRejectLoopThreeQueues(t *testing.T) {
 	})
 }
 
-// §2.6/§3.1 — without a DLRK an expired copy routes on all original keys
+// Without a DLRK an expired copy routes on all original keys
 // (primary + x-cc) through the default exchange: the source queue is a
 // cycle and is skipped, the CC queue gets the copy.
 func TestDLRuleCCSelfCyclePerTarget(t *testing.T) {

@@ -14,11 +14,11 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Acceptance scenarios of /work/shared/spec/dead-lettering.md §6 (S1..S42).
-// Each test starts its own broker. [wire] checks read the raw transfer.
+// Acceptance tests of dead-lettering as RabbitMQ 4.3 does it, one behaviour
+// per test. Each test starts its own broker. [wire] checks read the raw transfer.
 
-// S1 — expiry via queue TTL into a headers exchange (all-with-x).
-func TestDLS01ExpiryIntoHeadersExchange(t *testing.T) {
+// Expiry via queue TTL into a headers exchange (all-with-x).
+func TestDeadLetterQueueTTLIntoHeadersExchange(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "q1", router.Classic, dlArgs("amq.headers", nil, kv("x-message-ttl", int64(0))))
 	declareQueue(t, b, "q2", router.Classic, nil)
@@ -86,8 +86,8 @@ func mustGet(t *testing.T, m amqp10.Map, key string) any {
 	return v
 }
 
-// S2 — a per-message TTL is recorded as the death's ttl and removed.
-func TestDLS02PerMessageTTLRecorded(t *testing.T) {
+// A per-message TTL is recorded as the death's ttl and removed.
+func TestDeadLetterPerMessageTTLRecordedAndRemoved(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "q0", router.Quorum, dlArgs("", ptr("q1")))
 	declareQueue(t, b, "q1", router.Classic, nil) // no streams: a CQ
@@ -121,8 +121,8 @@ func TestDLS02PerMessageTTLRecorded(t *testing.T) {
 	assert.False(t, d.Header.FirstAcquirer)
 }
 
-// S3 — the rejected outcome.
-func TestDLS03Rejected(t *testing.T) {
+// The rejected outcome.
+func TestDeadLetterRejectedOutcome(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q1", typ, dlArgs("", ptr("dlq")))
@@ -173,8 +173,8 @@ func TestDLS03Rejected(t *testing.T) {
 	})
 }
 
-// S4 — modified(undeliverable-here) dead-letters as rejected; delivery-failed controls dc.
-func TestDLS04ModifiedUndeliverableHere(t *testing.T) {
+// modified(undeliverable-here) dead-letters as rejected; delivery-failed controls dc.
+func TestDeadLetterModifiedUndeliverableHereAsRejected(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "src", typ, dlArgs("", ptr("dlq")))
@@ -198,9 +198,9 @@ func TestDLS04ModifiedUndeliverableHere(t *testing.T) {
 	})
 }
 
-// S5 — modified(undeliverable-here=false) requeues, merges annotations (QQ
+// modified(undeliverable-here=false) requeues, merges annotations (QQ
 // only), never dead-letters.
-func TestDLS05ModifiedRequeue(t *testing.T) {
+func TestModifiedRequeueNeverDeadLetters(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, nil)
@@ -299,9 +299,9 @@ func TestDLS05ModifiedRequeue(t *testing.T) {
 	})
 }
 
-// S6 — released requeues without a dc increment, and never reaches the
+// released requeues without a dc increment, and never reaches the
 // delivery limit (4.3+).
-func TestDLS06ReleasedNeverDeadLetters(t *testing.T) {
+func TestReleasedNeverDeadLetters(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "q", router.Quorum, dlArgs("", ptr("dlq")))
 	declareQueue(t, b, "dlq", router.Classic, nil)
@@ -326,8 +326,8 @@ func TestDLS06ReleasedNeverDeadLetters(t *testing.T) {
 	assert.Zero(t, queueLen(t, b, "dlq"))
 }
 
-// S7 — maxlen via drop-head.
-func TestDLS07MaxLenDropHead(t *testing.T) {
+// Max-length overflow with drop-head dead-letters the head as maxlen.
+func TestDeadLetterMaxLengthDropHead(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareExchange(t, b, "dlx", router.ExchangeDirect, nil)
@@ -350,7 +350,7 @@ func TestDLS07MaxLenDropHead(t *testing.T) {
 	})
 }
 
-// requireRejectedMaxLen checks S8's rejected outcome for queue q.
+// requireRejectedMaxLen checks reject-publish's rejected outcome for queue q.
 func requireRejectedMaxLen(t *testing.T, st amqp.DeliveryState, q string) {
 	t.Helper()
 	rej, ok := st.(*amqp.StateRejected)
@@ -361,8 +361,8 @@ func requireRejectedMaxLen(t *testing.T, st amqp.DeliveryState, q string) {
 	assert.Equal(t, map[string]any{"queue": q, "reason": "maxlen"}, rej.Error.Info)
 }
 
-// S8 — reject-publish rejects the publisher and does not dead-letter.
-func TestDLS08RejectPublish(t *testing.T) {
+// Reject-publish rejects the publisher and does not dead-letter.
+func TestRejectPublishDoesNotDeadLetter(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("", ptr("dlq"), kv("x-max-length", int64(1)), kv("x-overflow", "reject-publish")))
@@ -404,9 +404,9 @@ func TestDLS08RejectPublish(t *testing.T) {
 	})
 }
 
-// S9 — reject-publish-dlx rejects and dead-letters the new message (CQ); a
+// Reject-publish-dlx rejects and dead-letters the new message (CQ); a
 // QQ treats it as drop-head.
-func TestDLS09RejectPublishDLX(t *testing.T) {
+func TestRejectPublishDLXDeadLettersNewMessage(t *testing.T) {
 	setup := func(t *testing.T, typ router.QueueType) (*amqp.Session, *amqp.Sender, func() *amqp.Receiver, func(string) int) {
 		b := startBroker(t, "")
 		declareExchange(t, b, "dlx", router.ExchangeDirect, nil)
@@ -445,8 +445,8 @@ func TestDLS09RejectPublishDLX(t *testing.T) {
 	})
 }
 
-// S10 — delivery_limit (QQ, limit 0).
-func TestDLS10DeliveryLimit(t *testing.T) {
+// The delivery limit (QQ, limit 0) dead-letters as delivery_limit.
+func TestDeadLetterDeliveryLimitZero(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "src", router.Quorum, dlArgs("", ptr("dst"), kv("x-delivery-limit", int64(0))))
 	declareQueue(t, b, "dst", router.Quorum, nil)
@@ -469,9 +469,9 @@ func TestDLS10DeliveryLimit(t *testing.T) {
 	assert.Zero(t, unacked(t, b, "src"))
 }
 
-// S11 — the default delivery limit is 20; -1 disables it; an abrupt
+// The default delivery limit is 20; -1 disables it; an abrupt
 // disconnect counts as a failed delivery.
-func TestDLS11DefaultDeliveryLimit(t *testing.T) {
+func TestDefaultDeliveryLimit(t *testing.T) {
 	t.Run("default 20", func(t *testing.T) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "src", router.Quorum, dlArgs("", ptr("dst")))
@@ -543,8 +543,8 @@ func TestDLS11DefaultDeliveryLimit(t *testing.T) {
 	})
 }
 
-// S13 — a self-loop via rejection compacts to one entry.
-func TestDLS13SelfLoopRejectCompacts(t *testing.T) {
+// A self-loop via rejection compacts to one entry.
+func TestDeadLetterRejectSelfLoopCompacts(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("", nil))
@@ -577,8 +577,8 @@ func TestDLS13SelfLoopRejectCompacts(t *testing.T) {
 	})
 }
 
-// S14 — distinct {queue, reason} pairs are prepended.
-func TestDLS14DistinctPairsPrepended(t *testing.T) {
+// Distinct {queue, reason} pairs are prepended.
+func TestDeadLetterDistinctDeathsPrepended(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("", ptr("dlx1")))
@@ -612,8 +612,8 @@ func TestDLS14DistinctPairsPrepended(t *testing.T) {
 	})
 }
 
-// S15 — x-first-* never change; x-last-death-exchange is the previous DLX.
-func TestDLS15FirstDeathNeverModified(t *testing.T) {
+// The x-first-* annotations never change; x-last-death-exchange is the previous DLX.
+func TestDeadLetterFirstDeathNeverModified(t *testing.T) {
 	b := startBroker(t, "")
 	declareExchange(t, b, "X", router.ExchangeDirect, nil)
 	declareQueue(t, b, "q", router.Classic, dlArgs("X", ptr("dlq")))
@@ -640,8 +640,8 @@ func TestDLS15FirstDeathNeverModified(t *testing.T) {
 	accept(t, r, m)
 }
 
-// S18 — a maxlen self-cycle is dropped.
-func TestDLS18MaxLenSelfCycleDropped(t *testing.T) {
+// A maxlen self-cycle is dropped.
+func TestDeadLetterMaxLengthSelfCycleDropped(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("", nil, kv("x-max-length", int64(1))))
@@ -661,8 +661,8 @@ func TestDLS18MaxLenSelfCycleDropped(t *testing.T) {
 	})
 }
 
-// S19 — a TTL self-cycle is dropped.
-func TestDLS19TTLSelfCycleDropped(t *testing.T) {
+// A TTL self-cycle is dropped.
+func TestDeadLetterTTLSelfCycleDropped(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("", nil, kv("x-message-ttl", int64(1))))
@@ -679,8 +679,8 @@ func TestDLS19TTLSelfCycleDropped(t *testing.T) {
 	})
 }
 
-// S24 — a DLX that routes nowhere drops (at-most-once).
-func TestDLS24DLXRoutesNowhere(t *testing.T) {
+// A DLX that routes nowhere drops (at-most-once).
+func TestDeadLetterDLXRoutingNowhereDrops(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareExchange(t, b, "dlx", router.ExchangeDirect, nil)
@@ -704,9 +704,9 @@ func TestDLS24DLXRoutesNowhere(t *testing.T) {
 	})
 }
 
-// S25 — a DLX that does not exist drops (at-most-once); later messages go
+// A DLX that does not exist drops (at-most-once); later messages go
 // through once it exists.
-func TestDLS25DLXMissing(t *testing.T) {
+func TestDeadLetterMissingDLXDrops(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, dlArgs("dlx-missing", ptr("dlq")))
@@ -730,8 +730,8 @@ func TestDLS25DLXMissing(t *testing.T) {
 	})
 }
 
-// S26 — no DLX configured: messages are removed, nothing else happens.
-func TestDLS26NoDLX(t *testing.T) {
+// No DLX configured: messages are removed, nothing else happens.
+func TestNoDLXRemovesMessages(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareQueue(t, b, "q", typ, nil)
@@ -758,8 +758,8 @@ func TestDLS26NoDLX(t *testing.T) {
 	})
 }
 
-// S29 — headers-exchange routing on the first-death annotations.
-func TestDLS29HeadersRouteOnFirstDeath(t *testing.T) {
+// Headers-exchange routing on the first-death annotations.
+func TestDeadLetterHeadersRouteOnFirstDeath(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		declareExchange(t, b, "DLX", router.ExchangeHeaders, nil)
@@ -796,8 +796,8 @@ func TestDLS29HeadersRouteOnFirstDeath(t *testing.T) {
 	})
 }
 
-// S39 — declaration errors.
-func TestDLS39DeclarationErrors(t *testing.T) {
+// Declaration errors of the dead-letter arguments.
+func TestDeadLetterDeclarationErrors(t *testing.T) {
 	b := startBroker(t, "")
 	vh := vhost(t, b)
 	for _, tc := range []struct {
@@ -832,8 +832,8 @@ func TestDLS39DeclarationErrors(t *testing.T) {
 	})
 }
 
-// S40 — precedence between policy and argument.
-func TestDLS40PolicyPrecedence(t *testing.T) {
+// Precedence between a dead-letter policy and a queue argument.
+func TestDeadLetterPolicyArgumentPrecedence(t *testing.T) {
 	put := func(t *testing.T, b interface{ PutPolicy(router.Policy) error }, pattern string, def amqp10.Map) {
 		t.Helper()
 		require.NoError(t, b.PutPolicy(router.Policy{Name: "p-" + pattern, Pattern: "^" + pattern + "$", ApplyTo: router.ApplyToQueues, Definition: def}))
@@ -969,8 +969,8 @@ func TestDLS40PolicyPrecedence(t *testing.T) {
 	})
 }
 
-// S41 — x-cc validation and routing.
-func TestDLS41XCC(t *testing.T) {
+// x-cc validation and routing.
+func TestXCCValidationAndRouting(t *testing.T) {
 	b := startBroker(t, "")
 	for _, q := range []string{"q1", "q2", "qa", "qb"} {
 		declareQueue(t, b, q, router.Classic, nil)
@@ -1037,8 +1037,8 @@ func TestDLS41XCC(t *testing.T) {
 	})
 }
 
-// S42 — whole-queue events never dead-letter.
-func TestDLS42WholeQueueEvents(t *testing.T) {
+// Whole-queue events never dead-letter.
+func TestWholeQueueEventsNeverDeadLetter(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
 		b := startBroker(t, "")
 		vh := vhost(t, b)

@@ -12,7 +12,7 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// S3: a rejected message arrives in the DLQ with RabbitMQ 4.3's history.
+// A rejected message arrives in the DLQ with RabbitMQ 4.3's history.
 func TestDeadLetterRejectSmoke(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "q1", router.Quorum, amqp10.Map{{Key: "x-dead-letter-exchange", Value: ""},

@@ -133,7 +133,7 @@ func TestDurableRestart(t *testing.T) {
 	assert.Equal(t, "held", body(w))
 }
 
-// TestCrashLedger is reliability.md's F1/F2 shape: publishers with sequence
+// TestCrashLedger: publishers with sequence
 // numbers and a consumer that rejects some messages run while the broker is
 // SIGKILLed at a random point; after a restart every accepted message is
 // found (in its queue or, once rejected, in the DLQ with an intact history)

@@ -16,9 +16,9 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// The permission matrix (issue 4; reliability.md §4, dead-lettering.md
-// §2.5): every combination of configure/write/read, each operation on the
-// AMQP listener (link attaches and /management requests), as RabbitMQ
+// The permission matrix (including the dead-letter rule: declaring a queue
+// with a DLX needs write on the DLX): every combination of
+// configure/write/read, each operation on the AMQP listener (link attaches and /management requests), as RabbitMQ
 // decides. "^$" is the pattern that grants nothing on a named resource.
 
 const permPassword = "pw"

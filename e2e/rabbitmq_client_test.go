@@ -15,7 +15,7 @@ import (
 
 // The official RabbitMQ AMQP 1.0 Go client (v1.0.0), unchanged, against
 // epitaph: topology through the /management node, publish, consume, the
-// consumer outcomes and the dead letters they produce (issue 4).
+// consumer outcomes and the dead letters they produce.
 
 // rmqConnect opens a client connection as user (SASL PLAIN) to vhost "/".
 func rmqConnect(t *testing.T, b *epitaph.Broker, user, password string) *rmq.AmqpConnection {

@@ -21,7 +21,7 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Resource alarms (issue 5; reliability.md F6, F10): below the free-disk
+// Resource alarms (disk and memory): below the free-disk
 // limit or above the memory watermark, publishers are flow-blocked (session
 // incoming-window 0: a go-amqp Send waits, it gets no error outcome) while
 // consumers, on the same session too, keep receiving; publishing resumes on

@@ -291,8 +291,8 @@ func assertWireDeaths(t *testing.T, m *amqp10.Message, hasTTL ...bool) {
 	}
 }
 
-// TestWireReferenceBytes checks rawDeathMaps against §1.3's reference bytes,
-// so the wire assertions above are known to parse RabbitMQ's encoding.
+// TestWireReferenceBytes checks rawDeathMaps against RabbitMQ's reference
+// bytes (golden13 in annotations), so the wire assertions above are known to parse RabbitMQ's encoding.
 func TestWireReferenceBytes(t *testing.T) {
 	ref := []byte{0xe0, 0x7c, 0x01, 0xd1, 0x00, 0x00, 0x00, 0x76, 0x00, 0x00, 0x00, 0x0e}
 	ref = append(ref, 0xa3, 5)

@@ -32,7 +32,8 @@ func (s *session) attach(a *amqp10.Attach) error {
 }
 
 // reply builds our attach reply: same name and handle, the other role, the
-// settle modes echoed exactly as requested (clients.md rule 1).
+// settle modes echoed exactly as requested (go-amqp fails the attach when
+// a mode it set comes back different).
 func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
 	return &amqp10.Attach{
 		Name:             a.Name,
@@ -88,7 +89,8 @@ func (s *session) authorize(kind, name string, a router.Access) error {
 	return s.c.srv.opts.Router.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
 }
 
-// routerError maps a router error to an AMQP error (the boundary of §3.4).
+// routerError maps a router error to an AMQP error (the boundary between
+// the router's errors and the wire's conditions).
 func routerError(err error) *amqp10.Error {
 	switch {
 	case errors.Is(err, router.ErrNotFound):

@@ -65,13 +65,8 @@ const closeGrace = 2 * time.Second
 // readBufSize is a connection's read buffer. readFrame needs only 8
 // buffered bytes whatever the frame size (larger frames are read straight
 // into their own slice), so the size only sets how many small frames one
-// read system call can bring in. Every connection, idle or not, holds one:
-// at 64 KiB it was 80% of an idle connection's heap. Fresh pages are not
-// resident until written, but recycled heap is zeroed on reuse, so after
-// connection churn an idle connection cost about 80 KiB of RSS with 64 KiB
-// and about 39 KiB with 16 KiB (broker and client in one process). With 16
-// B and 1 KiB messages (one publisher, one consumer) throughput and broker
-// CPU per message did not differ beyond run-to-run noise.
+// read system call can bring in; every connection, idle or not, holds one,
+// so it is kept small (16 KiB vs 64 KiB: BENCHMARKS.md, "Notes").
 const readBufSize = 16 << 10
 
 // inFrame is a decoded frame handed from the reader to the loop.

@@ -133,7 +133,8 @@ func (qc *QueueCounters) settled(o *router.Outcome) {
 	}
 }
 
-// linkAdded and linkRemoved keep the link gauges.
+// linkAdded keeps the link gauges: delta is 1 when l is attached and -1
+// when it goes.
 func (c *Counters) linkAdded(l endpoint, delta int64) {
 	c.links.Add(delta)
 	switch l := l.(type) {

@@ -292,7 +292,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // ManagementNode answers RabbitMQ 4's HTTP-over-AMQP management requests
-// sent on the /management link pair (clients.md §2). owner is the
+// sent on the /management link pair. owner is the
 // connection's identity, as used for exclusive queues. Request returns the
 // encoded response message (properties with subject and correlation-id,
 // application-properties, amqp-value body), sent back pre-settled.

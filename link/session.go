@@ -365,7 +365,7 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 	if err != nil {
 		return err
 	}
-	// Settle in ascending delivery-id order (dead-lettering order, §2.9).
+	// Settle in ascending delivery-id order (RabbitMQ dead-letters a batch of rejections in that order).
 	c := s.c
 	ids := c.settleIDs[:0]
 	if span := last - d.First; int64(span) < int64(s.unsettledOut.Len()) {

@@ -2,7 +2,7 @@ package management
 
 // RabbitMQ 4's AMQP 1.0 management node ("HTTP over AMQP" on the
 // /management link pair), modelled on rabbit_amqp_management.erl and shaped
-// for github.com/rabbitmq/rabbitmq-amqp-go-client (clients.md §2).
+// for github.com/rabbitmq/rabbitmq-amqp-go-client.
 //
 // Every unexported identifier in the amqp*.go files starts with "amqp": the
 // HTTP API lives in the same package.
@@ -98,13 +98,8 @@ type amqpRequest struct {
 	body     any        // the amqp-value body (nil when absent or null)
 }
 
-// Request answers one request with the encoded response message. It
-// implements link.ManagementNode. Without a connection identity, an
-// exclusive queue cannot be owned by the requesting connection: declaring
-// one is refused (400) and exclusive queues of connections count as locked.
-// Link code that knows the connection should call RequestFrom instead.
-
-// Request answers one management request for a connection: owner is the value the
+// Request answers one management request for a connection with the encoded
+// response message (it implements link.ManagementNode): owner is the value the
 // link layer uses as router.QueueSpec.Owner and router.ConsumerOptions.Owner
 // for that connection. Exclusive queues declared here are owned by it (and
 // so deleted with the connection's other exclusive queues, as RabbitMQ

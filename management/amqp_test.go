@@ -225,7 +225,7 @@ func TestAMQPQueueDeclareErrors(t *testing.T) {
 		{"arguments not a map", "/queues/q", amqp10.Map{{Key: "arguments", Value: "x"}}, "400"},
 		{"argument key not a string", "/queues/q", amqp10.Map{{Key: "arguments", Value: amqp10.Map{{Key: int64(1), Value: "x"}}}}, "400"},
 		{"dlx of the wrong type", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: int64(1)}}), "400"},
-		// S39: precondition failures are 409
+		// invalid arguments are precondition failures: 409
 		{"dlrk without dlx", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-routing-key", Value: "k"}}), "409"},
 		{"strategy foo", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "quorum"}, {Key: "x-dead-letter-strategy", Value: "foo"}}), "409"},
 		{"overflow bar", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-overflow", Value: "bar"}}), "409"},
@@ -241,7 +241,7 @@ func TestAMQPQueueDeclareErrors(t *testing.T) {
 	_, ok := e.vh.Queue("q")
 	assert.False(t, ok, "no failed declare created the queue")
 
-	// S39: a DLX that does not exist is fine
+	// a DLX that does not exist is fine
 	r := e.do(t, "PUT", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: "nowhere"}}))
 	assert.Equal(t, "201", r.status)
 	// symbol argument keys and values are accepted

@@ -261,7 +261,7 @@ func (n *AMQPNode) unbind(r *amqpRequest, segment string) (string, any, error) {
 // listBindings: GET /bindings?src=…&dstq=…|dste=…&key=… → 200 + a list of
 // binding maps (source, destination_queue|destination_exchange,
 // binding_key, arguments, location). RabbitMQ checks no permission here
-// (listed as an authorisation gap in reliability.md §4); epitaph requires
+// (an authorisation gap: anyone may list any bindings); epitaph requires
 // read on the source exchange and on the destination.
 func (n *AMQPNode) listBindings(r *amqpRequest) (string, any, error) {
 	q := r.query

@@ -9,6 +9,6 @@
 //
 // Both check RabbitMQ's configure/write/read permissions through
 // router.Broker.Authorize. It sits beside link as a front end of the data
-// model: it imports router, deadletter, annotations and amqp10, and link
-// reaches it only through link.ManagementNode.
+// model: it imports router (and router/ratelog), deadletter, annotations and
+// amqp10, and link reaches it only through link.ManagementNode.
 package management

@@ -19,8 +19,9 @@ func declare(v *VHost, name string, typ QueueType, args ...any) error {
 	return err
 }
 
-// TestDeclareValidationS39 covers spec §6.7 S39 and §4.1.
-func TestDeclareValidationS39(t *testing.T) {
+// TestDeclareQueueArgumentValidation: invalid dead-letter, overflow, TTL,
+// expiry and length arguments are refused at declaration.
+func TestDeclareQueueArgumentValidation(t *testing.T) {
 	e := newEnv(t)
 	bad := []struct {
 		name string

@@ -76,7 +76,8 @@ type DeadLetterer interface {
 type Dead struct {
 	Msg    Message // a copy carrying the queue's delivery count and merged annotations
 	Reason Reason
-	// Error is the consumer's rejected error, if any (issue 3's x-last-death-error-*).
+	// Error is the consumer's rejected error, if any; it becomes the
+	// x-last-death-error-* annotations.
 	Error *amqp10.Error
 	// Retained: at-least-once; the message stays in the source queue until
 	// ForwardDead moves it.

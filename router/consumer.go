@@ -228,7 +228,7 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 
 // SettleBatch applies one outcome to several deliveries, in the order of
 // tags, under one acquisition of the queue's lock; the messages that die
-// are dead-lettered as one batch, in that order (§2.9). errs[i] is set to
+// are dead-lettered as one batch, in that order (as RabbitMQ does). errs[i] is set to
 // Settle's error for tags[i], or nil; len(errs) must be len(tags).
 func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 	q := s.q

@@ -24,22 +24,4 @@
 // Each queue has one time.Timer, re-armed to its earliest deadline: the first
 // ready message's expiry (a deadline min-heap) or, for an unused queue with
 // x-expires, the queue's own expiry. Broker.Close stops them.
-//
-// Files:
-//
-//	errors.go      sentinel errors, reasons, queue types
-//	broker.go      Broker, Options, DeadLetterer, vhost management
-//	vhost.go       VHost: queue and exchange declaration, bindings, Publish and routing
-//	exchange.go    exchange types, bindings, alternate exchanges
-//	match.go       topic and headers matching
-//	values.go      AMQP value normalisation and value (not type) comparison
-//	args.go        queue argument validation (x-message-ttl, x-overflow, ...)
-//	message.go     Message
-//	queue.go       Queue: enqueue, overflow, TTL expiry, timer, dead path
-//	readylist.go   the ready-message lists and the TTL heap
-//	consumer.go    Subscription: credit, drain, dispatch, settlement, cancel
-//	users.go       users, password hashes, permissions, authentication
-//	policy.go      policies: storage, validation, matching, run-time application
-//	effective.go   effective queue configuration: arguments + policy precedence
-//	definitions.go RabbitMQ definitions JSON import and export
 package router

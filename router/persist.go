@@ -409,7 +409,7 @@ func decodeBinding(v []byte) (Binding, error) {
 		Key: listStr(l[3]), Arguments: listMap(l[4])}, nil
 }
 
-// nowNanoFrom converts a stored unix-ns death time.
+// timeFromNano converts a stored unix-ns death time.
 func timeFromNano(ns int64) time.Time {
 	if ns == 0 {
 		return time.Time{}

@@ -497,9 +497,9 @@ func (a *accessorDL) all() []string {
 	return append([]string(nil), a.seen...)
 }
 
-// S40: a policy DLX/DLRK on a queue without arguments takes effect for
+// A policy DLX/DLRK on a queue without arguments takes effect for
 // messages rejected after the policy applies; arguments beat the policy.
-func TestS40PolicyDeadLetterAtRunTime(t *testing.T) {
+func TestPolicyDeadLetterAtRunTime(t *testing.T) {
 	for _, typ := range bothTypes {
 		t.Run(string(typ), func(t *testing.T) {
 			dl := &accessorDL{}

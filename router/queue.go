@@ -622,15 +622,15 @@ func (q *Queue) retryRetained() {
 	q.flushDead()
 }
 
+// maxKeptOutbox bounds the outbox storage a queue keeps between flushes
+// (a mass expiry's outbox is let go).
+const maxKeptOutbox = 256
+
 // flushDead hands dead messages to the DeadLetterer in the order they died.
 // Only one goroutine flushes a queue at a time; a reentrant or concurrent
 // call leaves its messages to the active flusher. Afterwards, stored
 // at-most-once messages that the DeadLetterer did not forward with
 // ForwardDead are settled, and retained ones become retryable.
-// maxKeptOutbox bounds the outbox storage a queue keeps between flushes
-// (a mass expiry's outbox is let go).
-const maxKeptOutbox = 256
-
 func (q *Queue) flushDead() {
 	q.mu.Lock()
 	if q.flushing || len(q.outbox) == 0 {

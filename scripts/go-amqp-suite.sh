@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # go-amqp-suite.sh runs github.com/Azure/go-amqp v1.7.0's own integration
-# tests against a freshly built epitaph (docs: /work/shared/spec/clients.md §1).
+# tests against a freshly built epitaph.
 #
 #   bash scripts/go-amqp-suite.sh            # from the module root
 #   GO_AMQP_RUN='TestIntegration' bash scripts/go-amqp-suite.sh   # narrower -run

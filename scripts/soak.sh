@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# soak.sh: a long load run for a developer machine, in the shape of
-# reliability.md's L2 (it is not run by CI). It runs e2e's TestL1Load with
-# a longer duration, more connections, a population of idle connections and
+# soak.sh: a long load run for a developer machine (it is not run by CI).
+# It runs e2e's TestLoadLedger with a longer duration, more connections, a population of idle connections and
 # a bound on the RSS trend: the same ledger (nothing lost, unexpected,
 # duplicated or out of order; every queue empty after the drain), goroutine
-# and heap checks as the CI's 3-minute L1. Broker and clients run in one
+# and heap checks as the CI's 3-minute load run. Broker and clients run in one
 # process on 127.0.0.1 only.
 #
 # Parameters (environment), with their defaults:
@@ -25,13 +24,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration="${SOAK_DURATION:-30m}"
-export EPITAPH_L1_DURATION="$duration"
-export EPITAPH_L1_RATE="${SOAK_RATE:-5000}"
-export EPITAPH_L1_PUBLISHERS="${SOAK_PUBLISHERS:-500}"
-export EPITAPH_L1_CONSUMERS="${SOAK_CONSUMERS:-500}"
-export EPITAPH_L1_IDLE="${SOAK_IDLE:-1000}"
-export EPITAPH_L1_MAX_RSS_SLOPE="${SOAK_MAX_RSS_SLOPE:-1}"
-export EPITAPH_L1_MAX_RSS_MIB="${SOAK_MAX_RSS_MIB:-1024}"
+export EPITAPH_LOAD_DURATION="$duration"
+export EPITAPH_LOAD_RATE="${SOAK_RATE:-5000}"
+export EPITAPH_LOAD_PUBLISHERS="${SOAK_PUBLISHERS:-500}"
+export EPITAPH_LOAD_CONSUMERS="${SOAK_CONSUMERS:-500}"
+export EPITAPH_LOAD_IDLE="${SOAK_IDLE:-1000}"
+export EPITAPH_LOAD_MAX_RSS_SLOPE="${SOAK_MAX_RSS_SLOPE:-1}"
+export EPITAPH_LOAD_MAX_RSS_MIB="${SOAK_MAX_RSS_MIB:-1024}"
 
 # The whole run is bounded in time: the test's own limit is three times the
 # duration plus two minutes; go test's -timeout is a little beyond that.
@@ -48,5 +47,5 @@ esac
 timeout_s=$((3 * seconds + 300))
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-echo "soak: $EPITAPH_L1_DURATION at $EPITAPH_L1_RATE msg/s, $EPITAPH_L1_PUBLISHERS publishers, $EPITAPH_L1_CONSUMERS consumers, $EPITAPH_L1_IDLE idle connections (test timeout ${timeout_s}s)"
-go test -count=1 -timeout "${timeout_s}s" -run '^TestL1Load$' -v ./e2e | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|L1: |Error|load_l1_test'
+echo "soak: $EPITAPH_LOAD_DURATION at $EPITAPH_LOAD_RATE msg/s, $EPITAPH_LOAD_PUBLISHERS publishers, $EPITAPH_LOAD_CONSUMERS consumers, $EPITAPH_LOAD_IDLE idle connections (test timeout ${timeout_s}s)"
+go test -count=1 -timeout "${timeout_s}s" -run '^TestLoadLedger$' -v ./e2e | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|load: |Error|load_test'

@@ -20,8 +20,8 @@ import (
 )
 
 // Message-annotation and application-property keys that carry trace context
-// (clients.md §6). AMQP 1.0 reserves message-annotation keys that do not
-// start with "x-", so the broker's hop context goes under x-opt-*.
+// (W3C traceparent/tracestate). AMQP 1.0 reserves message-annotation keys
+// that do not start with "x-", so the broker's hop context goes under x-opt-*.
 const (
 	AnnTraceparent  = amqp10.Symbol("x-opt-traceparent")
 	AnnTracestate   = amqp10.Symbol("x-opt-tracestate")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,6 +103,20 @@ func TestDurableSectionKept(t *testing.T) {
 	}
 }
 
+func TestNotesSectionKept(t *testing.T) {
+	notes := notesBegin + "\n## Notes\nfigures\n" + notesEnd
+	report := "# Benchmarks\n\n" + durBegin + "\n## Durable\n" + durEnd + "\n\n" + notes + "\n"
+	if got := notesSection(report); got != notes {
+		t.Fatalf("notesSection = %q, want %q", got, notes)
+	}
+	if got := durableSection(report); got != durBegin+"\n## Durable\n"+durEnd {
+		t.Fatalf("durableSection next to notes = %q", got)
+	}
+	if got := notesSection("# Benchmarks\n"); got != "" {
+		t.Fatalf("notesSection of a report without one = %q", got)
+	}
+}
+
 // The latency table: the TCP relay gets its own row after the brokers,
 // named for what it is, and one sentence says what it measures; without
 // relay runs the table is as before.
@@ -149,5 +164,32 @@ func TestLatencySectionWithTCPRelay(t *testing.T) {
 	}
 	if want := "## Latency (ms, fixed rate, from the intended send time: corrected for coordinated omission)\n\n| scenario | broker |"; !strings.Contains(out, want) {
 		t.Errorf("without relay runs the table should follow the heading directly:\n%s", out)
+	}
+}
+
+func TestRabbitScriptRequiredUnlessNoRabbit(t *testing.T) {
+	if err := checkOpts(opts{}); !errors.Is(err, errRabbitRequired) {
+		t.Errorf("checkOpts without -rabbit = %v; want errRabbitRequired", err)
+	}
+	if err := checkOpts(opts{noRabbit: true}); err != nil {
+		t.Errorf("checkOpts with -no-rabbit = %v; want nil", err)
+	}
+	if err := checkOpts(opts{rabbit: "tools/rabbitmq310.sh"}); err != nil {
+		t.Errorf("checkOpts with -rabbit = %v; want nil", err)
+	}
+}
+
+func TestReportNamesTheRabbitScriptByFileName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"-reps 3 -rabbit /some/where/rabbitmq310.sh -out B.md", "-reps 3 -rabbit rabbitmq310.sh -out B.md"},
+		{"--rabbit=/some/where/rabbitmq310.sh -durable", "--rabbit=rabbitmq310.sh -durable"},
+		{"-no-rabbit", "-no-rabbit"},
+	} {
+		if got := strings.Join(reportArgs(strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("reportArgs(%q) = %q; want %q", c.in, got, c.want)
+		}
+	}
+	if got := rabbitName(opts{rabbit: "/some/where/rabbitmq310.sh"}); got != "rabbitmq310.sh" {
+		t.Errorf("rabbitName = %q; want rabbitmq310.sh", got)
 	}
 }

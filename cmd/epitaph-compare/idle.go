@@ -18,14 +18,13 @@ import (
 // and anything else that connects meanwhile.
 const idleConnMargin = 100
 
-// idleTargetConns and idleTargetBytes are the idle-connection
-// target: 10,000 connections at most 50 KiB each.
+// idleTargetConns and idleTargetBytes are the idle-connection target: 10,000 connections at most 50 KiB each.
 const (
 	idleTargetConns = 10000
 	idleTargetBytes = 50 * 1024
 )
 
-// fillTargetCount is the queue depth of the memory target.
+// fillTargetCount is the queue depth of the memory target.
 const fillTargetCount = 1000000
 
 // epitaphExtraArgs is what epitaph is started with, besides the standard

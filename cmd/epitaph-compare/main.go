@@ -3,16 +3,19 @@
 // several runs with min-max, the ratios epitaph/RabbitMQ and epitaph/null,
 // the machine and the exact commands.
 //
-//	go run ./cmd/epitaph-compare                     # builds the three binaries into a temp dir
-//	go run ./cmd/epitaph-compare -reps 3 -out BENCHMARKS.md -rabbit /work/shared/tools/rabbitmq310.sh
+//	go run ./cmd/epitaph-compare -no-rabbit          # builds the three binaries into a temp dir
+//	go run ./cmd/epitaph-compare -reps 3 -out BENCHMARKS.md -rabbit PATH/TO/rabbitmq310.sh
 //	epitaph-compare -epitaph ./epitaph -null ./epitaph-null -perf ./epitaph-perf -no-rabbit
 //
 // Brokers run pinned to CPU 0 (taskset -c 0; RabbitMQ's beam threads are
 // re-pinned with taskset -a -p), the load client to CPU 1. Runs alternate
 // between brokers, rotating the order each repetition. Everything listens
 // on 127.0.0.1 only. RabbitMQ is started and stopped with the rabbitmq310.sh
-// script (needs `apt-get install -y rabbitmq-server curl`); it is skipped,
-// and said so in the report, when the script or the server is missing.
+// script, which is not part of this repository: -rabbit names it and is
+// required unless -no-rabbit is given; -rabbit-dir is the script's state
+// directory (its RMQ_DIR). The server needs `apt-get install -y
+// rabbitmq-server curl`; when the named script or the server is missing,
+// RabbitMQ is skipped and the report says so.
 //
 // The latency scenarios also measure the machine's floor alongside: the
 // same records at the same rate over raw TCP through epitaph-null
@@ -58,6 +61,7 @@ const definitions = `{"vhosts":[{"name":"/"}],
 type opts struct {
 	epitaphBin, nullBin, perfBin string
 	rabbit                       string
+	rabbitDir                    string
 	noRabbit                     bool
 	reps                         int
 	dur                          time.Duration
@@ -79,7 +83,8 @@ func main() {
 	flag.StringVar(&o.epitaphBin, "epitaph", "", "epitaph binary (default: go build ./cmd/epitaph into a temp dir)")
 	flag.StringVar(&o.nullBin, "null", "", "epitaph-null binary (default: go build)")
 	flag.StringVar(&o.perfBin, "perf", "", "epitaph-perf binary (default: go build)")
-	flag.StringVar(&o.rabbit, "rabbit", "/work/shared/tools/rabbitmq310.sh", "rabbitmq310.sh script")
+	flag.StringVar(&o.rabbit, "rabbit", "", "the rabbitmq310.sh script that starts, stops and inspects RabbitMQ (not in this repository; required unless -no-rabbit)")
+	flag.StringVar(&o.rabbitDir, "rabbit-dir", defaultRabbitDir(), "the script's state directory, passed to it as RMQ_DIR; RabbitMQ's data is in its mnesia subdirectory (default $RMQ_DIR, else rabbitmq310 in the temp dir)")
 	flag.BoolVar(&o.noRabbit, "no-rabbit", false, "leave RabbitMQ out")
 	flag.IntVar(&o.reps, "reps", 3, "runs per scenario and broker (median, min-max)")
 	flag.DurationVar(&o.dur, "duration", 5*time.Second, "publishing time of each throughput/deadletter/latency run")
@@ -97,6 +102,11 @@ func main() {
 	flag.IntVar(&o.restartReps, "restart-reps", 3, "durable: epitaph restarts (SIGKILL, SIGTERM, SIGKILL, ...)")
 	flag.BoolVar(&o.rabbitRestart, "rabbit-restart", false, "durable: also measure RabbitMQ's restart with -restart-count messages (slow)")
 	flag.Parse()
+	if err := checkOpts(o); err != nil {
+		fmt.Fprintln(os.Stderr, "epitaph-compare:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 	run := run
 	if o.durable {
 		run = runDurable
@@ -216,7 +226,7 @@ func run(o opts) error {
 			order = append(order, "rabbitmq")
 			rabbitVersion = rabbitVersionOf()
 			defer func() {
-				out, _ := exec.Command("bash", o.rabbit, "stop").CombinedOutput()
+				out, _ := rabbitScript(o, "stop").CombinedOutput()
 				logf("rabbitmq stop: %s", strings.TrimSpace(string(out)))
 			}()
 		}
@@ -288,7 +298,7 @@ func run(o opts) error {
 					}
 				}
 				if bn == "rabbitmq" {
-					_ = exec.Command("bash", o.rabbit, "purge").Run()
+					_ = rabbitScript(o, "purge").Run()
 				}
 				r := runPerf(o, sc, b)
 				if results[sc.id] == nil {
@@ -312,8 +322,12 @@ func run(o opts) error {
 	}
 	report := buildReport(o, scenarios, results, order, brokers, loadBefore, loadAfter, rabbitNote, rabbitVersion, microRoot, micro, time.Since(started))
 	if old, err := os.ReadFile(o.out); err == nil {
-		// Keep the durable section of an earlier -durable run.
+		// Keep the durable section of an earlier -durable run, and the
+		// notes, which no run writes.
 		if sec := durableSection(string(old)); sec != "" {
+			report += "\n" + sec + "\n"
+		}
+		if sec := notesSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
 		}
 	}
@@ -446,6 +460,35 @@ func stopProc(c *exec.Cmd) {
 	}
 }
 
+// errRabbitRequired: the RabbitMQ script is not part of this repository, so
+// there is no path to default to; a run names it or leaves RabbitMQ out.
+var errRabbitRequired = errors.New("-rabbit PATH/TO/rabbitmq310.sh is required unless -no-rabbit is given")
+
+// checkOpts rejects flag combinations that cannot run.
+func checkOpts(o opts) error {
+	if o.rabbit == "" && !o.noRabbit {
+		return errRabbitRequired
+	}
+	return nil
+}
+
+// defaultRabbitDir is the script's own default state directory: $RMQ_DIR,
+// else rabbitmq310 in the temp dir.
+func defaultRabbitDir() string {
+	if d := os.Getenv("RMQ_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "rabbitmq310")
+}
+
+// rabbitScript is the command that runs the rabbitmq310.sh script with args,
+// on the state directory of -rabbit-dir.
+func rabbitScript(o opts, args ...string) *exec.Cmd {
+	c := exec.Command("bash", append([]string{o.rabbit}, args...)...)
+	c.Env = append(os.Environ(), "RMQ_DIR="+o.rabbitDir)
+	return c
+}
+
 func startRabbit(o opts) (*broker, string, error) {
 	if _, err := os.Stat(o.rabbit); err != nil {
 		return nil, "", fmt.Errorf("no script %s", o.rabbit)
@@ -454,12 +497,12 @@ func startRabbit(o opts) (*broker, string, error) {
 		return nil, "", errors.New("rabbitmq-server is not installed (apt-get install -y rabbitmq-server curl)")
 	}
 	for _, step := range []string{"start", "topology"} {
-		out, err := exec.Command("bash", o.rabbit, step).CombinedOutput()
+		out, err := rabbitScript(o, step).CombinedOutput()
 		if err != nil {
 			return nil, "", fmt.Errorf("rabbitmq310.sh %s: %v: %s", step, err, lastLine(string(out)))
 		}
 	}
-	out, err := exec.Command("bash", o.rabbit, "pid").Output()
+	out, err := rabbitScript(o, "pid").Output()
 	if err != nil {
 		return nil, "", fmt.Errorf("rabbitmq310.sh pid: %w", err)
 	}
@@ -663,9 +706,9 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		case hasLarge && o.fillCountLarge == fillTargetCount:
 			p(" Target: at most 1.3 × 1024 + 150 = 1481 bytes per message at 1,000,000 messages, measured by the epitaph-only row")
 		case hasLarge:
-			p(" Target: at most 1.3 × 1024 + 150 = 1481 bytes per message (the issue's target is at 1,000,000 messages; the epitaph-only row uses %s)", commas(o.fillCountLarge))
+			p(" Target: at most 1.3 × 1024 + 150 = 1481 bytes per message (the target is at 1,000,000 messages; the epitaph-only row uses %s)", commas(o.fillCountLarge))
 		default:
-			p(" Target: at most 1.3 × 1024 + 150 = 1481 bytes per message (the issue's target is at 1,000,000 messages; this run uses %d)", o.fillCount)
+			p(" Target: at most 1.3 × 1024 + 150 = 1481 bytes per message (the target is at 1,000,000 messages; this run uses %d)", o.fillCount)
 		}
 		if hasFill && hasLarge {
 			p("; the %d-message row runs against both brokers for the ratio", o.fillCount)
@@ -680,7 +723,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 	}
 
 	// targets
-	p("\n## Targets of issue 6 (from the figures above)\n\n| target | measured | met |\n|---|---|---|\n")
+	p("\n## Targets (from the figures above)\n\n| target | measured | met |\n|---|---|---|\n")
 	target := func(name, measured string, met *bool) {
 		m := "n/a"
 		if met != nil {
@@ -762,7 +805,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		idleBrokerCmd = fmt.Sprintf("\nFor the idle-connection runs epitaph gets `--max-connections %d` added.\n", o.idleConns+idleConnMargin)
 	}
 	p("\n## Commands\n\nThe compare itself:\n\n```\n%s\n```\n\nBrokers (ports are picked by the OS; RabbitMQ with `%s start && %s topology`, then `taskset -a -p -c %s $(%s pid)`):\n\n```\ntaskset -c %s epitaph --listen 127.0.0.1:0 --in-memory --http-listen \"\" --definitions DEFS.json --log-level warn\ntaskset -c %s epitaph-null --listen 127.0.0.1:0\ntaskset -c %s epitaph-null -tcp-relay --listen 127.0.0.1:0\n```\n%s\nDEFS.json:\n\n```json\n%s```\n\nLoad runs (last repetition, exact):\n\n```\n",
-		"go run ./cmd/epitaph-compare "+shellJoin(os.Args[1:]), o.rabbit, o.rabbit, o.brokerCPU, o.rabbit, o.brokerCPU, o.brokerCPU, o.brokerCPU, idleBrokerCmd, definitions)
+		"go run ./cmd/epitaph-compare "+shellJoin(reportArgs(os.Args[1:])), rabbitName(o), rabbitName(o), o.brokerCPU, rabbitName(o), o.brokerCPU, o.brokerCPU, o.brokerCPU, idleBrokerCmd, definitions)
 	for _, sc := range scs {
 		for _, b := range order {
 			if rs := res[sc.id][b]; len(rs) > 0 {
@@ -923,6 +966,34 @@ func shellJoin(args []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// rabbitName is how the report names the -rabbit script: by its file name,
+// since where it lives is a fact of the machine, not of the run.
+func rabbitName(o opts) string {
+	if o.rabbit == "" {
+		return "rabbitmq310.sh"
+	}
+	return filepath.Base(o.rabbit)
+}
+
+// reportArgs are the command-line arguments as the report shows them: the
+// -rabbit script by its file name (see rabbitName).
+func reportArgs(args []string) []string {
+	out := append([]string(nil), args...)
+	for i := 0; i < len(out); i++ {
+		switch a := out[i]; {
+		case a == "-rabbit" || a == "--rabbit":
+			if i+1 < len(out) {
+				out[i+1] = filepath.Base(out[i+1])
+				i++
+			}
+		case strings.HasPrefix(a, "-rabbit=") || strings.HasPrefix(a, "--rabbit="):
+			k, v, _ := strings.Cut(a, "=")
+			out[i] = k + "=" + filepath.Base(v)
+		}
+	}
+	return out
 }
 
 func logf(f string, a ...any) {

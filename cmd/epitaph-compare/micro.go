@@ -3,7 +3,7 @@ package main
 // The micro-benchmark step (-micro): go test -bench with -benchmem for the
 // codec and the per-message broker path, pinned to the client CPU after the
 // broker runs, reported as one table per package with the allocations the
-// issue's codec targets are judged by.
+// codec's targets are judged by.
 
 import (
 	"bytes"

@@ -16,7 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
-// Reliability F5: torn writes and bit flips in the store's files. Stores
+// Torn writes and bit flips in the store's files. Stores
 // are written to real files in a temporary directory and closed; each case
 // works on a copy.
 

@@ -89,7 +89,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestCrashKill is F1's shape at the store level: the test binary re-executes
+// TestCrashKill is TestCrashLedger's shape (e2e) at the store level: the test binary re-executes
 // itself as a child that writes to a store, the parent SIGKILLs it after a
 // random number of acknowledgements, reopens the directory, and checks that
 // every acknowledged append is present (unless acknowledged as settled or

@@ -134,7 +134,7 @@ func TestPersistentFailureRecoversWithoutRestart(t *testing.T) {
 	}
 }
 
-// F4 shape: random operations on the crashable in-memory FS, crash (drop
+// Power loss: random operations on the crashable in-memory FS, crash (drop
 // unsynced data) at a random point, reopen: every acknowledged operation is
 // there, and open never fails.
 func TestPowerLoss(t *testing.T) {

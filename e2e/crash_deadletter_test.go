@@ -24,7 +24,7 @@ import (
 	"github.com/epitaph-mq/epitaph"
 )
 
-// F2 (reliability.md §6.2): SIGKILL during at-least-once dead-lettering.
+// SIGKILL during at-least-once dead-lettering.
 //
 // Topology (all durable; quorum queues dead-letter at least once):
 //
@@ -45,11 +45,11 @@ import (
 // node), and every x-opt-deaths history is correct: no inflated count,
 // x-first-death-* unchanged, x-last-death-* the latest.
 //
-// F2_DEBUG=1 (or an absolute directory to keep them) copies the data
-// directory after every kill; when messages are lost, each copy is opened
+// EPITAPH_CRASH_DL_DEBUG=1 (or an absolute directory to keep them) copies
+// the data directory after every kill; when messages are lost, each copy is opened
 // and searched for them, to find the iteration that lost them.
 
-const f2Defs = `{
+const crashDLDefs = `{
  "exchanges":[{"name":"dlx","vhost":"/","type":"direct","durable":true,"auto_delete":false,"internal":false,"arguments":{}}],
  "queues":[
   {"name":"q1","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum",
@@ -70,8 +70,8 @@ const f2Defs = `{
   {"source":"dlx","vhost":"/","destination":"q2","destination_type":"queue","routing_key":"to-q2","arguments":{}},
   {"source":"dlx","vhost":"/","destination":"q3","destination_type":"queue","routing_key":"to-q3","arguments":{}}]}`
 
-// f2Msg is the ledger entry of one published message.
-type f2Msg struct {
+// crashDLMsg is the ledger entry of one published message.
+type crashDLMsg struct {
 	stream string // q1, qc or qcyc: where it was published
 	seq    int
 	ttl    bool // published with a 50 ms TTL (q1 only)
@@ -94,9 +94,9 @@ type f2Msg struct {
 	deliveries    int
 }
 
-// f2Decision is what the q1 consumer does with message seq: 30 % reject,
+// crashDLDecision is what the q1 consumer does with message seq: 30 % reject,
 // 10 % modified{undeliverable-here}, the rest accept.
-func f2Decision(seq int) string {
+func crashDLDecision(seq int) string {
 	switch seq % 10 {
 	case 0, 1, 2:
 		return "reject"
@@ -106,38 +106,38 @@ func f2Decision(seq int) string {
 	return "accept"
 }
 
-type f2Ledger struct {
+type crashDLLedger struct {
 	mu   sync.Mutex
-	msgs map[string]*f2Msg
+	msgs map[string]*crashDLMsg
 	seq  map[string]int
 	errs []string // history violations found while consuming
 
 	reasons map[string]int // q1 death reason / consumer decision, over the q2 and q3 copies
 }
 
-func (l *f2Ledger) next(stream string) *f2Msg {
+func (l *crashDLLedger) next(stream string) *crashDLMsg {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq[stream]++
 	s := l.seq[stream]
-	m := &f2Msg{stream: stream, seq: s, attempted: true, ttl: stream == "q1" && s%3 == 0, found: map[string]int{}}
+	m := &crashDLMsg{stream: stream, seq: s, attempted: true, ttl: stream == "q1" && s%3 == 0, found: map[string]int{}}
 	l.msgs[fmt.Sprintf("%s-%d", stream, s)] = m
 	return m
 }
 
-func (l *f2Ledger) get(b string) *f2Msg {
+func (l *crashDLLedger) get(b string) *crashDLMsg {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.msgs[b]
 }
 
-func (l *f2Ledger) errorf(format string, args ...any) {
+func (l *crashDLLedger) errorf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.errs = append(l.errs, fmt.Sprintf(format, args...))
 }
 
-func (l *f2Ledger) count(stream string, f func(*f2Msg) bool) int {
+func (l *crashDLLedger) count(stream string, f func(*crashDLMsg) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -206,18 +206,18 @@ func deathsOrNil(m *amqp.Message) ([]map[any]any, bool) {
 }
 
 // checkQ1Death checks the q1 death entry of a message that left q1.
-func (l *f2Ledger) checkQ1Death(b string, rec *f2Msg, d map[any]any) (reason string, problems []string) {
+func (l *crashDLLedger) checkQ1Death(b string, rec *crashDLMsg, d map[any]any) (reason string, problems []string) {
 	reason, _ = d["reason"].(string)
 	l.mu.Lock()
 	if l.reasons == nil {
 		l.reasons = map[string]int{}
 	}
-	l.reasons[reason+"/"+f2Decision(rec.seq)]++
+	l.reasons[reason+"/"+crashDLDecision(rec.seq)]++
 	l.mu.Unlock()
 	switch {
 	case reason == "expired" && !rec.ttl:
 		problems = append(problems, "expired from q1 without a TTL")
-	case reason == "rejected" && f2Decision(rec.seq) == "accept":
+	case reason == "rejected" && crashDLDecision(rec.seq) == "accept":
 		problems = append(problems, "rejected from q1 although the consumer only ever accepted it")
 	case reason != "expired" && reason != "rejected":
 		problems = append(problems, "reason "+reason)
@@ -227,7 +227,7 @@ func (l *f2Ledger) checkQ1Death(b string, rec *f2Msg, d map[any]any) (reason str
 }
 
 // checkCopy checks the history of a copy drained from queue q.
-func (l *f2Ledger) checkCopy(q string, m *amqp.Message) {
+func (l *crashDLLedger) checkCopy(q string, m *amqp.Message) {
 	b := body(m)
 	rec := l.get(b)
 	if rec == nil {
@@ -287,7 +287,7 @@ func (l *f2Ledger) checkCopy(q string, m *amqp.Message) {
 // count of {qc, rejected} is at most the number of rejects that may have
 // been applied (confirmed + unknown); fewer than confirmed means a settle
 // was lost in a crash (counted); first-time never changes once recorded.
-func (l *f2Ledger) qcDelivery(rec *f2Msg, m *amqp.Message, ds []map[any]any) []string {
+func (l *crashDLLedger) qcDelivery(rec *crashDLMsg, m *amqp.Message, ds []map[any]any) []string {
 	var p []string
 	var c uint64
 	if len(ds) > 1 {
@@ -321,7 +321,7 @@ func (l *f2Ledger) qcDelivery(rec *f2Msg, m *amqp.Message, ds []map[any]any) []s
 	return p
 }
 
-func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
+func TestCrashAtLeastOnceDeadLettering(t *testing.T) {
 	iterations := 3
 	if n, _ := strconv.Atoi(os.Getenv("EPITAPH_CRASH_ITERATIONS")); n > 0 {
 		iterations = n
@@ -330,12 +330,12 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(2, seed))
-	l := &f2Ledger{msgs: map[string]*f2Msg{}, seq: map[string]int{}}
+	l := &crashDLLedger{msgs: map[string]*crashDLMsg{}, seq: map[string]int{}}
 	second := amqp.ReceiverSettleModeSecond
 	var kills []time.Time
 
 	for it := range iterations {
-		p, _ := startALOBinary(t, dir, f2Defs)
+		p, _ := startALOBinary(t, dir, crashDLDefs)
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		dialSession := func() (*amqp.Conn, *amqp.Session, bool) {
@@ -364,7 +364,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 				return
 			}
 			type pending struct {
-				rec *f2Msg
+				rec *crashDLMsg
 				r   amqp.SendReceipt
 			}
 			ch := make(chan pending, inFlight)
@@ -410,7 +410,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 		wg.Go(func() { publisher("qcyc", 1, 100) })
 
 		// settle applies an outcome and records it.
-		settle := func(rec *f2Msg, dead bool, f func() error) {
+		settle := func(rec *crashDLMsg, dead bool, f func() error) {
 			err := f()
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -430,7 +430,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 		}
 		// consume settles, with handle, every message queue delivers
 		// (rcv-settle-mode second, credit 20) until the broker dies.
-		consume := func(queue string, handle func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg)) {
+		consume := func(queue string, handle func(r *amqp.Receiver, m *amqp.Message, rec *crashDLMsg)) {
 			wg.Go(func() {
 				c, s, ok := dialSession()
 				if !ok {
@@ -456,14 +456,14 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 			})
 		}
 		// The q1 consumer: reject 30 %, modified{undeliverable-here} 10 %.
-		consume("q1", func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg) {
+		consume("q1", func(r *amqp.Receiver, m *amqp.Message, rec *crashDLMsg) {
 			if ds, _ := deathsOrNil(m); len(ds) != 0 {
 				l.errorf("%s delivered from q1 with deaths %v", body(m), ds)
 			}
 			l.mu.Lock()
 			rec.deliveredAt = append(rec.deliveredAt, time.Now())
 			l.mu.Unlock()
-			switch f2Decision(rec.seq) {
+			switch crashDLDecision(rec.seq) {
 			case "reject":
 				settle(rec, true, func() error { return r.RejectMessage(ctx, m, nil) })
 			case "modify":
@@ -475,7 +475,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 			}
 		})
 		// The qc consumer: reject until the death count reaches 2.
-		consume("qc", func(r *amqp.Receiver, m *amqp.Message, rec *f2Msg) {
+		consume("qc", func(r *amqp.Receiver, m *amqp.Message, rec *crashDLMsg) {
 			l.checkCopy("qc", m)
 			var c uint64
 			if ds, _ := deathsOrNil(m); len(ds) > 0 {
@@ -490,14 +490,14 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 
 		want := 150 * (it + 1)
 		eventually(t, "traffic", func() bool {
-			return l.count("q1", func(m *f2Msg) bool { return m.accepted }) > want &&
-				l.count("qc", func(m *f2Msg) bool { return m.deadOK > 0 }) > 0
+			return l.count("q1", func(m *crashDLMsg) bool { return m.accepted }) > want &&
+				l.count("qc", func(m *crashDLMsg) bool { return m.deadOK > 0 }) > 0
 		})
 		<-time.After(time.Duration(rng.IntN(500)) * time.Millisecond) // a random point in the traffic, not synchronisation
 		kills = append(kills, time.Now())
 		sigkill(t, p)
-		if os.Getenv("F2_DEBUG") != "" {
-			out, err := exec.Command("cp", "-a", filepath.Join(dir, "data"), f2SnapDir(dir, it)).CombinedOutput()
+		if os.Getenv("EPITAPH_CRASH_DL_DEBUG") != "" {
+			out, err := exec.Command("cp", "-a", filepath.Join(dir, "data"), crashDLSnapDir(dir, it)).CombinedOutput()
 			require.NoError(t, err, "%s", out)
 		}
 		cancel()
@@ -506,7 +506,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 	killed := time.Now()
 
 	// Final restart: fix the cycle's routing key, then drain everything.
-	p, base := startALOBinary(t, dir, f2Defs)
+	p, base := startALOBinary(t, dir, crashDLDefs)
 	api(t, base, "PUT", "/api/policies/%2f/cyc", map[string]any{"pattern": "^qcyc$", "apply-to": "queues",
 		"definition": map[string]any{"dead-letter-routing-key": "cycdlq"}}, 201)
 	c, err := amqp.Dial(ctxT(t), "amqp://"+p.addr, nil)
@@ -655,7 +655,7 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 			len(undone), undone[0], undone[len(undone)/2], undone[len(undone)-1])
 	}
 	sort.Strings(moveDups)
-	t.Logf("F2: %d kills (seed %d) in %v, drain %v: %d published, %d accepted, %d unknown (%d of them recovered), "+
+	t.Logf("crash-dl: %d kills (seed %d) in %v, drain %v: %d published, %d accepted, %d unknown (%d of them recovered), "+
 		"%d rejected; %d consumed during the run (%d consumed twice), found after the restart %v; "+
 		"lost %d, unexpected %d, duplicates %d (consumer redeliveries), move duplicates %d, settles lost in a crash %d, "+
 		"outcomes unknown: %d accept, %d reject/modify; drained %d; q1 deaths by reason/decision %v",
@@ -674,14 +674,14 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 			}
 			t.Logf("lost %s: ttl %v decision %s; outcomes: %d accepted, %d accept unknown, %d dead confirmed, %d dead unknown; "+
 				"publish confirmed at %v, delivered at %v, settled at %v (kills at %v)",
-				b, m.ttl, f2Decision(m.seq), m.consumed, m.acceptUnknown, m.deadOK, m.deadUnknown,
+				b, m.ttl, crashDLDecision(m.seq), m.consumed, m.acceptUnknown, m.deadOK, m.deadUnknown,
 				rel(m.acceptedAt), rel(m.deliveredAt...), rel(m.settledAt...), rel(kills...))
 		}
 		l.mu.Unlock()
-		f2Diagnose(t, p, filepath.Join(dir, "data"))
-		if os.Getenv("F2_DEBUG") != "" {
+		crashDLDiagnose(t, p, filepath.Join(dir, "data"))
+		if os.Getenv("EPITAPH_CRASH_DL_DEBUG") != "" {
 			for it := range iterations {
-				f2Snapshot(t, f2SnapDir(dir, it), lostList[:min(len(lostList), 40)])
+				crashDLSnapshot(t, crashDLSnapDir(dir, it), lostList[:min(len(lostList), 40)])
 			}
 		}
 		l.mu.Lock()
@@ -694,10 +694,10 @@ func TestF2CrashAtLeastOnceDeadLettering(t *testing.T) {
 	assert.Positive(t, inQueue["cycdlq"], "the cycle's retained messages were delivered")
 }
 
-// f2Diagnose stops the broker and opens its data directory in process to
+// crashDLDiagnose stops the broker and opens its data directory in process to
 // show where the lost messages are: each queue's ready, unacknowledged and
 // retained counts, and why retained messages are not forwarded.
-func f2Diagnose(t *testing.T, p *proc, data string) {
+func crashDLDiagnose(t *testing.T, p *proc, data string) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	p.wait(t)
 	logs := &syncBuffer{}
@@ -719,9 +719,9 @@ func f2Diagnose(t *testing.T, p *proc, data string) {
 	t.Logf("diagnosis: retained because %v; retained attempts %v", why, b.DeadLetters().RetainedStats())
 }
 
-// f2Snapshot opens a copy of the data directory taken after a kill and
+// crashDLSnapshot opens a copy of the data directory taken after a kill and
 // reports where the given messages are.
-func f2Snapshot(t *testing.T, snap string, bodies []string) {
+func crashDLSnapshot(t *testing.T, snap string, bodies []string) {
 	data := t.TempDir()
 	out, err := exec.Command("cp", "-a", snap+"/.", data).CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -762,10 +762,10 @@ func f2Snapshot(t *testing.T, snap string, bodies []string) {
 	t.Logf("snapshot %s: ready %v; lost messages present %v, absent %v", filepath.Base(data), counts, present, absent)
 }
 
-// f2SnapDir is where the copy of the data directory after kill it goes
-// (F2_DEBUG: an absolute path keeps them after the test).
-func f2SnapDir(dir string, it int) string {
-	if d := os.Getenv("F2_DEBUG"); filepath.IsAbs(d) {
+// crashDLSnapDir is where the copy of the data directory after kill it goes
+// (EPITAPH_CRASH_DL_DEBUG: an absolute path keeps them after the test).
+func crashDLSnapDir(dir string, it int) string {
+	if d := os.Getenv("EPITAPH_CRASH_DL_DEBUG"); filepath.IsAbs(d) {
 		dir = d
 	}
 	return filepath.Join(dir, fmt.Sprintf("snap-%02d", it))
@@ -782,9 +782,9 @@ const recoveryDefs = `{"queues":[
 // A message that dies while its queue is recovered (here: delivered and
 // unsettled at the crash, over its delivery limit) is moved into a target
 // queue that may not be recovered yet: the move must not reuse the seqs of
-// the target's stored messages. Found by TestF2CrashAtLeastOnceDeadLettering
+// the target's stored messages. Found by TestCrashAtLeastOnceDeadLettering
 // (early DLQ messages overwritten by dead letters made during recovery).
-func TestF2RecoveryDeadLetterKeepsTargetMessages(t *testing.T) {
+func TestRecoveryDeadLetterKeepsTargetMessages(t *testing.T) {
 	dir := t.TempDir()
 	p, _ := startALOBinary(t, dir, recoveryDefs)
 	c, err := amqp.Dial(ctxT(t), "amqp://"+p.addr, nil)

@@ -21,7 +21,7 @@ import (
 	"github.com/epitaph-mq/epitaph"
 )
 
-// TestL1Load is reliability.md's L1: publisher and consumer connections (50
+// TestLoadLedger: publisher and consumer connections (50
 // each) send 1 KiB durable messages (accepted only after fsync) into a
 // durable queue at a fixed aggregate rate; the consumers reject 5% of them
 // into a dead-letter queue. Each message carries its producer-id, seq and
@@ -32,30 +32,30 @@ import (
 // goroutines must be gone after they close, and the heap after GC must be
 // at most 1.2 times the heap after warm-up (a tenth of the messages sent).
 //
-// It runs in every `go test` for EPITAPH_L1_DURATION (default 10 s) at
-// EPITAPH_L1_RATE msg/s (default 2,000); .ci/run sets 3 minutes, the
-// specified L1. EPITAPH_L1_PUBLISHERS, EPITAPH_L1_CONSUMERS,
-// EPITAPH_L1_IDLE (idle connections held open), EPITAPH_L1_MAX_RSS_SLOPE
+// It runs in every `go test` for EPITAPH_LOAD_DURATION (default 10 s) at
+// EPITAPH_LOAD_RATE msg/s (default 2,000); .ci/run sets 3 minutes.
+// EPITAPH_LOAD_PUBLISHERS, EPITAPH_LOAD_CONSUMERS,
+// EPITAPH_LOAD_IDLE (idle connections held open), EPITAPH_LOAD_MAX_RSS_SLOPE
 // (MiB/min over the last two thirds of the publishing) and
-// EPITAPH_L1_MAX_RSS_MIB (default 512) shape the longer soak of
+// EPITAPH_LOAD_MAX_RSS_MIB (default 512) shape the longer soak of
 // scripts/soak.sh, whose thousands of client connections share the process. Latencies (publish -> accepted, end to end), resident
-// memory and heap are logged as "L1:" lines and not gated, except the
+// memory and heap are logged as "load:" lines and not gated, except the
 // specified RSS bound of 512 MiB (for the whole test process: broker and
 // clients), which holds unless the broker is built with -race (the race
 // detector multiplies memory).
-func TestL1Load(t *testing.T) {
-	cfg := l1Config{duration: 10 * time.Second, rate: 2000, publishers: 50, consumers: 50, size: 1024, rejectEvery: 20,
+func TestLoadLedger(t *testing.T) {
+	cfg := loadConfig{duration: 10 * time.Second, rate: 2000, publishers: 50, consumers: 50, size: 1024, rejectEvery: 20,
 		maxRSSMiB: 512}
-	if v := os.Getenv("EPITAPH_L1_DURATION"); v != "" {
+	if v := os.Getenv("EPITAPH_LOAD_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
-		require.NoError(t, err, "EPITAPH_L1_DURATION")
+		require.NoError(t, err, "EPITAPH_LOAD_DURATION")
 		cfg.duration = d
 	}
 	for _, p := range []struct {
 		env string
 		v   *int
-	}{{"EPITAPH_L1_RATE", &cfg.rate}, {"EPITAPH_L1_PUBLISHERS", &cfg.publishers},
-		{"EPITAPH_L1_CONSUMERS", &cfg.consumers}, {"EPITAPH_L1_IDLE", &cfg.idle}} {
+	}{{"EPITAPH_LOAD_RATE", &cfg.rate}, {"EPITAPH_LOAD_PUBLISHERS", &cfg.publishers},
+		{"EPITAPH_LOAD_CONSUMERS", &cfg.consumers}, {"EPITAPH_LOAD_IDLE", &cfg.idle}} {
 		if v := os.Getenv(p.env); v != "" {
 			n, err := strconv.Atoi(v)
 			require.NoError(t, err, p.env)
@@ -65,7 +65,7 @@ func TestL1Load(t *testing.T) {
 	for _, p := range []struct {
 		env string
 		v   *float64
-	}{{"EPITAPH_L1_MAX_RSS_SLOPE", &cfg.maxRSSSlope}, {"EPITAPH_L1_MAX_RSS_MIB", &cfg.maxRSSMiB}} {
+	}{{"EPITAPH_LOAD_MAX_RSS_SLOPE", &cfg.maxRSSSlope}, {"EPITAPH_LOAD_MAX_RSS_MIB", &cfg.maxRSSMiB}} {
 		if v := os.Getenv(p.env); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
 			require.NoError(t, err, p.env)
@@ -78,10 +78,10 @@ func TestL1Load(t *testing.T) {
 	require.Positive(t, cfg.consumers)
 	require.LessOrEqual(t, cfg.publishers+cfg.consumers+cfg.idle, 5000, "connections (two file descriptors each in this process)")
 	require.LessOrEqual(t, cfg.duration, time.Hour, "keep the run bounded")
-	runL1(t, cfg)
+	runLoad(t, cfg)
 }
 
-type l1Config struct {
+type loadConfig struct {
 	duration              time.Duration
 	rate                  int // messages per second, all publishers together
 	publishers, consumers int
@@ -97,12 +97,12 @@ type l1Config struct {
 	maxRSSMiB float64
 }
 
-const l1Defs = `{"queues":[
+const loadDefs = `{"queues":[
  {"name":"l1","vhost":"/","durable":true,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"l1-dlq"}},
  {"name":"l1-dlq","vhost":"/","durable":true,"arguments":{}}]}`
 
-// l1Entry is the ledger's record of one message.
-type l1Entry struct {
+// loadEntry is the ledger's record of one message.
+type loadEntry struct {
 	hash      uint64
 	attempted bool
 	accepted  bool // the broker's outcome for the publish
@@ -112,11 +112,11 @@ type l1Entry struct {
 	inDLQ     int // copies found in the dead-letter queue
 }
 
-// l1Ledger holds one entry per (producer, seq), allocated up front so the
+// loadLedger holds one entry per (producer, seq), allocated up front so the
 // client's memory does not grow during the run.
-type l1Ledger struct {
+type loadLedger struct {
 	mu         sync.Mutex
-	entries    [][]l1Entry // [producer][seq]
+	entries    [][]loadEntry // [producer][seq]
 	unexpected []string
 	outOfOrder int
 	lastSeq    map[[2]int]int // (consumer, producer) -> last seq seen
@@ -124,7 +124,7 @@ type l1Ledger struct {
 	endToEnd   []time.Duration
 }
 
-func (l *l1Ledger) problem(format string, args ...any) {
+func (l *loadLedger) problem(format string, args ...any) {
 	if len(l.unexpected) < 20 {
 		l.unexpected = append(l.unexpected, fmt.Sprintf(format, args...))
 	} else if len(l.unexpected) == 20 {
@@ -132,8 +132,8 @@ func (l *l1Ledger) problem(format string, args ...any) {
 	}
 }
 
-// l1Body is the deterministic body of (producer, seq).
-func l1Body(producer, seq, size int) []byte {
+// loadBody is the deterministic body of (producer, seq).
+func loadBody(producer, seq, size int) []byte {
 	b := make([]byte, size)
 	x := uint64(producer)<<32 | uint64(seq) | 1
 	for i := range b {
@@ -145,14 +145,14 @@ func l1Body(producer, seq, size int) []byte {
 	return b
 }
 
-func l1Hash(b []byte) uint64 {
+func loadHash(b []byte) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write(b)
 	return h.Sum64()
 }
 
-// l1Identity reads producer-id, seq and body-hash back from a message.
-func l1Identity(m *amqp.Message) (producer, seq int, hash uint64, err error) {
+// loadIdentity reads producer-id, seq and body-hash back from a message.
+func loadIdentity(m *amqp.Message) (producer, seq int, hash uint64, err error) {
 	p, ok1 := m.ApplicationProperties["producer-id"].(int64)
 	s, ok2 := m.ApplicationProperties["seq"].(int64)
 	h, ok3 := m.ApplicationProperties["body-hash"].(uint64)
@@ -164,8 +164,8 @@ func l1Identity(m *amqp.Message) (producer, seq int, hash uint64, err error) {
 
 // see records a sighting of m, by consumer (-1 for the dead-letter drain);
 // it returns the entry, or nil for a message never attempted.
-func (l *l1Ledger) see(m *amqp.Message, consumer int) *l1Entry {
-	producer, seq, hash, err := l1Identity(m)
+func (l *loadLedger) see(m *amqp.Message, consumer int) *loadEntry {
+	producer, seq, hash, err := loadIdentity(m)
 	if err != nil {
 		l.problem("%v", err)
 		return nil
@@ -179,7 +179,7 @@ func (l *l1Ledger) see(m *amqp.Message, consumer int) *l1Entry {
 		l.problem("message (%d, %d) was never attempted", producer, seq)
 		return nil
 	}
-	if got := l1Hash(m.GetData()); got != e.hash || hash != e.hash {
+	if got := loadHash(m.GetData()); got != e.hash || hash != e.hash {
 		l.problem("message (%d, %d): body hash %x, header %x, sent %x", producer, seq, got, hash, e.hash)
 	}
 	if consumer >= 0 {
@@ -194,8 +194,8 @@ func (l *l1Ledger) see(m *amqp.Message, consumer int) *l1Entry {
 	return e
 }
 
-func runL1(t *testing.T, cfg l1Config) {
-	b := startBroker(t, l1Defs, func(o *epitaph.Options) {
+func runLoad(t *testing.T, cfg loadConfig) {
+	b := startBroker(t, loadDefs, func(o *epitaph.Options) {
 		o.InMemory = false
 		o.DataDir = t.TempDir()
 	})
@@ -203,10 +203,10 @@ func runL1(t *testing.T, cfg l1Config) {
 	total := int(cfg.duration.Seconds() * float64(cfg.rate))
 	perProducer := (total + cfg.publishers - 1) / cfg.publishers
 	total = perProducer * cfg.publishers
-	led := &l1Ledger{entries: make([][]l1Entry, cfg.publishers), lastSeq: map[[2]int]int{},
+	led := &loadLedger{entries: make([][]loadEntry, cfg.publishers), lastSeq: map[[2]int]int{},
 		confirm: make([]time.Duration, 0, total), endToEnd: make([]time.Duration, 0, total)}
 	for p := range led.entries {
-		led.entries[p] = make([]l1Entry, perProducer)
+		led.entries[p] = make([]loadEntry, perProducer)
 	}
 	// The whole run is bounded: publishing may fall behind the schedule on
 	// a busy machine, but not forever.
@@ -256,7 +256,7 @@ func runL1(t *testing.T, cfg l1Config) {
 				if e != nil {
 					e.consumed++
 					led.endToEnd = append(led.endToEnd, time.Since(e.sent))
-					_, seq, _, _ := l1Identity(m)
+					_, seq, _, _ := loadIdentity(m)
 					reject = seq%cfg.rejectEvery == cfg.rejectEvery-1
 					e.rejected = e.rejected || reject
 				}
@@ -304,10 +304,10 @@ func runL1(t *testing.T, cfg l1Config) {
 				if seq == perProducer/10 {
 					warmOnce.Do(func() { close(warm) })
 				}
-				body := l1Body(p, seq, cfg.size)
+				body := loadBody(p, seq, cfg.size)
 				m := amqp.NewMessage(body)
 				m.Header = &amqp.MessageHeader{Durable: true}
-				h := l1Hash(body)
+				h := loadHash(body)
 				m.ApplicationProperties = map[string]any{"producer-id": int64(p), "seq": int64(seq), "body-hash": h}
 				sent := time.Now()
 				led.mu.Lock()
@@ -427,7 +427,7 @@ func runL1(t *testing.T, cfg l1Config) {
 		require.NoError(t, c.Close())
 	}
 
-	// The ledger (reliability.md §6.4).
+	// The ledger: every attempt accounted for.
 	var attempted, accepted, lost, duplicated, rejected, inDLQ int
 	for p, es := range led.entries {
 		for seq, e := range es {
@@ -470,16 +470,16 @@ func runL1(t *testing.T, cfg l1Config) {
 	peakRSS := rss.stop()
 	slope := rss.slope(start.Add(published/3), start.Add(published))
 
-	t.Logf("L1: %d publishers, %d consumers, %d B durable messages, target %d msg/s for %v", cfg.publishers, cfg.consumers,
+	t.Logf("load: %d publishers, %d consumers, %d B durable messages, target %d msg/s for %v", cfg.publishers, cfg.consumers,
 		cfg.size, cfg.rate, cfg.duration)
-	t.Logf("L1: attempted %d, accepted %d in %.1f s (%.0f msg/s), rejected into the DLQ %d, found there %d",
+	t.Logf("load: attempted %d, accepted %d in %.1f s (%.0f msg/s), rejected into the DLQ %d, found there %d",
 		attempted, accepted, published.Seconds(), float64(accepted)/published.Seconds(), rejected, inDLQ)
-	t.Logf("L1: ledger lost %d, unexpected %d, duplicated %d, out of order %d", lost, len(led.unexpected), duplicated, led.outOfOrder)
-	t.Logf("L1: publish->accepted p50 %s p99 %s max %s (%d samples)", pct(led.confirm, 50), pct(led.confirm, 99), pct(led.confirm, 100), len(led.confirm))
-	t.Logf("L1: end to end p50 %s p99 %s max %s (%d samples)", pct(led.endToEnd, 50), pct(led.endToEnd, 99), pct(led.endToEnd, 100), len(led.endToEnd))
-	t.Logf("L1: peak RSS %.1f MiB (test process: broker and clients); heap after warm-up %.1f MiB, at the end %.1f MiB; goroutines %d (baseline %d)",
+	t.Logf("load: ledger lost %d, unexpected %d, duplicated %d, out of order %d", lost, len(led.unexpected), duplicated, led.outOfOrder)
+	t.Logf("load: publish->accepted p50 %s p99 %s max %s (%d samples)", pct(led.confirm, 50), pct(led.confirm, 99), pct(led.confirm, 100), len(led.confirm))
+	t.Logf("load: end to end p50 %s p99 %s max %s (%d samples)", pct(led.endToEnd, 50), pct(led.endToEnd, 99), pct(led.endToEnd, 100), len(led.endToEnd))
+	t.Logf("load: peak RSS %.1f MiB (test process: broker and clients); heap after warm-up %.1f MiB, at the end %.1f MiB; goroutines %d (baseline %d)",
 		float64(peakRSS)/(1<<20), float64(warmHeap)/(1<<20), float64(endHeap)/(1<<20), goroutines, baseGoroutines)
-	t.Logf("L1: RSS trend over the last two thirds of the publishing %+.2f MiB/min; %d idle connections held", slope, cfg.idle)
+	t.Logf("load: RSS trend over the last two thirds of the publishing %+.2f MiB/min; %d idle connections held", slope, cfg.idle)
 
 	require.Empty(t, led.unexpected, "ledger problems")
 	require.Zero(t, lost, "lost")
