@@ -304,8 +304,8 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		hop  *telemetry.DeadLetter
 	)
 	dlx, ok := src.DeadLetterExchange()
-	// A retained message's attempts get no span: one may repeat at every
-	// retry interval, and the hop it stands for is the one that succeeds.
+	// Retained (at-least-once) attempts get no span yet; the README lists
+	// this among the gaps.
 	if d.tr != nil && !dm.Retained {
 		hop = &telemetry.DeadLetter{Source: src, Reason: dm.Reason, Exchange: dlx, HasExchange: ok,
 			Strategy: src.DeadLetterStrategy(), RoutingKeys: dm.Msg.RoutingKeys}
