@@ -363,9 +363,10 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		return
 	}
 	strategy := StrategyAtMostOnce
-	if dm.Durable() {
+	if dm.Durable() || dm.Retained {
 		// Stored in its source (or retained there): the copies and the
-		// removal of the source's stored copy are one atomic store step.
+		// removal of the source's stored copy are one atomic store step,
+		// and for a retained message only if a target took the copy.
 		b.flushCopies()
 		states, moved := src.ForwardDead(dm, cp, targets)
 		if dm.Retained {
