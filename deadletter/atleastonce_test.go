@@ -1,7 +1,10 @@
 package deadletter
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -291,3 +294,69 @@ func (r *rejecter) Deliver(d router.Delivery) {
 	go func() { _ = r.s.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected}) }()
 }
 func (r *rejecter) Drained(uint32) {}
+
+// The counters and log lines of at-least-once dead-lettering, attempt by
+// attempt: each failed attempt (no route, cycle, every target refusing) is a retained count with its cause in the log and nothing in
+// Stats or GlobalStats; the forwarded message counts once as dead-lettered,
+// under StrategyAtLeastOnce.
+func TestAtLeastOnceCountsEachAttempt(t *testing.T) {
+	var logs lockedBuffer
+	dl := New(Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	b := router.New(router.Options{DeadLetterer: dl, DeadLetterRetryInterval: time.Hour})
+	t.Cleanup(b.Close)
+	vh, _ := b.VHost("/")
+	e := &aloEnv{b: b, vh: vh, dl: dl}
+	tgt := e.classic(t, "tgt", args("x-max-length", int64(1), "x-overflow", "reject-publish"))
+	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "filler", "tgt")))
+	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
+		"x-dead-letter-exchange", "dlx", "x-message-ttl", int64(0)))
+	key := Key{VHost: "/", Queue: "src", Reason: router.ReasonExpired}
+	step := func(want uint64, why string, change func()) {
+		t.Helper()
+		if change != nil {
+			change() // a topology or policy change retries the retained message
+		}
+		require.Equal(t, 1, src.Info().Retained)
+		require.Equal(t, map[Key]uint64{key: want}, dl.RetainedStats())
+		require.Empty(t, dl.Stats())
+		require.Empty(t, dl.GlobalStats())
+		require.Contains(t, logs.String(), `"why":"`+why+`"`)
+	}
+	e.publish(t, "", durable(t, "m", "src"))
+	step(1, "no route", nil) // the DLX is missing
+	step(2, "no route", func() {
+		_, err := vh.DeclareExchange(router.ExchangeSpec{Name: "dlx", Type: router.ExchangeFanout, Durable: true})
+		require.NoError(t, err)
+	})
+	step(3, "cycle", func() { require.NoError(t, vh.Bind(router.Binding{Source: "dlx", Destination: "src"})) })
+	step(4, "rejected by every target", func() {
+		require.NoError(t, vh.Unbind(router.Binding{Source: "dlx", Destination: "src"}))
+		require.NoError(t, vh.Bind(router.Binding{Source: "dlx", Destination: "tgt"}))
+	})
+	require.Len(t, tgt.Take(1), 1)
+	require.NoError(t, vh.Bind(router.Binding{Source: "dlx", Destination: "tgt", Key: "again"})) // retries
+	require.Equal(t, 0, src.Info().Retained)
+	require.Equal(t, 1, tgt.Len())
+	require.Equal(t, map[Key]Counts{key: {DeadLettered: 1}}, dl.Stats())
+	require.Equal(t, map[GlobalKey]uint64{{QueueType: router.Quorum, Strategy: StrategyAtLeastOnce, Reason: router.ReasonExpired}: 1},
+		dl.GlobalStats())
+	require.Equal(t, uint64(4), dl.RetainedStats()[key], "the attempt that forwarded is not a retained one")
+}
+
+// lockedBuffer is a log sink the queue goroutines and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -3,7 +3,8 @@
 // §2.6, §3): it records the death with package annotations, clears the
 // message TTL, replaces the exchange and routing keys, routes the copy
 // through the dead-letter exchange like any publish, drops cycling targets,
-// and counts what it dead-letters and what it drops.
+// and counts what it dead-letters, what it drops and, at least once, what
+// stays retained in its source queue.
 //
 // It implements router.DeadLetterer; the root package wires it into the
 // router, which never imports this package.
@@ -60,21 +61,26 @@ type Key struct {
 
 // Strategy labels, as RabbitMQ's dead_letter_strategy metric label.
 const (
-	StrategyDisabled    = "disabled"     // no dead-letter exchange: the message is dropped
-	StrategyAtMostOnce  = "at_most_once" // the only strategy epitaph applies today
-	StrategyAtLeastOnce = "at_least_once"
+	StrategyDisabled    = "disabled"      // no dead-letter exchange: the message is dropped
+	StrategyAtMostOnce  = "at_most_once"  // RabbitMQ's default: the source has already let go of the message
+	StrategyAtLeastOnce = "at_least_once" // quorum queues: retained in the source until a target takes the copy
 )
 
 // GlobalKey identifies a counter of RabbitMQ's global dead-letter family
 // (rabbitmq_global_messages_dead_lettered_<reason>_total).
 type GlobalKey struct {
 	QueueType router.QueueType
-	Strategy  string // StrategyDisabled or StrategyAtMostOnce
+	Strategy  string // StrategyDisabled, StrategyAtMostOnce or StrategyAtLeastOnce
 	Reason    router.Reason
 }
 
-// DeadLetterer dead-letters messages at most once (RabbitMQ's default
-// strategy): the source queue has already removed the message.
+// DeadLetterer dead-letters messages with either strategy: at most once
+// (RabbitMQ's default: the source queue has already removed the message) or
+// at least once (Dead.Retained: the message stays in its source queue until a
+// target takes the copy; see atleastonce.go). Both go through forward.
+//
+// Its counters are its own fields, so a DeadLetterer and everything it
+// counted go away with the broker that used it.
 type DeadLetterer struct {
 	log    *slog.Logger
 	now    func() time.Time
@@ -84,6 +90,9 @@ type DeadLetterer struct {
 	mu     sync.Mutex
 	counts map[Key]*Counts
 	global map[GlobalKey]uint64
+	// retained counts the failed forwarding attempts of at-least-once
+	// messages, which stay in their source (RetainedStats).
+	retained map[Key]uint64
 }
 
 // New returns a DeadLetterer.
@@ -95,7 +104,7 @@ func New(opts Options) *DeadLetterer {
 		opts.Now = time.Now
 	}
 	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, tr: opts.Tracer,
-		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64)}
+		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64), retained: make(map[Key]uint64)}
 }
 
 // Stats returns a snapshot of the counters.
@@ -113,7 +122,8 @@ func (d *DeadLetterer) Stats() map[Key]Counts {
 // every message that died, by source queue type, strategy and reason, as
 // rabbit_global_counters counts them (a message dropped for want of a
 // dead-letter exchange counts under StrategyDisabled; one dead-lettered,
-// or dropped for no route or as a cycle, under StrategyAtMostOnce).
+// or dropped for no route or as a cycle, under StrategyAtMostOnce; an
+// at-least-once message once it is forwarded, under StrategyAtLeastOnce).
 func (d *DeadLetterer) GlobalStats() map[GlobalKey]uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -137,8 +147,9 @@ func (d *DeadLetterer) QueueStats(vhost, queue string) map[router.Reason]Counts 
 	return out
 }
 
-// add adds delta to the counters of src and reason.
-func (d *DeadLetterer) add(src *router.Queue, reason router.Reason, delta *Counts) {
+// add adds delta to the counters of src and reason; strategy is the global
+// counters' label of all but the messages dropped for want of a DLX.
+func (d *DeadLetterer) add(src *router.Queue, reason router.Reason, strategy string, delta *Counts) {
 	k := Key{VHost: src.VHost().Name(), Queue: src.Name(), Reason: reason}
 	d.mu.Lock()
 	c := d.counts[k]
@@ -151,7 +162,7 @@ func (d *DeadLetterer) add(src *router.Queue, reason router.Reason, delta *Count
 	c.DroppedNoRoute += delta.DroppedNoRoute
 	c.DroppedCycle += delta.DroppedCycle
 	if n := delta.DeadLettered + delta.DroppedNoRoute + delta.DroppedCycle; n > 0 {
-		d.global[GlobalKey{QueueType: src.Type(), Strategy: StrategyAtMostOnce, Reason: reason}] += n
+		d.global[GlobalKey{QueueType: src.Type(), Strategy: strategy, Reason: reason}] += n
 	}
 	if delta.DroppedNoDLX > 0 {
 		d.global[GlobalKey{QueueType: src.Type(), Strategy: StrategyDisabled, Reason: reason}] += delta.DroppedNoDLX
@@ -161,15 +172,17 @@ func (d *DeadLetterer) add(src *router.Queue, reason router.Reason, delta *Count
 
 // batch gathers what one DeadLetter call does, so that it takes each lock
 // once per run rather than once per message: the counters of a run of one
-// reason, and the at-most-once copies of a run bound for one queue.
+// reason and strategy, and the at-most-once copies of a run bound for one
+// queue.
 type batch struct {
-	d      *DeadLetterer
-	src    *router.Queue
-	reason router.Reason
-	now    time.Time // the deaths' time (first-time, last-time)
-	counts Counts
-	q      *router.Queue
-	msgs   []*router.Message
+	d        *DeadLetterer
+	src      *router.Queue
+	reason   router.Reason
+	strategy string
+	now      time.Time // the deaths' time (first-time, last-time)
+	counts   Counts
+	q        *router.Queue
+	msgs     []*router.Message
 	// targets is the last message's routing result, reused for the next.
 	targets []*router.Queue
 	// The last copy's history (valid until the next copy) and boxed names.
@@ -204,18 +217,28 @@ type copyScratch struct {
 	boxes  annotations.Boxer
 }
 
-// tally counts one message's fate under reason.
-func (b *batch) tally(reason router.Reason, f func(*Counts)) {
-	if b.reason != reason {
+// tally counts one message's fate under reason and strategy: dead-lettered
+// when cause is "", else dropped for cause (a telemetry.Drop* value).
+func (b *batch) tally(reason router.Reason, strategy, cause string) {
+	if b.reason != reason || b.strategy != strategy {
 		b.flushCounts()
-		b.reason = reason
+		b.reason, b.strategy = reason, strategy
 	}
-	f(&b.counts)
+	switch cause {
+	case "":
+		b.counts.DeadLettered++
+	case telemetry.DropNoDLX:
+		b.counts.DroppedNoDLX++
+	case telemetry.DropNoRoute:
+		b.counts.DroppedNoRoute++
+	case telemetry.DropCycle:
+		b.counts.DroppedCycle++
+	}
 }
 
 func (b *batch) flushCounts() {
 	if b.counts != (Counts{}) {
-		b.d.add(b.src, b.reason, &b.counts)
+		b.d.add(b.src, b.reason, b.strategy, &b.counts)
 		b.counts = Counts{}
 	}
 }
@@ -253,23 +276,37 @@ func (d *DeadLetterer) DeadLetter(src *router.Queue, dead []router.Dead) {
 	b.d, b.src, b.now = d, src, d.now()
 	for i := range dead {
 		if dead[i].Retained {
+			// An at-least-once attempt is counted as soon as it is made,
+			// after everything before it.
 			b.flush()
-			d.deadLetterRetained(src, &dead[i]) // at-least-once: atleastonce.go
+			d.forward(src, &dead[i], b)
+			b.flushCounts()
 			continue
 		}
-		d.deadLetter(src, &dead[i], b)
+		d.forward(src, &dead[i], b)
 	}
 	b.flush()
 }
 
-func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) {
+// whyRejected is the cause of an at-least-once message that every target
+// refused (reject-publish): it stays retained.
+const whyRejected = "rejected by every target"
+
+// forward dead-letters one message with its queue's strategy: it builds the
+// copy, routes it through the dead-letter exchange, drops the targets that
+// would be a cycle and hands the copy to the others. A message that reaches
+// no target is dropped (at most once) or stays retained (Dead.Retained, at
+// least once) through notForwarded.
+func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 	var (
 		ctx  = context.Background()
 		span trace.Span
 		hop  *telemetry.DeadLetter
 	)
 	dlx, ok := src.DeadLetterExchange()
-	if d.tr != nil {
+	// Retained (at-least-once) attempts get no span yet; the README lists
+	// this among the gaps.
+	if d.tr != nil && !dm.Retained {
 		hop = &telemetry.DeadLetter{Source: src, Reason: dm.Reason, Exchange: dlx, HasExchange: ok,
 			Strategy: src.DeadLetterStrategy(), RoutingKeys: dm.Msg.RoutingKeys}
 		if !ok {
@@ -279,13 +316,21 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		}
 	}
 	if !ok {
-		b.tally(dm.Reason, func(c *Counts) { c.DroppedNoDLX++ })
+		b.notForwarded(ctx, dm, telemetry.DropNoDLX, dlx, nil)
 		if span != nil {
 			telemetry.EndDeadLetter(span, nil, nil, telemetry.DropNoDLX, nil)
 		}
 		return
 	}
-	cp, h := d.copyAt(src, dm, dlx, b.now, &b.scratch)
+	at := b.now
+	if dm.Retained {
+		// The death of a retained message is its first attempt, kept
+		// across retries and restarts, as rabbit_fifo_dlx_worker records it.
+		if at = dm.Time; at.IsZero() {
+			at = d.now()
+		}
+	}
+	cp, h := d.copyAt(src, dm, dlx, at, &b.scratch)
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {
@@ -299,9 +344,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 	targets, err := src.VHost().RouteAppend(b.targets, dlx, cp)
 	b.targets = targets
 	if err != nil || len(targets) == 0 {
-		b.tally(dm.Reason, func(c *Counts) { c.DroppedNoRoute++ })
-		d.log.DebugContext(ctx, "dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
-			"reason", string(dm.Reason), "dlx", dlx, "err", err)
+		b.notForwarded(ctx, dm, telemetry.DropNoRoute, dlx, err)
 		if span != nil {
 			if err == nil {
 				err = errors.New("the dead-letter exchange routed the message to no queue")
@@ -311,11 +354,71 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		return
 	}
 	// §2.6: drop targets that would be a cycle; the others still get it.
-	var cycles []*router.Queue
+	targets, cycles := dropCycles(h, targets, span != nil)
+	if len(targets) == 0 {
+		b.notForwarded(ctx, dm, telemetry.DropCycle, dlx, nil)
+		if span != nil {
+			telemetry.EndDeadLetter(span, nil, cycles, telemetry.DropCycle, errors.New("dead-letter cycle"))
+		}
+		return
+	}
+	strategy := StrategyAtMostOnce
+	if dm.Durable() || dm.Retained {
+		// Stored in its source (or retained there): the copies and the
+		// removal of the source's stored copy are one atomic store step,
+		// and for a retained message only if a target took the copy.
+		b.flushCopies()
+		states, moved := src.ForwardDead(dm, cp, targets)
+		if dm.Retained {
+			if !moved {
+				// nil states: no longer retained (already moved, or
+				// dropped by a switch to at-most-once); nothing to count.
+				if states != nil {
+					b.notForwarded(ctx, dm, whyRejected, dlx, nil)
+				}
+				return
+			}
+			strategy = StrategyAtLeastOnce
+		}
+	} else {
+		for _, q := range targets {
+			b.enqueue(q, cp)
+		}
+	}
+	b.tally(dm.Reason, strategy, "")
+	if span != nil {
+		b.flushCopies() // the span covers the enqueue
+		telemetry.EndDeadLetter(span, targets, cycles, "", nil)
+	}
+}
+
+// notForwarded counts and logs a dead message that reached no target for
+// cause (a telemetry.Drop* value, or whyRejected): at most once it is
+// dropped; at least once it stays retained in its source for the next retry.
+func (b *batch) notForwarded(ctx context.Context, dm *router.Dead, cause, dlx string, err error) {
+	d, src := b.d, b.src
+	if dm.Retained {
+		d.countRetained(ctx, src, dm, retainedWhy(cause))
+		return
+	}
+	b.tally(dm.Reason, StrategyAtMostOnce, cause)
+	switch cause {
+	case telemetry.DropNoRoute:
+		d.log.DebugContext(ctx, "dead-lettered message dropped: no route", "vhost", src.VHost().Name(), "queue", src.Name(),
+			"reason", string(dm.Reason), "dlx", dlx, "err", err)
+	case telemetry.DropCycle:
+		d.log.WarnContext(ctx, "dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
+			"reason", string(dm.Reason), "dlx", dlx)
+	}
+}
+
+// dropCycles removes, in place, the targets that would be a dead-letter
+// cycle (§2.6) and, with keep, returns those too (for the span).
+func dropCycles(h annotations.History, targets []*router.Queue, keep bool) (rest, cycles []*router.Queue) {
 	n := 0
 	for _, q := range targets {
 		if annotations.IsCycle(h, q.Name()) {
-			if span != nil {
+			if keep {
 				cycles = append(cycles, q)
 			}
 			continue
@@ -323,30 +426,7 @@ func (d *DeadLetterer) deadLetter(src *router.Queue, dm *router.Dead, b *batch) 
 		targets[n] = q
 		n++
 	}
-	if n == 0 {
-		b.tally(dm.Reason, func(c *Counts) { c.DroppedCycle++ })
-		d.log.WarnContext(ctx, "dead-letter cycle: message dropped", "vhost", src.VHost().Name(), "queue", src.Name(),
-			"reason", string(dm.Reason), "dlx", dlx)
-		if span != nil {
-			telemetry.EndDeadLetter(span, nil, cycles, telemetry.DropCycle, errors.New("dead-letter cycle"))
-		}
-		return
-	}
-	if dm.Durable() {
-		// Stored in its source: the copies and the removal of the source's
-		// stored copy are one atomic store step.
-		b.flushCopies()
-		src.ForwardDead(dm, cp, targets[:n])
-	} else {
-		for _, q := range targets[:n] {
-			b.enqueue(q, cp)
-		}
-	}
-	b.tally(dm.Reason, func(c *Counts) { c.DeadLettered++ })
-	if span != nil {
-		b.flushCopies() // the span covers the enqueue
-		telemetry.EndDeadLetter(span, targets[:n], cycles, "", nil)
-	}
+	return targets[:n], cycles
 }
 
 // deathCount is the x-opt-deaths count for {queue, reason} once this death
