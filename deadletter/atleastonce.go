@@ -7,7 +7,7 @@ import (
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
-// Durable and at-least-once dead-lettering (dead-lettering.md §3.3, §4.2).
+// Durable and at-least-once dead-lettering, as RabbitMQ 4.3's quorum queues do it.
 //
 // forward hands every dead message with a store identity (Dead.Durable: a
 // stored message of a durable queue, or a retained at-least-once message)

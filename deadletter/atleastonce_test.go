@@ -109,9 +109,9 @@ func deathsOf(t *testing.T, m *router.Message) annotations.History {
 	return h
 }
 
-// S34: DLX missing: retained (counted, not ready), then delivered once the
+// DLX missing: retained (counted, not ready), then delivered once the
 // DLX exists and routes; including a restart while retained.
-func TestS34DLXMissingRetainedAcrossRestart(t *testing.T) {
+func TestAtLeastOnceMissingDLXRetainedAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	e := openALO(t, dir)
 	src := e.quorum(t, "src", srcArgs())
@@ -150,8 +150,8 @@ func TestS34DLXMissingRetainedAcrossRestart(t *testing.T) {
 	e.close(t)
 }
 
-// S35: the DLX exists but routes nowhere: retained until bound.
-func TestS35NoRouteRetained(t *testing.T) {
+// the DLX exists but routes nowhere: retained until bound.
+func TestAtLeastOnceNoRouteRetainedInSource(t *testing.T) {
 	e := openALO(t, "")
 	_, err := e.vh.DeclareExchange(router.ExchangeSpec{Name: "dlx", Type: router.ExchangeDirect, Durable: true})
 	require.NoError(t, err)
@@ -164,8 +164,8 @@ func TestS35NoRouteRetained(t *testing.T) {
 	require.Equal(t, 1, tgt.Len())
 }
 
-// S36: a cycle is retained, not dropped; a policy DLRK then routes it.
-func TestS36CycleRetained(t *testing.T) {
+// a cycle is retained, not dropped; a policy DLRK then routes it.
+func TestAtLeastOnceCycleRetainedInSource(t *testing.T) {
 	e := openALO(t, "")
 	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
 		"x-dead-letter-exchange", "", "x-message-ttl", int64(0)))
@@ -179,8 +179,8 @@ func TestS36CycleRetained(t *testing.T) {
 	require.Equal(t, 1, tgt.Len())
 }
 
-// S37: retained messages count toward max-length.
-func TestS37RetainedCountTowardMaxLength(t *testing.T) {
+// retained messages count toward max-length.
+func TestAtLeastOnceRetainedCountsTowardMaxLength(t *testing.T) {
 	e := openALO(t, t.TempDir())
 	_, err := e.vh.DeclareExchange(router.ExchangeSpec{Name: "dlx", Type: router.ExchangeDirect, Durable: true})
 	require.NoError(t, err)
@@ -200,8 +200,8 @@ func TestS37RetainedCountTowardMaxLength(t *testing.T) {
 	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "4", "src")))
 }
 
-// S38: drop-head makes at-least-once fall back to at-most-once: dropped.
-func TestS38DropHeadFallsBack(t *testing.T) {
+// drop-head makes at-least-once fall back to at-most-once: dropped.
+func TestAtLeastOnceDropHeadFallsBackToAtMostOnce(t *testing.T) {
 	e := openALO(t, "")
 	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "drop-head",
 		"x-dead-letter-exchange", "missing", "x-message-ttl", int64(0)))

@@ -1,6 +1,5 @@
 // Package deadletter decides where a dead message goes and builds its
-// dead-letter copy, as RabbitMQ 4.3 does (shared/spec/dead-lettering.md §2.5,
-// §2.6, §3): it records the death with package annotations, clears the
+// dead-letter copy, as RabbitMQ 4.3 does: it records the death with package annotations, clears the
 // message TTL, replaces the exchange and routing keys, routes the copy
 // through the dead-letter exchange like any publish, drops cycling targets,
 // and counts what it dead-letters, what it drops and, at least once, what
