@@ -47,10 +47,16 @@ const fuzzMaxInput = 64 << 10
 // Server time-outs in the fuzz broker. connEndBound is the longest a
 // connection may outlive its input: the handshake or idle time-out, then
 // closeGrace waiting for the peer's close, with a margin.
+// A failed login is answered after fuzzAuthFailureDelay times the failures
+// in a row from its address (at most ten times): the connection holds on
+// that long even when the peer has gone, so authDelayBound is how long a
+// connection may outlive its peer's end.
 const (
 	fuzzHandshakeTimeout = 2 * time.Second
 	fuzzIdleTimeout      = 5 * time.Second
-	connEndBound         = fuzzHandshakeTimeout + fuzzIdleTimeout + closeGrace + 5*time.Second
+	fuzzAuthFailureDelay = 100 * time.Millisecond
+	authDelayBound       = 10*fuzzAuthFailureDelay + time.Millisecond
+	connEndBound         = fuzzHandshakeTimeout + fuzzIdleTimeout + closeGrace + authDelayBound + 5*time.Second
 )
 
 // livelockBound is the real time one input may take.
@@ -472,7 +478,7 @@ func newFuzzBroker(t *testing.T) *router.Broker {
 	fwd := &dlqForwarder{}
 	// The memory store commits synchronously, so the durable paths (a
 	// publish accepted from the store's callback) run with no goroutine.
-	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory()})
+	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory(), AuthFailureDelay: fuzzAuthFailureDelay})
 	rb.SeedDefaults() // guest on / with full permissions, as at a broker's first start
 	vh, ok := rb.VHost(router.DefaultVHost)
 	if !ok {
@@ -632,8 +638,10 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 			rep = <-reported
 		}
 		// The broker closed its end: its connection goroutines must be
-		// gone, with no help from Shutdown.
+		// gone, with no help from Shutdown, once a failed login's delay is
+		// over (fake time: the sleep costs nothing).
 		client.Close()
+		time.Sleep(authDelayBound)
 		synctest.Wait()
 		if n := srv.live.Load(); n != 0 {
 			t.Errorf("%d connection(s) still live %v after the broker's end closed", n, time.Since(inputEnd))
