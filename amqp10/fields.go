@@ -102,44 +102,60 @@ func PeekDescriptor(body []byte) (uint64, error) {
 	return code, nil
 }
 
-// fieldReader walks the fields of a described list without allocating.
+// fieldReader reads the fields of a described list in order, without
+// allocating. It keeps the first error: after a read fails, or a mandatory
+// field is missing, the later reads find no fields left and end returns
+// that error. An unmarshal function is therefore the list of its fields
+// followed by one call to end.
+//
+// A reader stores a field into its destination only when the field is
+// present and not null, and reports whether it did. Absent and null fields
+// leave the destination as it was, so the zero value or the default set
+// before reading stands. Fields beyond those read are skipped by end, as
+// the spec allows a later version to add fields.
 type fieldReader struct {
-	dec  decoder
-	b    []byte
-	n    int
-	what string
+	dec    decoder
+	b      []byte
+	n      int    // fields not yet read
+	what   string // the composite being read, for errors
+	absent string // the last field read that was absent or null, for mandatory
+	err    error  // the first error
 }
 
-// openList starts reading the list value at b (after the descriptor).
-func openList(b []byte, what string) (f fieldReader, rest []byte, err error) {
+// openList starts reading the list value at b (after the descriptor) and
+// returns the bytes after the list. An error is kept in f (and rest is b).
+func openList(b []byte, what string) (f fieldReader, rest []byte) {
 	f.what = what
 	f.dec = newDecoder(b)
 	if len(b) == 0 {
-		return f, b, fmt.Errorf("%s: %w", what, errTrunc("list"))
+		f.err = fmt.Errorf("%s: %w", what, errTrunc("list"))
+		return f, b
 	}
-	c := b[0]
-	switch c {
+	switch c := b[0]; c {
 	case TypeList0:
-		return f, b[1:], nil
+		return f, b[1:]
 	case TypeList8, TypeList32:
 		n, body, rest, err := compoundHeader(c, b[1:])
 		if err != nil {
-			return f, b, fmt.Errorf("%s: %w", what, err)
+			f.err = fmt.Errorf("%s: %w", what, err)
+			return f, b
 		}
 		f.n, f.b = n, body
-		return f, rest, nil
+		return f, rest
+	default:
+		f.err = fmt.Errorf("%s: %w", what, errWrongType("list", c))
+		return f, b
 	}
-	return f, b, fmt.Errorf("%s: %w", what, errWrongType("list", c))
 }
 
 // openDescribed checks the descriptor at b is want and starts reading its list.
-func openDescribed(b []byte, want uint64, what string) (fieldReader, []byte, error) {
+func openDescribed(b []byte, want uint64, what string) (fieldReader, []byte) {
 	code, rest, err := readDescriptor(b)
 	if err != nil {
-		return fieldReader{}, b, fmt.Errorf("%s: %w", what, err)
+		return fieldReader{what: what, err: fmt.Errorf("%s: %w", what, err)}, b
 	}
 	if code != want {
-		return fieldReader{}, b, fmt.Errorf("%w: %s: unexpected descriptor", ErrInvalidType, what)
+		return fieldReader{what: what, err: fmt.Errorf("%w: %s: unexpected descriptor", ErrInvalidType, what)}, b
 	}
 	return openList(rest, what)
 }
@@ -148,12 +164,41 @@ func (f *fieldReader) wrap(name string, err error) error {
 	return fmt.Errorf("%s.%s: %w", f.what, name, err)
 }
 
-func (f *fieldReader) missing(name string) error {
-	return fmt.Errorf("%w: %s.%s is mandatory", ErrInvalidField, f.what, name)
+// fail keeps err as the first error and leaves no fields to read.
+func (f *fieldReader) fail(err error) {
+	f.err, f.n = err, 0
 }
 
-// done skips fields this package does not know and checks the list is exhausted.
+// next takes the next field, if there is one left (none after an error).
+func (f *fieldReader) next(name string) bool {
+	if f.n == 0 {
+		f.absent = name
+		return false
+	}
+	f.n--
+	return true
+}
+
+// mandatory fails with a missing-field error unless the field just read
+// was present.
+func (f *fieldReader) mandatory(present bool) {
+	if !present && f.err == nil {
+		f.missing()
+	}
+}
+
+// missing fails with the error for a missing mandatory field; it is apart
+// from mandatory so that mandatory inlines.
+func (f *fieldReader) missing() {
+	f.fail(fmt.Errorf("%w: %s.%s is mandatory", ErrInvalidField, f.what, f.absent))
+}
+
+// done skips fields this package does not know and checks the list is
+// exhausted; it returns the first error.
 func (f *fieldReader) done() error {
+	if f.err != nil {
+		return f.err
+	}
 	for ; f.n > 0; f.n-- {
 		rest, err := skipValue(f.b, 0)
 		if err != nil {
@@ -167,208 +212,192 @@ func (f *fieldReader) done() error {
 	return nil
 }
 
-func (f *fieldReader) uint(name string) (v uint32, ok bool, err error) {
-	if f.n == 0 {
-		return 0, false, nil
+// end finishes an unmarshal: it returns rest, the bytes after the list, or
+// in (the unmarshal's input) and the first error.
+func (f *fieldReader) end(in, rest []byte) ([]byte, error) {
+	if err := f.done(); err != nil {
+		return in, err
 	}
-	f.n--
-	if v, ok, f.b, err = ReadUint(f.b); err != nil {
-		return 0, false, f.wrap(name, err)
-	}
-	return v, ok, nil
+	return rest, nil
 }
 
-func (f *fieldReader) ulong(name string) (v uint64, ok bool, err error) {
-	if f.n == 0 {
-		return 0, false, nil
+// readField reads one field with decode, a Read* function of this package.
+func readField[T any](f *fieldReader, name string, dst *T, decode func([]byte) (T, bool, []byte, error)) bool {
+	if !f.next(name) {
+		return false
 	}
-	f.n--
-	if v, ok, f.b, err = ReadULong(f.b); err != nil {
-		return 0, false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) ushort(name string) (v uint16, ok bool, err error) {
-	if f.n == 0 {
-		return 0, false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadUshort(f.b); err != nil {
-		return 0, false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) ubyte(name string) (v uint8, ok bool, err error) {
-	if f.n == 0 {
-		return 0, false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadUbyte(f.b); err != nil {
-		return 0, false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) boolean(name string) (v, ok bool, err error) {
-	if f.n == 0 {
-		return false, false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadBool(f.b); err != nil {
-		return false, false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) str(name string) (v string, ok bool, err error) {
-	if f.n == 0 {
-		return "", false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadString(f.b); err != nil {
-		return "", false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) address(name string) (v string, ok bool, err error) {
-	if f.n == 0 {
-		return "", false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadAddress(f.b); err != nil {
-		return "", false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) sym(name string) (v Symbol, ok bool, err error) {
-	if f.n == 0 {
-		return "", false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadSymbol(f.b); err != nil {
-		return "", false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) binary(name string) (v []byte, ok bool, err error) {
-	if f.n == 0 {
-		return nil, false, nil
-	}
-	f.n--
-	if v, ok, f.b, err = ReadBinary(f.b); err != nil {
-		return nil, false, f.wrap(name, err)
-	}
-	return v, ok, nil
-}
-
-func (f *fieldReader) symbols(name string) (v []Symbol, err error) {
-	if f.n == 0 {
-		return nil, nil
-	}
-	f.n--
-	if v, f.b, err = ReadSymbols(f.b); err != nil {
-		return nil, f.wrap(name, err)
-	}
-	return v, nil
-}
-
-func (f *fieldReader) fields(name string) (v Map, err error) {
-	if f.n == 0 {
-		return nil, nil
-	}
-	f.n--
-	if v, f.b, err = f.dec.readMap(f.b); err != nil {
-		return nil, f.wrap(name, err)
-	}
-	return v, nil
-}
-
-// anyValue decodes a field of any type.
-func (f *fieldReader) anyValue(name string) (v any, err error) {
-	if f.n == 0 {
-		return nil, nil
-	}
-	f.n--
-	if v, f.b, err = f.dec.value(f.b); err != nil {
-		return nil, f.wrap(name, err)
-	}
-	return v, nil
-}
-
-func (f *fieldReader) err(name string) (e *Error, err error) {
-	if f.n == 0 {
-		return nil, nil
-	}
-	f.n--
-	if e, f.b, err = readError(f.b); err != nil {
-		return nil, f.wrap(name, err)
-	}
-	return e, nil
-}
-
-func (f *fieldReader) state(name string, st *DeliveryState) (err error) {
-	*st = DeliveryState{}
-	if f.n == 0 {
-		return nil
-	}
-	f.n--
-	if f.b, err = readDeliveryState(f.b, st); err != nil {
-		return f.wrap(name, err)
-	}
-	return nil
-}
-
-// readError decodes an error (null gives nil).
-func readError(b []byte) (*Error, []byte, error) {
-	if len(b) > 0 && b[0] == TypeNull {
-		return nil, b[1:], nil
-	}
-	f, rest, err := openDescribed(b, DescError, "error")
+	v, ok, rest, err := decode(f.b)
 	if err != nil {
-		return nil, b, err
+		f.fail(f.wrap(name, err))
+		return false
 	}
-	e := &Error{}
-	if err := e.unmarshalFields(&f); err != nil {
-		return nil, b, err
-	}
-	return e, rest, nil
-}
-
-func (e *Error) unmarshalFields(f *fieldReader) error {
-	cond, ok, err := f.sym("condition")
-	if err != nil {
-		return err
-	}
+	f.b = rest
 	if !ok {
-		return f.missing("condition")
+		f.absent = name
+		return false
 	}
-	e.Condition = ErrCond(cond)
-	if e.Description, _, err = f.str("description"); err != nil {
-		return err
+	*dst = v
+	return true
+}
+
+func (f *fieldReader) uint(name string, dst *uint32) bool { return readField(f, name, dst, ReadUint) }
+
+func (f *fieldReader) ulong(name string, dst *uint64) bool { return readField(f, name, dst, ReadULong) }
+
+func (f *fieldReader) ushort(name string, dst *uint16) bool {
+	return readField(f, name, dst, ReadUshort)
+}
+
+func (f *fieldReader) ubyte(name string, dst *uint8) bool { return readField(f, name, dst, ReadUbyte) }
+
+func (f *fieldReader) boolean(name string, dst *bool) bool { return readField(f, name, dst, ReadBool) }
+
+func (f *fieldReader) str(name string, dst *string) bool { return readField(f, name, dst, ReadString) }
+
+// address reads a string or a symbol.
+func (f *fieldReader) address(name string, dst *string) bool {
+	return readField(f, name, dst, ReadAddress)
+}
+
+func (f *fieldReader) sym(name string, dst *Symbol) bool { return readField(f, name, dst, ReadSymbol) }
+
+// binary reads a binary field; the value aliases the input.
+func (f *fieldReader) binary(name string, dst *[]byte) bool {
+	return readField(f, name, dst, ReadBinary)
+}
+
+func (f *fieldReader) timestamp(name string, dst *Timestamp) bool {
+	return readField(f, name, dst, ReadTimestamp)
+}
+
+// enum reads a ubyte field whose values above highest are invalid.
+func (f *fieldReader) enum(name string, dst *uint8, highest uint8) bool {
+	var v uint8
+	if !f.ubyte(name, &v) {
+		return false
 	}
-	if e.Info, err = f.fields("info"); err != nil {
-		return err
+	if v > highest {
+		f.outOfRange(name, v)
+		return false
 	}
-	return f.done()
+	*dst = v
+	return true
+}
+
+func (f *fieldReader) outOfRange(name string, v uint8) {
+	f.fail(fmt.Errorf("%w: %s.%s %d", ErrInvalidField, f.what, name, v))
+}
+
+// symbols reads a multiple="true" symbol field (a symbol or an array).
+func (f *fieldReader) symbols(name string, dst *[]Symbol) bool {
+	if !f.next(name) {
+		return false
+	}
+	v, rest, err := ReadSymbols(f.b)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return false
+	}
+	f.b = rest
+	if v == nil { // null; a present field gives a non-nil slice
+		f.absent = name
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// fields reads a map field.
+func (f *fieldReader) fields(name string, dst *Map) bool {
+	if !f.next(name) {
+		return false
+	}
+	v, rest, err := f.dec.readMap(f.b)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return false
+	}
+	f.b = rest
+	if v == nil {
+		f.absent = name
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// anyValue reads a field of any type (null stores nil).
+func (f *fieldReader) anyValue(name string, dst *any) {
+	if !f.next(name) {
+		return
+	}
+	v, rest, err := f.dec.value(f.b)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return
+	}
+	f.b, *dst = rest, v
+}
+
+// skip passes over a field without decoding it.
+func (f *fieldReader) skip(name string) {
+	if !f.next(name) {
+		return
+	}
+	rest, err := skipValue(f.b, 0)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return
+	}
+	f.b = rest
+}
+
+// state reads a delivery-state field into st, which is zeroed first (null
+// leaves Kind StateNone).
+func (f *fieldReader) state(name string, st *DeliveryState) {
+	*st = DeliveryState{}
+	if !f.next(name) {
+		return
+	}
+	rest, err := readDeliveryState(f.b, st)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return
+	}
+	f.b = rest
+}
+
+// composite reads an optional described composite (an error, source,
+// target or outcome) into a newly allocated T; null leaves nil.
+func composite[T any, P interface {
+	*T
+	Unmarshal([]byte) ([]byte, error)
+}](f *fieldReader, name string, dst *P) {
+	if !f.next(name) {
+		return
+	}
+	if len(f.b) > 0 && f.b[0] == TypeNull {
+		f.b = f.b[1:]
+		return
+	}
+	v := P(new(T))
+	rest, err := v.Unmarshal(f.b)
+	if err != nil {
+		f.fail(f.wrap(name, err))
+		return
+	}
+	f.b, *dst = rest, v
 }
 
 // Unmarshal decodes an error (with its descriptor) into e and returns the
 // bytes after it.
 func (e *Error) Unmarshal(b []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(b, DescError, "error")
-	if err != nil {
-		return b, err
-	}
+	f, rest := openDescribed(b, DescError, "error")
 	*e = Error{}
-	if err := e.unmarshalFields(&f); err != nil {
-		return b, err
-	}
-	return rest, nil
+	f.mandatory(f.sym("condition", (*Symbol)(&e.Condition)))
+	f.str("description", &e.Description)
+	f.fields("info", &e.Info)
+	return f.end(b, rest)
 }
 
 // Append appends the described encoding of e (null when e is nil).

@@ -348,32 +348,14 @@ func rawMap(b []byte) (n int, body, rest []byte, err error) {
 
 // unmarshalValue decodes the header list value (after the descriptor).
 func (h *Header) unmarshalValue(b []byte) ([]byte, error) {
-	f, rest, err := openList(b, "header")
-	if err != nil {
-		return b, err
-	}
+	f, rest := openList(b, "header")
 	*h = Header{Priority: 4}
-	if h.Durable, _, err = f.boolean("durable"); err != nil {
-		return b, err
-	}
-	if v, ok, err := f.ubyte("priority"); err != nil {
-		return b, err
-	} else if ok {
-		h.Priority = v
-	}
-	if h.TTL, h.HasTTL, err = f.uint("ttl"); err != nil {
-		return b, err
-	}
-	if h.FirstAcquirer, _, err = f.boolean("first-acquirer"); err != nil {
-		return b, err
-	}
-	if h.DeliveryCount, _, err = f.uint("delivery-count"); err != nil {
-		return b, err
-	}
-	if err = f.done(); err != nil {
-		return b, err
-	}
-	return rest, nil
+	f.boolean("durable", &h.Durable)
+	f.ubyte("priority", &h.Priority)
+	h.HasTTL = f.uint("ttl", &h.TTL)
+	f.boolean("first-acquirer", &h.FirstAcquirer)
+	f.uint("delivery-count", &h.DeliveryCount)
+	return f.end(b, rest)
 }
 
 // Unmarshal decodes a header section (with its descriptor) into h,
@@ -474,19 +456,11 @@ func (m *Message) UserID() ([]byte, error) {
 	if err != nil || sec == nil {
 		return nil, err
 	}
-	f, _, err := openDescribed(sec, DescProperties, "properties")
-	if err != nil {
-		return nil, err
-	}
-	if f.n == 0 {
-		return nil, nil
-	}
-	f.n--
-	if f.b, err = skipValue(f.b, 0); err != nil {
-		return nil, f.wrap("message-id", err)
-	}
-	v, _, err := f.binary("user-id")
-	return v, err
+	f, _ := openDescribed(sec, DescProperties, "properties")
+	var uid []byte
+	f.skip("message-id")
+	f.binary("user-id", &uid)
+	return uid, f.err
 }
 
 // ApplicationProperties decodes the application-properties section (nil when absent).
@@ -506,103 +480,44 @@ func (m *Message) ApplicationProperties() (Map, error) {
 // Unmarshal decodes a properties section (with its descriptor) into p and
 // returns the bytes after it. UserID and binary message ids alias b.
 func (p *Properties) Unmarshal(b []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(b, DescProperties, "properties")
-	if err != nil {
-		return b, err
-	}
+	f, rest := openDescribed(b, DescProperties, "properties")
 	*p = Properties{}
-	optStr := func(name string, addr bool) (*string, error) {
-		var v string
-		var ok bool
-		var err error
-		if addr {
-			v, ok, err = f.address(name)
-		} else {
-			v, ok, err = f.str(name)
-		}
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &v, nil
+	messageID(&f, "message-id", &p.MessageID)
+	f.binary("user-id", &p.UserID)
+	p.To = optional(&f, "to", (*fieldReader).address)
+	p.Subject = optional(&f, "subject", (*fieldReader).str)
+	p.ReplyTo = optional(&f, "reply-to", (*fieldReader).address)
+	messageID(&f, "correlation-id", &p.CorrelationID)
+	p.ContentType = optional(&f, "content-type", (*fieldReader).sym)
+	p.ContentEncoding = optional(&f, "content-encoding", (*fieldReader).sym)
+	p.AbsoluteExpiryTime = optional(&f, "absolute-expiry-time", (*fieldReader).timestamp)
+	p.CreationTime = optional(&f, "creation-time", (*fieldReader).timestamp)
+	p.GroupID = optional(&f, "group-id", (*fieldReader).str)
+	p.GroupSequence = optional(&f, "group-sequence", (*fieldReader).uint)
+	p.ReplyToGroupID = optional(&f, "reply-to-group-id", (*fieldReader).str)
+	return f.end(b, rest)
+}
+
+// optional reads a field with read into a new value; absent or null gives nil.
+func optional[T any](f *fieldReader, name string, read func(*fieldReader, string, *T) bool) *T {
+	v := new(T)
+	if !read(f, name, v) {
+		return nil
 	}
-	optSym := func(name string) (*Symbol, error) {
-		v, ok, err := f.sym(name)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &v, nil
+	return v
+}
+
+// messageID reads a message-id or correlation-id: null, ulong, uuid,
+// binary or string.
+func messageID(f *fieldReader, name string, dst *any) {
+	var v any
+	f.anyValue(name, &v)
+	switch v.(type) {
+	case nil, uint64, UUID, []byte, string:
+		*dst = v
+	default:
+		f.fail(fmt.Errorf("%w: properties.%s of type %T", ErrInvalidField, name, v))
 	}
-	optTS := func(name string) (*Timestamp, error) {
-		if f.n == 0 {
-			return nil, nil
-		}
-		f.n--
-		v, ok, rest, err := ReadTimestamp(f.b)
-		if err != nil {
-			return nil, f.wrap(name, err)
-		}
-		f.b = rest
-		if !ok {
-			return nil, nil
-		}
-		return &v, nil
-	}
-	msgID := func(name string) (any, error) {
-		v, err := f.anyValue(name)
-		if err != nil {
-			return nil, err
-		}
-		switch v.(type) {
-		case nil, uint64, UUID, []byte, string:
-			return v, nil
-		}
-		return nil, fmt.Errorf("%w: properties.%s of type %T", ErrInvalidField, name, v)
-	}
-	if p.MessageID, err = msgID("message-id"); err != nil {
-		return b, err
-	}
-	if p.UserID, _, err = f.binary("user-id"); err != nil {
-		return b, err
-	}
-	if p.To, err = optStr("to", true); err != nil {
-		return b, err
-	}
-	if p.Subject, err = optStr("subject", false); err != nil {
-		return b, err
-	}
-	if p.ReplyTo, err = optStr("reply-to", true); err != nil {
-		return b, err
-	}
-	if p.CorrelationID, err = msgID("correlation-id"); err != nil {
-		return b, err
-	}
-	if p.ContentType, err = optSym("content-type"); err != nil {
-		return b, err
-	}
-	if p.ContentEncoding, err = optSym("content-encoding"); err != nil {
-		return b, err
-	}
-	if p.AbsoluteExpiryTime, err = optTS("absolute-expiry-time"); err != nil {
-		return b, err
-	}
-	if p.CreationTime, err = optTS("creation-time"); err != nil {
-		return b, err
-	}
-	if p.GroupID, err = optStr("group-id", false); err != nil {
-		return b, err
-	}
-	if v, ok, err := f.uint("group-sequence"); err != nil {
-		return b, err
-	} else if ok {
-		p.GroupSequence = &v
-	}
-	if p.ReplyToGroupID, err = optStr("reply-to-group-id", false); err != nil {
-		return b, err
-	}
-	if err = f.done(); err != nil {
-		return b, err
-	}
-	return rest, nil
 }
 
 // AppendProperties appends a properties section (used to build management responses).

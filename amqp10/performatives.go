@@ -618,385 +618,140 @@ func ParsePerformative(body []byte) (Performative, []byte, error) {
 	return p, rest, nil
 }
 
-func mandatoryUint(f *fieldReader, name string) (uint32, error) {
-	v, ok, err := f.uint(name)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, f.missing(name)
-	}
-	return v, nil
-}
-
 // Unmarshal decodes an open performative into p (restoring the defaults of
 // absent fields) and returns the bytes after it.
 func (p *Open) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescOpen, "open")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescOpen, "open")
 	*p = Open{MaxFrameSize: math.MaxUint32, ChannelMax: math.MaxUint16}
-	var ok bool
-	if p.ContainerID, ok, err = f.str("container-id"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("container-id")
-	}
-	if p.Hostname, _, err = f.str("hostname"); err != nil {
-		return body, err
-	}
-	if v, ok, err := f.uint("max-frame-size"); err != nil {
-		return body, err
-	} else if ok {
-		p.MaxFrameSize = v
-	}
-	if v, ok, err := f.ushort("channel-max"); err != nil {
-		return body, err
-	} else if ok {
-		p.ChannelMax = v
-	}
-	if p.IdleTimeOut, _, err = f.uint("idle-time-out"); err != nil {
-		return body, err
-	}
-	if p.OutgoingLocales, err = f.symbols("outgoing-locales"); err != nil {
-		return body, err
-	}
-	if p.IncomingLocales, err = f.symbols("incoming-locales"); err != nil {
-		return body, err
-	}
-	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
-		return body, err
-	}
-	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
-		return body, err
-	}
-	if p.Properties, err = f.fields("properties"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.str("container-id", &p.ContainerID))
+	f.str("hostname", &p.Hostname)
+	f.uint("max-frame-size", &p.MaxFrameSize)
+	f.ushort("channel-max", &p.ChannelMax)
+	f.uint("idle-time-out", &p.IdleTimeOut)
+	f.symbols("outgoing-locales", &p.OutgoingLocales)
+	f.symbols("incoming-locales", &p.IncomingLocales)
+	f.symbols("offered-capabilities", &p.OfferedCapabilities)
+	f.symbols("desired-capabilities", &p.DesiredCapabilities)
+	f.fields("properties", &p.Properties)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a begin performative into p (restoring the default
 // HandleMax) and returns the bytes after it.
 func (p *Begin) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescBegin, "begin")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescBegin, "begin")
 	*p = Begin{HandleMax: math.MaxUint32}
-	if p.RemoteChannel, p.HasRemoteChannel, err = f.ushort("remote-channel"); err != nil {
-		return body, err
-	}
-	if p.NextOutgoingID, err = mandatoryUint(&f, "next-outgoing-id"); err != nil {
-		return body, err
-	}
-	if p.IncomingWindow, err = mandatoryUint(&f, "incoming-window"); err != nil {
-		return body, err
-	}
-	if p.OutgoingWindow, err = mandatoryUint(&f, "outgoing-window"); err != nil {
-		return body, err
-	}
-	if v, ok, err := f.uint("handle-max"); err != nil {
-		return body, err
-	} else if ok {
-		p.HandleMax = v
-	}
-	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
-		return body, err
-	}
-	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
-		return body, err
-	}
-	if p.Properties, err = f.fields("properties"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	p.HasRemoteChannel = f.ushort("remote-channel", &p.RemoteChannel)
+	f.mandatory(f.uint("next-outgoing-id", &p.NextOutgoingID))
+	f.mandatory(f.uint("incoming-window", &p.IncomingWindow))
+	f.mandatory(f.uint("outgoing-window", &p.OutgoingWindow))
+	f.uint("handle-max", &p.HandleMax)
+	f.symbols("offered-capabilities", &p.OfferedCapabilities)
+	f.symbols("desired-capabilities", &p.DesiredCapabilities)
+	f.fields("properties", &p.Properties)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes an attach performative into p and returns the bytes after it.
 func (p *Attach) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescAttach, "attach")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescAttach, "attach")
 	*p = Attach{}
-	var ok bool
-	if p.Name, ok, err = f.str("name"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("name")
-	}
-	if p.Handle, err = mandatoryUint(&f, "handle"); err != nil {
-		return body, err
-	}
-	role, ok, err := f.boolean("role")
-	if err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("role")
-	}
-	p.Role = Role(role)
-	v, ok, err := f.ubyte("snd-settle-mode")
-	if err != nil {
-		return body, err
-	}
-	if ok && v > uint8(SndMixed) {
-		return body, fmt.Errorf("%w: attach.snd-settle-mode %d", ErrInvalidField, v)
-	}
-	p.SndSettleMode, p.HasSndSettleMode = SndSettleMode(v), ok
-	if v, ok, err = f.ubyte("rcv-settle-mode"); err != nil {
-		return body, err
-	}
-	if ok && v > uint8(RcvSecond) {
-		return body, fmt.Errorf("%w: attach.rcv-settle-mode %d", ErrInvalidField, v)
-	}
-	p.RcvSettleMode, p.HasRcvSettleMode = RcvSettleMode(v), ok
-	if f.n > 0 {
-		f.n--
-		if len(f.b) > 0 && f.b[0] == TypeNull {
-			f.b = f.b[1:]
-		} else {
-			p.Source = &Source{}
-			if f.b, err = p.Source.Unmarshal(f.b); err != nil {
-				return body, f.wrap("source", err)
-			}
-		}
-	}
-	if f.n > 0 {
-		f.n--
-		if len(f.b) > 0 && f.b[0] == TypeNull {
-			f.b = f.b[1:]
-		} else {
-			p.Target = &Target{}
-			if f.b, err = p.Target.Unmarshal(f.b); err != nil {
-				return body, f.wrap("target", err)
-			}
-		}
-	}
-	if p.Unsettled, err = f.fields("unsettled"); err != nil {
-		return body, err
-	}
-	if p.IncompleteUnsettled, _, err = f.boolean("incomplete-unsettled"); err != nil {
-		return body, err
-	}
-	if p.InitialDeliveryCount, p.HasInitialDeliveryCount, err = f.uint("initial-delivery-count"); err != nil {
-		return body, err
-	}
-	if p.MaxMessageSize, _, err = f.ulong("max-message-size"); err != nil {
-		return body, err
-	}
-	if p.OfferedCapabilities, err = f.symbols("offered-capabilities"); err != nil {
-		return body, err
-	}
-	if p.DesiredCapabilities, err = f.symbols("desired-capabilities"); err != nil {
-		return body, err
-	}
-	if p.Properties, err = f.fields("properties"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.str("name", &p.Name))
+	f.mandatory(f.uint("handle", &p.Handle))
+	f.mandatory(f.boolean("role", (*bool)(&p.Role)))
+	p.HasSndSettleMode = f.enum("snd-settle-mode", (*uint8)(&p.SndSettleMode), uint8(SndMixed))
+	p.HasRcvSettleMode = f.enum("rcv-settle-mode", (*uint8)(&p.RcvSettleMode), uint8(RcvSecond))
+	composite(&f, "source", &p.Source)
+	composite(&f, "target", &p.Target)
+	f.fields("unsettled", &p.Unsettled)
+	f.boolean("incomplete-unsettled", &p.IncompleteUnsettled)
+	p.HasInitialDeliveryCount = f.uint("initial-delivery-count", &p.InitialDeliveryCount)
+	f.ulong("max-message-size", &p.MaxMessageSize)
+	f.symbols("offered-capabilities", &p.OfferedCapabilities)
+	f.symbols("desired-capabilities", &p.DesiredCapabilities)
+	f.fields("properties", &p.Properties)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a flow performative into p (which the caller owns and
 // may reuse) and returns the bytes after it. It allocates nothing unless
 // properties are present.
 func (p *Flow) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescFlow, "flow")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescFlow, "flow")
 	*p = Flow{}
-	if p.NextIncomingID, p.HasNextIncomingID, err = f.uint("next-incoming-id"); err != nil {
-		return body, err
-	}
-	if p.IncomingWindow, err = mandatoryUint(&f, "incoming-window"); err != nil {
-		return body, err
-	}
-	if p.NextOutgoingID, err = mandatoryUint(&f, "next-outgoing-id"); err != nil {
-		return body, err
-	}
-	if p.OutgoingWindow, err = mandatoryUint(&f, "outgoing-window"); err != nil {
-		return body, err
-	}
-	if p.Handle, p.HasHandle, err = f.uint("handle"); err != nil {
-		return body, err
-	}
-	if p.DeliveryCount, p.HasDeliveryCount, err = f.uint("delivery-count"); err != nil {
-		return body, err
-	}
-	if p.LinkCredit, p.HasLinkCredit, err = f.uint("link-credit"); err != nil {
-		return body, err
-	}
-	if p.Available, p.HasAvailable, err = f.uint("available"); err != nil {
-		return body, err
-	}
-	if p.Drain, _, err = f.boolean("drain"); err != nil {
-		return body, err
-	}
-	if p.Echo, _, err = f.boolean("echo"); err != nil {
-		return body, err
-	}
-	if p.Properties, err = f.fields("properties"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	p.HasNextIncomingID = f.uint("next-incoming-id", &p.NextIncomingID)
+	f.mandatory(f.uint("incoming-window", &p.IncomingWindow))
+	f.mandatory(f.uint("next-outgoing-id", &p.NextOutgoingID))
+	f.mandatory(f.uint("outgoing-window", &p.OutgoingWindow))
+	p.HasHandle = f.uint("handle", &p.Handle)
+	p.HasDeliveryCount = f.uint("delivery-count", &p.DeliveryCount)
+	p.HasLinkCredit = f.uint("link-credit", &p.LinkCredit)
+	p.HasAvailable = f.uint("available", &p.Available)
+	f.boolean("drain", &p.Drain)
+	f.boolean("echo", &p.Echo)
+	f.fields("properties", &p.Properties)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a transfer body into t (which the caller owns and may
 // reuse) and returns the payload that follows. It allocates nothing for the
 // common outcomes; DeliveryTag aliases body.
 func (t *Transfer) Unmarshal(body []byte) (payload []byte, err error) {
-	f, rest, err := openDescribed(body, DescTransfer, "transfer")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescTransfer, "transfer")
 	*t = Transfer{}
-	if t.Handle, err = mandatoryUint(&f, "handle"); err != nil {
-		return body, err
-	}
-	if t.DeliveryID, t.HasDeliveryID, err = f.uint("delivery-id"); err != nil {
-		return body, err
-	}
-	if t.DeliveryTag, _, err = f.binary("delivery-tag"); err != nil {
-		return body, err
-	}
-	if t.MessageFormat, t.HasMessageFormat, err = f.uint("message-format"); err != nil {
-		return body, err
-	}
-	if t.Settled, t.HasSettled, err = f.boolean("settled"); err != nil {
-		return body, err
-	}
-	if t.More, _, err = f.boolean("more"); err != nil {
-		return body, err
-	}
-	v, ok, err := f.ubyte("rcv-settle-mode")
-	if err != nil {
-		return body, err
-	}
-	if ok && v > uint8(RcvSecond) {
-		return body, fmt.Errorf("%w: transfer.rcv-settle-mode %d", ErrInvalidField, v)
-	}
-	t.RcvSettleMode, t.HasRcvSettleMode = RcvSettleMode(v), ok
-	if err = f.state("state", &t.State); err != nil {
-		return body, err
-	}
-	if t.Resume, _, err = f.boolean("resume"); err != nil {
-		return body, err
-	}
-	if t.Aborted, _, err = f.boolean("aborted"); err != nil {
-		return body, err
-	}
-	if t.Batchable, _, err = f.boolean("batchable"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.uint("handle", &t.Handle))
+	t.HasDeliveryID = f.uint("delivery-id", &t.DeliveryID)
+	f.binary("delivery-tag", &t.DeliveryTag)
+	t.HasMessageFormat = f.uint("message-format", &t.MessageFormat)
+	t.HasSettled = f.boolean("settled", &t.Settled)
+	f.boolean("more", &t.More)
+	t.HasRcvSettleMode = f.enum("rcv-settle-mode", (*uint8)(&t.RcvSettleMode), uint8(RcvSecond))
+	f.state("state", &t.State)
+	f.boolean("resume", &t.Resume)
+	f.boolean("aborted", &t.Aborted)
+	f.boolean("batchable", &t.Batchable)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a disposition performative into p (which the caller
 // owns and may reuse) and returns the bytes after it. It allocates nothing
 // for the common outcomes (no error, no annotations).
 func (p *Disposition) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescDisposition, "disposition")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescDisposition, "disposition")
 	*p = Disposition{}
-	role, ok, err := f.boolean("role")
-	if err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("role")
-	}
-	p.Role = Role(role)
-	if p.First, err = mandatoryUint(&f, "first"); err != nil {
-		return body, err
-	}
-	if p.Last, p.HasLast, err = f.uint("last"); err != nil {
-		return body, err
-	}
-	if p.Settled, _, err = f.boolean("settled"); err != nil {
-		return body, err
-	}
-	if err = f.state("state", &p.State); err != nil {
-		return body, err
-	}
-	if p.Batchable, _, err = f.boolean("batchable"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.boolean("role", (*bool)(&p.Role)))
+	f.mandatory(f.uint("first", &p.First))
+	p.HasLast = f.uint("last", &p.Last)
+	f.boolean("settled", &p.Settled)
+	f.state("state", &p.State)
+	f.boolean("batchable", &p.Batchable)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a detach performative into p and returns the bytes after it.
 func (p *Detach) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescDetach, "detach")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescDetach, "detach")
 	*p = Detach{}
-	if p.Handle, err = mandatoryUint(&f, "handle"); err != nil {
-		return body, err
-	}
-	if p.Closed, _, err = f.boolean("closed"); err != nil {
-		return body, err
-	}
-	if p.Error, err = f.err("error"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.uint("handle", &p.Handle))
+	f.boolean("closed", &p.Closed)
+	composite(&f, "error", &p.Error)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes an end performative into p and returns the bytes after it.
 func (p *End) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescEnd, "end")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescEnd, "end")
 	*p = End{}
-	if p.Error, err = f.err("error"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	composite(&f, "error", &p.Error)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a close performative into p and returns the bytes after it.
 func (p *Close) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescClose, "close")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescClose, "close")
 	*p = Close{}
-	if p.Error, err = f.err("error"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	composite(&f, "error", &p.Error)
+	return f.end(body, rest)
 }
 
 // soft records a field that has just been appended with an explicit value;

@@ -3,6 +3,7 @@ package amqp10
 import (
 	"encoding/hex"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -426,4 +427,31 @@ func BenchmarkPerformatives(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A null field reads as an absent one: defaults stand, and a null mandatory
+// field is reported by its name. The first error is the one returned, and
+// on error the input comes back as the rest.
+func TestUnmarshalNullsDefaultsAndFirstError(t *testing.T) {
+	var o Open
+	_, err := o.Unmarshal(hx(`00 53 10 c0 07 04 a1 01 "c" 40 40 40`))
+	require.NoError(t, err)
+	require.Equal(t, Open{ContainerID: "c", MaxFrameSize: math.MaxUint32, ChannelMax: math.MaxUint16}, o)
+
+	var fl Flow
+	in := hx(`00 53 13 c0 05 04 40 43 43 40`)
+	rest, err := fl.Unmarshal(in)
+	require.ErrorIs(t, err, ErrInvalidField)
+	require.ErrorContains(t, err, "flow.outgoing-window is mandatory")
+	require.Equal(t, in, rest)
+
+	var tr Transfer
+	in = hx(`00 53 14 c0 09 07 40 40 40 40 40 40 50 05`)
+	rest, err = tr.Unmarshal(in)
+	require.ErrorIs(t, err, ErrInvalidField)
+	require.ErrorContains(t, err, "transfer.handle is mandatory")
+	require.NotContains(t, err.Error(), "rcv-settle-mode")
+	require.Equal(t, in, rest)
+	_, err = tr.Unmarshal(hx(`00 53 14 c0 09 07 43 40 40 40 40 40 50 05`))
+	require.ErrorContains(t, err, "transfer.rcv-settle-mode 5")
 }

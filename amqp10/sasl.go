@@ -100,107 +100,43 @@ func (p *SASLOutcome) Append(b []byte) []byte {
 
 // Unmarshal decodes a sasl-mechanisms frame body into p.
 func (p *SASLMechanisms) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescSASLMechanisms, "sasl-mechanisms")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescSASLMechanisms, "sasl-mechanisms")
 	*p = SASLMechanisms{}
-	if f.n == 0 {
-		return body, f.missing("sasl-server-mechanisms")
-	}
-	if len(f.b) > 0 && f.b[0] == TypeNull {
-		return body, f.missing("sasl-server-mechanisms")
-	}
-	if p.Mechanisms, err = f.symbols("sasl-server-mechanisms"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.symbols("sasl-server-mechanisms", &p.Mechanisms))
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a sasl-init frame body into p. InitialResponse aliases body.
 func (p *SASLInit) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescSASLInit, "sasl-init")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescSASLInit, "sasl-init")
 	*p = SASLInit{}
-	var ok bool
-	if p.Mechanism, ok, err = f.sym("mechanism"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("mechanism")
-	}
-	if p.InitialResponse, _, err = f.binary("initial-response"); err != nil {
-		return body, err
-	}
-	if p.Hostname, _, err = f.str("hostname"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.sym("mechanism", &p.Mechanism))
+	f.binary("initial-response", &p.InitialResponse)
+	f.str("hostname", &p.Hostname)
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a sasl-challenge frame body into p. Challenge aliases body.
 func (p *SASLChallenge) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescSASLChallenge, "sasl-challenge")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescSASLChallenge, "sasl-challenge")
 	*p = SASLChallenge{}
-	var ok bool
-	if p.Challenge, ok, err = f.binary("challenge"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("challenge")
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.binary("challenge", &p.Challenge))
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a sasl-response frame body into p. Response aliases body.
 func (p *SASLResponse) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescSASLResponse, "sasl-response")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescSASLResponse, "sasl-response")
 	*p = SASLResponse{}
-	var ok bool
-	if p.Response, ok, err = f.binary("response"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("response")
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.binary("response", &p.Response))
+	return f.end(body, rest)
 }
 
 // Unmarshal decodes a sasl-outcome frame body into p. AdditionalData aliases body.
 func (p *SASLOutcome) Unmarshal(body []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(body, DescSASLOutcome, "sasl-outcome")
-	if err != nil {
-		return body, err
-	}
+	f, rest := openDescribed(body, DescSASLOutcome, "sasl-outcome")
 	*p = SASLOutcome{}
-	var ok bool
-	if p.Code, ok, err = f.ubyte("code"); err != nil {
-		return body, err
-	} else if !ok {
-		return body, f.missing("code")
-	}
-	if p.AdditionalData, _, err = f.binary("additional-data"); err != nil {
-		return body, err
-	}
-	if err = f.done(); err != nil {
-		return body, err
-	}
-	return rest, nil
+	f.mandatory(f.ubyte("code", &p.Code))
+	f.binary("additional-data", &p.AdditionalData)
+	return f.end(body, rest)
 }

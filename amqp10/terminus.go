@@ -162,6 +162,10 @@ func appendDeliveryState(b []byte, s *DeliveryState) []byte {
 // Append appends the described encoding of s (null for StateNone).
 func (s *DeliveryState) Append(b []byte) []byte { return appendDeliveryState(b, s) }
 
+// Unmarshal decodes a delivery state or outcome (with its descriptor) into
+// s and returns the bytes after it; null gives StateNone.
+func (s *DeliveryState) Unmarshal(b []byte) (rest []byte, err error) { return readDeliveryState(b, s) }
+
 // readDeliveryState decodes a delivery state or outcome (null gives StateNone).
 func readDeliveryState(b []byte, st *DeliveryState) ([]byte, error) {
 	*st = DeliveryState{}
@@ -178,45 +182,26 @@ func readDeliveryState(b []byte, st *DeliveryState) ([]byte, error) {
 	var f fieldReader
 	switch code {
 	case DescReceived:
-		if f, rest, err = openList(rest, "received"); err != nil {
-			return b, err
-		}
 		st.Kind = StateReceived
-		var ok bool
-		if st.SectionNumber, ok, err = f.uint("section-number"); err != nil {
-			return b, err
-		} else if !ok {
-			return b, f.missing("section-number")
-		}
-		if st.SectionOffset, ok, err = f.ulong("section-offset"); err != nil {
-			return b, err
-		} else if !ok {
-			return b, f.missing("section-offset")
-		}
+		f, rest = openList(rest, "received")
+		f.mandatory(f.uint("section-number", &st.SectionNumber))
+		f.mandatory(f.ulong("section-offset", &st.SectionOffset))
 	case DescAccepted:
 		st.Kind = StateAccepted
-		f, rest, err = openList(rest, "accepted")
+		f, rest = openList(rest, "accepted")
 	case DescReleased:
 		st.Kind = StateReleased
-		f, rest, err = openList(rest, "released")
+		f, rest = openList(rest, "released")
 	case DescRejected:
 		st.Kind = StateRejected
-		if f, rest, err = openList(rest, "rejected"); err != nil {
-			return b, err
-		}
-		st.Error, err = f.err("error")
+		f, rest = openList(rest, "rejected")
+		composite(&f, "error", &st.Error)
 	case DescModified:
 		st.Kind = StateModified
-		if f, rest, err = openList(rest, "modified"); err != nil {
-			return b, err
-		}
-		if st.DeliveryFailed, _, err = f.boolean("delivery-failed"); err != nil {
-			return b, err
-		}
-		if st.UndeliverableHere, _, err = f.boolean("undeliverable-here"); err != nil {
-			return b, err
-		}
-		st.Annotations, err = f.fields("message-annotations")
+		f, rest = openList(rest, "modified")
+		f.boolean("delivery-failed", &st.DeliveryFailed)
+		f.boolean("undeliverable-here", &st.UndeliverableHere)
+		f.fields("message-annotations", &st.Annotations)
 	case DescDeclared, DescTransactionalState:
 		st.Kind = StateDeclared
 		if code == DescTransactionalState {
@@ -239,13 +224,7 @@ func readDeliveryState(b []byte, st *DeliveryState) ([]byte, error) {
 		rest, err = skipValue(rest, 1)
 		return rest, err
 	}
-	if err != nil {
-		return b, err
-	}
-	if err := f.done(); err != nil {
-		return b, err
-	}
-	return rest, nil
+	return f.end(b, rest)
 }
 
 // appendSource appends s as a described source list (null when nil).
@@ -302,54 +281,20 @@ func (t *Target) Append(b []byte) []byte { return appendTarget(b, t) }
 
 // Unmarshal decodes a described source into s and returns the bytes after it.
 func (s *Source) Unmarshal(b []byte) (rest []byte, err error) {
-	f, rest, err := openDescribed(b, DescSource, "source")
-	if err != nil {
-		return b, err
-	}
+	f, rest := openDescribed(b, DescSource, "source")
 	*s = Source{}
-	if s.Address, s.HasAddress, err = f.address("address"); err != nil {
-		return b, err
-	}
-	if s.Durable, _, err = f.uint("durable"); err != nil {
-		return b, err
-	}
-	if s.ExpiryPolicy, _, err = f.sym("expiry-policy"); err != nil {
-		return b, err
-	}
-	if s.Timeout, _, err = f.uint("timeout"); err != nil {
-		return b, err
-	}
-	if s.Dynamic, _, err = f.boolean("dynamic"); err != nil {
-		return b, err
-	}
-	if s.DynamicNodeProperties, err = f.fields("dynamic-node-properties"); err != nil {
-		return b, err
-	}
-	if s.DistributionMode, _, err = f.sym("distribution-mode"); err != nil {
-		return b, err
-	}
-	if s.Filter, err = f.fields("filter"); err != nil {
-		return b, err
-	}
-	if f.n > 0 {
-		var st DeliveryState
-		if err = f.state("default-outcome", &st); err != nil {
-			return b, err
-		}
-		if st.Kind != StateNone {
-			s.DefaultOutcome = &st
-		}
-	}
-	if s.Outcomes, err = f.symbols("outcomes"); err != nil {
-		return b, err
-	}
-	if s.Capabilities, err = f.symbols("capabilities"); err != nil {
-		return b, err
-	}
-	if err = f.done(); err != nil {
-		return b, err
-	}
-	return rest, nil
+	s.HasAddress = f.address("address", &s.Address)
+	f.uint("durable", &s.Durable)
+	f.sym("expiry-policy", &s.ExpiryPolicy)
+	f.uint("timeout", &s.Timeout)
+	f.boolean("dynamic", &s.Dynamic)
+	f.fields("dynamic-node-properties", &s.DynamicNodeProperties)
+	f.sym("distribution-mode", &s.DistributionMode)
+	f.fields("filter", &s.Filter)
+	composite(&f, "default-outcome", &s.DefaultOutcome)
+	f.symbols("outcomes", &s.Outcomes)
+	f.symbols("capabilities", &s.Capabilities)
+	return f.end(b, rest)
 }
 
 // Unmarshal decodes a described target or coordinator into t and returns
@@ -361,46 +306,19 @@ func (t *Target) Unmarshal(b []byte) (rest []byte, err error) {
 	}
 	*t = Target{}
 	if code == DescCoordinator {
-		f, rest, err := openDescribed(b, DescCoordinator, "coordinator")
-		if err != nil {
-			return b, err
-		}
-		if _, err = f.symbols("capabilities"); err != nil {
-			return b, err
-		}
-		if err = f.done(); err != nil {
-			return b, err
-		}
+		f, rest := openDescribed(b, DescCoordinator, "coordinator")
+		var capabilities []Symbol // read for its errors; a coordinator's capabilities are not kept
+		f.symbols("capabilities", &capabilities)
 		t.Coordinator = true
-		return rest, nil
+		return f.end(b, rest)
 	}
-	f, rest, err := openDescribed(b, DescTarget, "target")
-	if err != nil {
-		return b, err
-	}
-	if t.Address, t.HasAddress, err = f.address("address"); err != nil {
-		return b, err
-	}
-	if t.Durable, _, err = f.uint("durable"); err != nil {
-		return b, err
-	}
-	if t.ExpiryPolicy, _, err = f.sym("expiry-policy"); err != nil {
-		return b, err
-	}
-	if t.Timeout, _, err = f.uint("timeout"); err != nil {
-		return b, err
-	}
-	if t.Dynamic, _, err = f.boolean("dynamic"); err != nil {
-		return b, err
-	}
-	if t.DynamicNodeProperties, err = f.fields("dynamic-node-properties"); err != nil {
-		return b, err
-	}
-	if t.Capabilities, err = f.symbols("capabilities"); err != nil {
-		return b, err
-	}
-	if err = f.done(); err != nil {
-		return b, err
-	}
-	return rest, nil
+	f, rest := openDescribed(b, DescTarget, "target")
+	t.HasAddress = f.address("address", &t.Address)
+	f.uint("durable", &t.Durable)
+	f.sym("expiry-policy", &t.ExpiryPolicy)
+	f.uint("timeout", &t.Timeout)
+	f.boolean("dynamic", &t.Dynamic)
+	f.fields("dynamic-node-properties", &t.DynamicNodeProperties)
+	f.symbols("capabilities", &t.Capabilities)
+	return f.end(b, rest)
 }
