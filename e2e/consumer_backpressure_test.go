@@ -131,7 +131,10 @@ func rawConsumer(t *testing.T, b *epitaph.Broker, queue string, settled bool, cr
 // after write-timeout the connection is closed as lost: every message
 // returns to the queue with its delivery-count incremented.
 func TestConsumerThatStopsReadingIsCutAfterWriteTimeout(t *testing.T) {
-	const writeTimeout = time.Second
+	// Long enough that the go-amqp consumer that drains the queue after the
+	// cut, on the same broker, is never starved that long on a loaded
+	// machine (1 s was: its connection was reset once under load).
+	const writeTimeout = 3 * time.Second
 	b := startBroker(t, `{"queues":[{"name":"stall","vhost":"/","durable":true,"arguments":{"x-queue-type":"quorum"}}]}`,
 		func(o *epitaph.Options) { o.WriteTimeout = writeTimeout })
 	fillBacklog(t, b, "stall", backlogCount, backlogSize)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -29,43 +30,48 @@ func pipeConn(t *testing.T, writeTimeout time.Duration) (*conn, net.Conn) {
 // time-out: the write goes on until done, and the loop is woken at the low
 // water mark.
 func TestWriteOutSlowPeerIsNotCut(t *testing.T) {
-	c, peer := pipeConn(t, 100*time.Millisecond)
-	const size = 512 << 10
-	c.out.queued, c.out.waitLow = size, true
-	got := make(chan int, 1)
-	go func() {
-		n := 0
-		buf := make([]byte, 4<<10)
-		for n < size {
-			time.Sleep(10 * time.Millisecond) // the peer's pace, the behaviour under test
-			k, err := peer.Read(buf)
-			n += k
-			if err != nil {
-				break
+	// Fake time: a loaded machine cannot stretch the peer's pace past the time-out.
+	synctest.Test(t, func(t *testing.T) {
+		c, peer := pipeConn(t, 100*time.Millisecond)
+		const size = 512 << 10
+		c.out.queued, c.out.waitLow = size, true
+		got := make(chan int, 1)
+		go func() {
+			n := 0
+			buf := make([]byte, 4<<10)
+			for n < size {
+				time.Sleep(10 * time.Millisecond) // the peer's pace, the behaviour under test
+				k, err := peer.Read(buf)
+				n += k
+				if err != nil {
+					break
+				}
 			}
+			got <- n
+		}()
+		require.NoError(t, c.writeOut(make([]byte, size)))
+		require.Equal(t, size, <-got)
+		require.Zero(t, c.out.waiting())
+		select {
+		case <-c.out.low:
+		default:
+			t.Fatal("the loop was not woken at the low water mark")
 		}
-		got <- n
-	}()
-	require.NoError(t, c.writeOut(make([]byte, size)))
-	require.Equal(t, size, <-got)
-	require.Zero(t, c.out.waiting())
-	select {
-	case <-c.out.low:
-	default:
-		t.Fatal("the loop was not woken at the low water mark")
-	}
+	})
 }
 
 // A peer that stops reading is cut after the write timeout: the error is the
 // deadline's, and what it took before is accounted.
 func TestWriteOutStalledPeerTimesOut(t *testing.T) {
-	c, peer := pipeConn(t, 100*time.Millisecond)
-	const size = 256 << 10
-	c.out.queued = size
-	go func() { _, _ = io.ReadFull(peer, make([]byte, 8<<10)) }() // then nothing
-	start := time.Now()
-	err := c.writeOut(make([]byte, size))
-	require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "%v", err)
-	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
-	require.Equal(t, size-8<<10, c.out.waiting())
+	synctest.Test(t, func(t *testing.T) {
+		c, peer := pipeConn(t, 100*time.Millisecond)
+		const size = 256 << 10
+		c.out.queued = size
+		go func() { _, _ = io.ReadFull(peer, make([]byte, 8<<10)) }() // then nothing
+		start := time.Now()
+		err := c.writeOut(make([]byte, size))
+		require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "%v", err)
+		require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+		require.Equal(t, size-8<<10, c.out.waiting())
+	})
 }
