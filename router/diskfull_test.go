@@ -1,11 +1,8 @@
 package router
 
 import (
-	"context"
 	"log/slog"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,37 +12,17 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
-
-// tablesFull fails the creation of and writes to tables with ENOSPC while
-// on: a full disk, where the preallocated WAL still takes commits until the
-// memtables are full.
-type tablesFull struct{ on atomic.Bool }
-
-func (f *tablesFull) String() string { return "tablesFull" }
-func (f *tablesFull) MaybeError(op errorfs.Op) error {
-	if f.on.Load() && strings.HasSuffix(op.Path, ".sst") &&
-		(op.Kind == errorfs.OpCreate || op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
-		return syscall.ENOSPC
-	}
-	return nil
-}
-
-type lineCounter struct{ n atomic.Int64 }
-
-func (h *lineCounter) Enabled(context.Context, slog.Level) bool  { return true }
-func (h *lineCounter) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
-func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *lineCounter) WithGroup(string) slog.Handler             { return h }
 
 // With the disk full, a durable publish is answered rejected with
 // amqp:resource-limit-exceeded (the disk is full) instead of never being
 // answered; the failures are logged a bounded number of times; once space
 // is freed publishing resumes, and every accepted message is in the store.
 func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
-	full := &tablesFull{}
+	full := &storetest.TablesFull{}
 	fs := errorfs.Wrap(vfs.NewMem(), full)
-	lines := &lineCounter{}
+	lines := &storetest.LineCounter{}
 	st, err := store.OpenPebble("db", store.PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(lines)})
 	require.NoError(t, err)
 	e := newEnv(t, func(o *Options) { o.Store = st; o.Logger = slog.New(lines) })
@@ -72,8 +49,8 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 		require.Equal(t, amqp10.StateAccepted, publish().Kind)
 	}
 
-	full.on.Store(true)
-	before, start := lines.n.Load(), time.Now()
+	full.On.Store(true)
+	before, start := lines.N.Load(), time.Now()
 	var rejected amqp10.DeliveryState
 	for i := 0; i < 10000 && rejected.Kind != amqp10.StateRejected; i++ {
 		rejected = publish()
@@ -86,11 +63,11 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 		require.Equal(t, amqp10.StateRejected, s.Kind)
 		require.Equal(t, amqp10.ErrCondResourceLimitExceeded, s.Error.Condition)
 	}
-	n, d := lines.n.Load()-before, time.Since(start)
+	n, d := lines.N.Load()-before, time.Since(start)
 	t.Logf("disk full for %v: %d log lines", d, n)
 	require.LessOrEqual(t, float64(n)/d.Seconds(), 10.0, "log lines per second while the disk is full")
 
-	full.on.Store(false)
+	full.On.Store(false)
 	deadline := time.Now().Add(20 * time.Second)
 	for publish().Kind != amqp10.StateAccepted {
 		require.True(t, time.Now().Before(deadline), "publishes still refused 20s after space was freed")

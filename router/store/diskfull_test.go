@@ -1,11 +1,9 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,45 +12,18 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
-
-// diskFull fails the creation of and writes to tables with ENOSPC while on,
-// as a full disk does: the WAL still has room (Pebble preallocates it), so
-// commits go on until the memtables fill up, and every flush fails.
-type diskFull struct {
-	on       atomic.Bool
-	injected atomic.Int64
-}
-
-func (d *diskFull) String() string { return "diskFull" }
-func (d *diskFull) MaybeError(op errorfs.Op) error {
-	if !d.on.Load() || !strings.HasSuffix(op.Path, ".sst") {
-		return nil
-	}
-	switch op.Kind {
-	case errorfs.OpCreate, errorfs.OpFileWrite, errorfs.OpFileWriteAt:
-		d.injected.Add(1)
-		return syscall.ENOSPC
-	}
-	return nil
-}
-
-// countingHandler counts log records.
-type countingHandler struct{ n atomic.Int64 }
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool  { return true }
-func (h *countingHandler) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler             { return h }
 
 // With the disk full, commits are answered (ErrDiskFull) instead of hanging
 // behind flushes that cannot complete; the failing flushes are retried with
 // a back-off and logged a bounded number of times; once space is freed,
 // commits succeed again without a restart, and nothing acknowledged is lost.
 func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
-	inj := &diskFull{}
+	inj := &storetest.TablesFull{}
 	fs := errorfs.Wrap(vfs.NewMem(), inj)
-	logs := &countingHandler{}
+	logs := &storetest.LineCounter{}
 	p, err := OpenPebble("db", PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +69,8 @@ func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
 		}
 	}
 
-	inj.on.Store(true)
-	logsBefore := logs.n.Load()
+	inj.On.Store(true)
+	logsBefore := logs.N.Load()
 	start := time.Now()
 	// Publish until the store refuses for lack of space (the memtables fill
 	// up first), then a little longer: every append gets an answer.
@@ -128,7 +99,7 @@ func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
 		}
 	}
 	full := time.Since(start)
-	injected, lines := inj.injected.Load(), logs.n.Load()-logsBefore
+	injected, lines := inj.Injected.Load(), logs.N.Load()-logsBefore
 	t.Logf("disk full for %v: %d failed table writes, %d log lines, %d appends refused", full, injected, lines, refused)
 	if perSec := float64(injected) / full.Seconds(); perSec > 50 {
 		t.Fatalf("%.0f failed table writes per second: the flush is retried in a busy loop", perSec)
@@ -138,7 +109,7 @@ func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
 	}
 
 	// Space is freed: commits succeed again, without a restart.
-	inj.on.Store(false)
+	inj.On.Store(false)
 	deadline = time.Now().Add(20 * time.Second)
 	for publish() != nil {
 		if time.Now().After(deadline) {
