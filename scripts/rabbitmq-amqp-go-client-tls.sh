@@ -26,47 +26,20 @@ cd "$(dirname "$0")/.."
 FOCUS="${CLIENT_FOCUS:-TLS}"
 READY_TIMEOUT=30 # seconds to wait for the listening lines
 
+source scripts/lib-epitaph.sh
+trap epitaph_cleanup EXIT
 work="$(mktemp -d "${TMPDIR:-/tmp}/rmq-client-tls.XXXXXX")"
-broker_pid=""
-cleanup() {
-	if [[ -n "$broker_pid" ]] && kill -0 "$broker_pid" 2>/dev/null; then
-		kill -TERM "$broker_pid" 2>/dev/null || true
-		wait "$broker_pid" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
+epitaph_work="$work"
 
-echo "--- build ./cmd/epitaph"
-go build -o "$work/epitaph" ./cmd/epitaph
-
+epitaph_build "$work"
 certs="$client/.ci/certs"
 echo "--- start epitaph (amqps on 127.0.0.1:5671, certificates from $certs)"
-mkfifo "$work/stdout"
-"$work/epitaph" --listen 127.0.0.1:0 --in-memory --http-listen "" \
+epitaph_start "amqps listening on " --listen 127.0.0.1:0 --in-memory --http-listen "" \
 	--definitions "$client/.ci/ubuntu/definitions.json" \
 	--tls-listen 127.0.0.1:5671 \
 	--tls-cert-file "$certs/server_localhost_certificate.pem" \
 	--tls-key-file "$certs/server_localhost_key.pem" \
-	--tls-ca-file "$certs/ca_certificate.pem" --tls-verify-peer \
-	>"$work/stdout" 2>"$work/broker.log" </dev/null &
-broker_pid=$!
-exec 3<"$work/stdout"
-ready=""
-while IFS= read -r -t "$READY_TIMEOUT" line <&3; do
-	echo "epitaph: $line"
-	if [[ "$line" == "amqps listening on "* ]]; then
-		ready=yes
-		break
-	fi
-done
-if [[ -z "$ready" ]]; then
-	echo "epitaph did not print 'amqps listening on' within ${READY_TIMEOUT}s; log:" >&2
-	cat "$work/broker.log" >&2
-	exit 1
-fi
-cat <&3 >/dev/null & # keep draining stdout so the broker never blocks
-exec 3<&-
+	--tls-ca-file "$certs/ca_certificate.pem" --tls-verify-peer
 
 echo "--- go test (focus: $FOCUS) in $client/pkg/rabbitmqamqp"
 status=0
@@ -75,14 +48,6 @@ status=0
 	go test -count=1 -v -timeout 300s -run TestPkg . -ginkgo.focus "$FOCUS" -ginkgo.v
 ) || status=$?
 
-echo "--- stop epitaph (pid $broker_pid)"
-kill -TERM "$broker_pid" 2>/dev/null || true
-broker_status=0
-wait "$broker_pid" || broker_status=$?
-broker_pid=""
-if [[ $status -ne 0 || $broker_status -ne 0 ]]; then
-	echo "--- epitaph log (exit $broker_status)"
-	tail -n 100 "$work/broker.log"
-fi
+epitaph_stop "$status"
 echo "rabbitmq-amqp-go-client TLS specs exit status: $status"
 exit "$status"
