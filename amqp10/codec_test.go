@@ -48,7 +48,7 @@ var valueCases = []struct {
 	{"sym8", Symbol("ab"), `a3 02 "ab"`},
 	{"list0", List{}, "45"},
 	{"list8", List{uint32(1), "a"}, `c0 06 02 52 01 a1 01 "a"`},
-	{"map8", Map{{Symbol("k"), int64(1)}}, `c1 06 02 a3 01 "k" 55 01`},
+	{"map8", Map{{Key: Symbol("k"), Value: int64(1)}}, `c1 06 02 a3 01 "k" 55 01`},
 	{"array8 of sym32", &Array{Type: TypeSym32, Elems: []any{Symbol("a"), Symbol("bc")}},
 		`e0 0d 02 b3 00 00 00 01 "a" 00 00 00 02 "bc"`},
 	{"array8 of uint", &Array{Type: TypeUint, Elems: []any{uint32(1)}}, "e0 06 01 70 00 00 00 01"},
@@ -104,11 +104,11 @@ var decodeOnly = []struct {
 	{"str32", `b1 00 00 00 01 "z"`, "z"},
 	{"sym32", `b3 00 00 00 01 "z"`, Symbol("z")},
 	{"list32", "d0 00 00 00 05 00 00 00 01 43", List{uint32(0)}},
-	{"map32", "d1 00 00 00 06 00 00 00 02 44 42", Map{{uint64(0), false}}},
+	{"map32", "d1 00 00 00 06 00 00 00 02 44 42", Map{{Key: uint64(0), Value: false}}},
 	{"array32", "f0 00 00 00 07 00 00 00 02 52 01 02", &Array{Type: TypeSmallUint, Elems: []any{uint32(1), uint32(2)}}},
 	{"array of list0", "e0 02 02 45", &Array{Type: TypeList0, Elems: []any{List{}, List{}}}},
 	{"array of true", "e0 02 02 41", &Array{Type: TypeTrue, Elems: []any{true, true}}},
-	{"array of map8", "e0 06 01 c1 03 02 41 42", &Array{Type: TypeMap8, Elems: []any{Map{{true, false}}}}},
+	{"array of map8", "e0 06 01 c1 03 02 41 42", &Array{Type: TypeMap8, Elems: []any{Map{{Key: true, Value: false}}}}},
 }
 
 func TestDecodeOnly(t *testing.T) {
@@ -141,7 +141,7 @@ func TestLargeForms(t *testing.T) {
 	require.Equal(t, hx("b0 00 00 01 2c"), b[:5])
 	b, _ = AppendValue(nil, List{long})
 	require.Equal(t, hx("d0 00 00 01 35 00 00 00 01 b1"), b[:10])
-	b, _ = AppendValue(nil, Map{{"k", long}})
+	b, _ = AppendValue(nil, Map{{Key: "k", Value: long}})
 	require.Equal(t, TypeMap32, b[0])
 	elems := make([]any, 255)
 	for i := range elems {
@@ -149,7 +149,7 @@ func TestLargeForms(t *testing.T) {
 	}
 	b, _ = AppendValue(nil, &Array{Type: TypeBoolean, Elems: elems})
 	require.Equal(t, hx("f0 00 00 01 04 00 00 00 ff 56"), b[:10])
-	for _, v := range []any{long, Symbol(long), []byte(long), List{long}, Map{{"k", long}}, &Array{Type: TypeBoolean, Elems: elems}} {
+	for _, v := range []any{long, Symbol(long), []byte(long), List{long}, Map{{Key: "k", Value: long}}, &Array{Type: TypeBoolean, Elems: elems}} {
 		got, rest, err := ReadValue(mustAppend(t, v))
 		require.NoError(t, err)
 		require.Empty(t, rest)
@@ -266,19 +266,19 @@ func TestTypedReaders(t *testing.T) {
 	require.Nil(t, m)
 	m, _, err = ReadMap(hx(`c1 04 02 a1 00 41`))
 	require.NoError(t, err)
-	require.Equal(t, Map{{"", true}}, m)
+	require.Equal(t, Map{{Key: "", Value: true}}, m)
 	_, _, err = ReadMap(hx("45"))
 	require.ErrorIs(t, err, ErrInvalidField)
 }
 
 func TestMapHelpers(t *testing.T) {
 	m := Map{}.Set(Symbol("a"), 1).Set(Symbol("b"), 2).Set(Symbol("a"), 3)
-	require.Equal(t, Map{{Symbol("a"), 3}, {Symbol("b"), 2}}, m)
+	require.Equal(t, Map{{Key: Symbol("a"), Value: 3}, {Key: Symbol("b"), Value: 2}}, m)
 	v, ok := m.Get(Symbol("b"))
 	require.True(t, ok)
 	require.Equal(t, 2, v)
 	m = m.Delete(Symbol("a"))
-	require.Equal(t, Map{{Symbol("b"), 2}}, m)
+	require.Equal(t, Map{{Key: Symbol("b"), Value: 2}}, m)
 }
 
 func TestFloatSpecials(t *testing.T) {

@@ -86,7 +86,7 @@ func FuzzParseMessage(f *testing.F) {
 		_, _ = m.AnnotationMap()
 		_, _ = m.Properties()
 		_, _ = m.ApplicationProperties()
-		out, err := m.AppendDelivery(nil, &Header{Priority: 4, DeliveryCount: 1}, Map{{Symbol("x-opt-k"), "v"}})
+		out, err := m.AppendDelivery(nil, &Header{Priority: 4, DeliveryCount: 1}, Map{{Key: Symbol("x-opt-k"), Value: "v"}})
 		if err != nil {
 			t.Fatalf("AppendDelivery: %v", err)
 		}

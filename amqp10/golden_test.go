@@ -45,16 +45,16 @@ func hx(s string) []byte {
 func deathsMap(withTTL bool) Map {
 	m := Map{}
 	if withTTL {
-		m = append(m, KV{Symbol("ttl"), uint32(10)})
+		m = append(m, KV{Key: Symbol("ttl"), Value: uint32(10)})
 	}
 	return append(m,
-		KV{Symbol("queue"), "q1"},
-		KV{Symbol("reason"), Symbol("expired")},
-		KV{Symbol("count"), uint64(1)},
-		KV{Symbol("first-time"), Timestamp(1700000000000)},
-		KV{Symbol("last-time"), Timestamp(1700000000000)},
-		KV{Symbol("exchange"), ""},
-		KV{Symbol("routing-keys"), &Array{Type: TypeStr32, Elems: []any{"q1"}}},
+		KV{Key: Symbol("queue"), Value: "q1"},
+		KV{Key: Symbol("reason"), Value: Symbol("expired")},
+		KV{Key: Symbol("count"), Value: uint64(1)},
+		KV{Key: Symbol("first-time"), Value: Timestamp(1700000000000)},
+		KV{Key: Symbol("last-time"), Value: Timestamp(1700000000000)},
+		KV{Key: Symbol("exchange"), Value: ""},
+		KV{Key: Symbol("routing-keys"), Value: &Array{Type: TypeStr32, Elems: []any{"q1"}}},
 	)
 }
 

@@ -82,25 +82,25 @@ func TestEpitaphToGoAMQP(t *testing.T) {
 	var payload []byte
 	payload, err := amqp10.AppendProperties(payload, &amqp10.Properties{MessageID: uint64(9), To: &to})
 	require.NoError(t, err)
-	payload, err = amqp10.AppendApplicationProperties(payload, amqp10.Map{{"k", "v"}})
+	payload, err = amqp10.AppendApplicationProperties(payload, amqp10.Map{{Key: "k", Value: "v"}})
 	require.NoError(t, err)
 	payload = amqp10.AppendData(payload, []byte("body"))
 	src, err := amqp10.ParseMessage(payload)
 	require.NoError(t, err)
 
 	deaths := []amqp10.Map{{
-		{amqp10.Symbol("queue"), "q1"},
-		{amqp10.Symbol("reason"), amqp10.Symbol("expired")},
-		{amqp10.Symbol("count"), uint64(1)},
-		{amqp10.Symbol("first-time"), amqp10.Timestamp(1700000000000)},
-		{amqp10.Symbol("routing-keys"), &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{"q1"}}},
+		{Key: amqp10.Symbol("queue"), Value: "q1"},
+		{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol("expired")},
+		{Key: amqp10.Symbol("count"), Value: uint64(1)},
+		{Key: amqp10.Symbol("first-time"), Value: amqp10.Timestamp(1700000000000)},
+		{Key: amqp10.Symbol("routing-keys"), Value: &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{"q1"}}},
 	}}
 	for _, h := range []amqp10.Header{
 		{Durable: true, Priority: 4, TTL: 1000, HasTTL: true, FirstAcquirer: true, DeliveryCount: 3},
 		{Priority: 4},
 		{Priority: 9},
 	} {
-		out, err := src.AppendDelivery(nil, &h, amqp10.Map{{amqp10.Symbol("x-opt-deaths"), deaths}, {amqp10.Symbol("x-opt-n"), int64(-5)}})
+		out, err := src.AppendDelivery(nil, &h, amqp10.Map{{Key: amqp10.Symbol("x-opt-deaths"), Value: deaths}, {Key: amqp10.Symbol("x-opt-n"), Value: int64(-5)}})
 		require.NoError(t, err)
 
 		var gm goamqp.Message

@@ -13,15 +13,15 @@ func buildMessage(t testing.TB) []byte {
 	var b []byte
 	b = AppendHeader(b, &Header{Durable: true, Priority: 4, TTL: 1000, HasTTL: true})
 	b = append(b, AppendDescriptor(nil, DescDeliveryAnnotations)...)
-	b, _ = AppendMap(b, Map{{Symbol("x-da"), "v"}})
-	b, _ = AppendMessageAnnotations(b, Map{{Symbol("x-opt-a"), "a"}, {Symbol("x-opt-b"), uint64(2)}})
+	b, _ = AppendMap(b, Map{{Key: Symbol("x-da"), Value: "v"}})
+	b, _ = AppendMessageAnnotations(b, Map{{Key: Symbol("x-opt-a"), Value: "a"}, {Key: Symbol("x-opt-b"), Value: uint64(2)}})
 	to := "q1"
 	b, _ = AppendProperties(b, &Properties{MessageID: "m1", To: &to})
-	b, _ = AppendApplicationProperties(b, Map{{"k", int32(1)}})
+	b, _ = AppendApplicationProperties(b, Map{{Key: "k", Value: int32(1)}})
 	b = AppendData(b, []byte("hello"))
 	b = AppendData(b, []byte("world"))
 	b = append(b, AppendDescriptor(nil, DescFooter)...)
-	b, _ = AppendMap(b, Map{{Symbol("x-f"), true}})
+	b, _ = AppendMap(b, Map{{Key: Symbol("x-f"), Value: true}})
 	return b
 }
 
@@ -33,24 +33,24 @@ func TestParseMessage(t *testing.T) {
 	require.Equal(t, Header{Durable: true, Priority: 4, TTL: 1000, HasTTL: true}, m.Header)
 	ann, err := m.AnnotationMap()
 	require.NoError(t, err)
-	require.Equal(t, Map{{Symbol("x-opt-a"), "a"}, {Symbol("x-opt-b"), uint64(2)}}, ann)
+	require.Equal(t, Map{{Key: Symbol("x-opt-a"), Value: "a"}, {Key: Symbol("x-opt-b"), Value: uint64(2)}}, ann)
 	p, err := m.Properties()
 	require.NoError(t, err)
 	require.Equal(t, "m1", p.MessageID)
 	require.Equal(t, "q1", *p.To)
 	ap, err := m.ApplicationProperties()
 	require.NoError(t, err)
-	require.Equal(t, Map{{"k", int32(1)}}, ap)
+	require.Equal(t, Map{{Key: "k", Value: int32(1)}}, ap)
 	body, err := m.Body()
 	require.NoError(t, err)
 	require.Equal(t, append(AppendData(nil, []byte("hello")), AppendData(nil, []byte("world"))...), body)
 	require.Equal(t, m.Size(), len(m.Bare())+len(m.Footer()))
 	// Re-emitting gives the same bytes without the delivery annotations.
-	da := append(AppendDescriptor(nil, DescDeliveryAnnotations), mustAppend(t, Map{{Symbol("x-da"), "v"}})...)
+	da := append(AppendDescriptor(nil, DescDeliveryAnnotations), mustAppend(t, Map{{Key: Symbol("x-da"), Value: "v"}})...)
 	require.Equal(t, bytes.Replace(payload, da, nil, 1), m.Append(nil))
 
 	// Delivery: header replaced, broker keys first, originals kept, DA dropped.
-	out, err := m.AppendDelivery(nil, &Header{DeliveryCount: 1, Priority: 4}, Map{{Symbol("x-opt-b"), uint64(9)}, {Symbol("x-new"), "n"}})
+	out, err := m.AppendDelivery(nil, &Header{DeliveryCount: 1, Priority: 4}, Map{{Key: Symbol("x-opt-b"), Value: uint64(9)}, {Key: Symbol("x-new"), Value: "n"}})
 	require.NoError(t, err)
 	d, err := ParseMessage(out)
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestParseMessage(t *testing.T) {
 	require.NotContains(t, string(out), "x-da")
 	ann, err = d.AnnotationMap()
 	require.NoError(t, err)
-	require.Equal(t, Map{{Symbol("x-opt-b"), uint64(9)}, {Symbol("x-new"), "n"}, {Symbol("x-opt-a"), "a"}}, ann)
+	require.Equal(t, Map{{Key: Symbol("x-opt-b"), Value: uint64(9)}, {Key: Symbol("x-new"), Value: "n"}, {Key: Symbol("x-opt-a"), Value: "a"}}, ann)
 	require.Equal(t, m.Bare(), d.Bare())
 	require.Equal(t, m.Footer(), d.Footer())
 
@@ -97,7 +97,7 @@ func TestParseMessageErrors(t *testing.T) {
 	seq, _ := AppendAMQPSequence(nil, List{uint32(1)})
 	props, _ := AppendProperties(nil, &Properties{})
 	ap, _ := AppendApplicationProperties(nil, Map{})
-	ma := func(k any) []byte { b, _ := AppendMessageAnnotations(nil, Map{{k, "v"}}); return b }
+	ma := func(k any) []byte { b, _ := AppendMessageAnnotations(nil, Map{{Key: k, Value: "v"}}); return b }
 	footer := append(AppendDescriptor(nil, DescFooter), 0xc1, 0x01, 0x00)
 	cat := func(parts ...[]byte) []byte {
 		var out []byte

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 var benchEvent = Event{Queue: "work", Reason: ReasonRejected, Exchange: "", RoutingKeys: []string{"work"},
@@ -35,7 +36,7 @@ func BenchmarkDeathsUpdate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out := Apply(append(amqp10.Map(nil), anns...), Record(h, benchEvent), false)
+		out := Apply(append(value.Map(nil), anns...), Record(h, benchEvent), false)
 		if buf, err = amqp10.AppendMessageAnnotations(buf[:0], out); err != nil {
 			b.Fatal(err)
 		}

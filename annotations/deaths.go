@@ -5,19 +5,20 @@ import (
 	"fmt"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Annotation keys (symbols in the message-annotations section).
 const (
-	KeyDeaths              = amqp10.Symbol("x-opt-deaths")
-	KeyFirstDeathQueue     = amqp10.Symbol("x-first-death-queue")
-	KeyFirstDeathReason    = amqp10.Symbol("x-first-death-reason")
-	KeyFirstDeathExchange  = amqp10.Symbol("x-first-death-exchange")
-	KeyLastDeathQueue      = amqp10.Symbol("x-last-death-queue")
-	KeyLastDeathReason     = amqp10.Symbol("x-last-death-reason")
-	KeyLastDeathExchange   = amqp10.Symbol("x-last-death-exchange")
-	KeyLastDeathErrorCond  = amqp10.Symbol("x-last-death-error-condition")
-	KeyLastDeathErrorDescr = amqp10.Symbol("x-last-death-error-description")
+	KeyDeaths              = value.Symbol("x-opt-deaths")
+	KeyFirstDeathQueue     = value.Symbol("x-first-death-queue")
+	KeyFirstDeathReason    = value.Symbol("x-first-death-reason")
+	KeyFirstDeathExchange  = value.Symbol("x-first-death-exchange")
+	KeyLastDeathQueue      = value.Symbol("x-last-death-queue")
+	KeyLastDeathReason     = value.Symbol("x-last-death-reason")
+	KeyLastDeathExchange   = value.Symbol("x-last-death-exchange")
+	KeyLastDeathErrorCond  = value.Symbol("x-last-death-error-condition")
+	KeyLastDeathErrorDescr = value.Symbol("x-last-death-error-description")
 )
 
 // Reasons (x-opt-deaths "reason", written as a symbol).
@@ -33,8 +34,8 @@ type Death struct {
 	Queue       string
 	Reason      string
 	Count       uint64
-	FirstTime   amqp10.Timestamp
-	LastTime    amqp10.Timestamp
+	FirstTime   value.Timestamp
+	LastTime    value.Timestamp
 	Exchange    string
 	RoutingKeys []string
 	// TTL is the message's own TTL (ms) when this entry was created.
@@ -68,7 +69,7 @@ type Event struct {
 	RoutingKeys []string
 	TTL         uint32
 	HasTTL      bool
-	Time        amqp10.Timestamp
+	Time        value.Timestamp
 	Error       *amqp10.Error
 }
 
@@ -139,33 +140,33 @@ func IsCycle(h History, target string) bool {
 // DeathMap encodes one death as RabbitMQ's map, keys in its exact order:
 // ttl (when present), queue, reason, count, first-time, last-time,
 // exchange, routing-keys.
-func DeathMap(d Death) amqp10.Map {
-	m := make(amqp10.Map, 0, 8)
+func DeathMap(d Death) value.Map {
+	m := make(value.Map, 0, 8)
 	if d.HasTTL {
-		m = append(m, amqp10.KV{Key: amqp10.Symbol("ttl"), Value: d.TTL})
+		m = append(m, value.KV{Key: value.Symbol("ttl"), Value: d.TTL})
 	}
 	keys := make([]any, len(d.RoutingKeys))
 	for i, k := range d.RoutingKeys {
 		keys[i] = k
 	}
 	return append(m,
-		amqp10.KV{Key: amqp10.Symbol("queue"), Value: d.Queue},
-		amqp10.KV{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol(d.Reason)},
-		amqp10.KV{Key: amqp10.Symbol("count"), Value: d.Count},
-		amqp10.KV{Key: amqp10.Symbol("first-time"), Value: d.FirstTime},
-		amqp10.KV{Key: amqp10.Symbol("last-time"), Value: d.LastTime},
-		amqp10.KV{Key: amqp10.Symbol("exchange"), Value: d.Exchange},
-		amqp10.KV{Key: amqp10.Symbol("routing-keys"), Value: &amqp10.Array{Type: amqp10.TypeStr32, Elems: keys}},
+		value.KV{Key: value.Symbol("queue"), Value: d.Queue},
+		value.KV{Key: value.Symbol("reason"), Value: value.Symbol(d.Reason)},
+		value.KV{Key: value.Symbol("count"), Value: d.Count},
+		value.KV{Key: value.Symbol("first-time"), Value: d.FirstTime},
+		value.KV{Key: value.Symbol("last-time"), Value: d.LastTime},
+		value.KV{Key: value.Symbol("exchange"), Value: d.Exchange},
+		value.KV{Key: value.Symbol("routing-keys"), Value: &value.Array{Type: amqp10.TypeStr32, Elems: keys}},
 	)
 }
 
 // DeathsValue encodes the x-opt-deaths value: an array of map32.
-func DeathsValue(h History) *amqp10.Array {
+func DeathsValue(h History) *value.Array {
 	elems := make([]any, len(h.Deaths))
 	for i, d := range h.Deaths {
 		elems[i] = DeathMap(d)
 	}
-	return &amqp10.Array{Type: amqp10.TypeMap32, Elems: elems}
+	return &value.Array{Type: amqp10.TypeMap32, Elems: elems}
 }
 
 // Apply returns anns with h written into it: x-opt-deaths (as an encoded
@@ -175,7 +176,7 @@ func DeathsValue(h History) *amqp10.Array {
 // error). Entries of ours already in anns are replaced in place, the others
 // are appended in that order, and the error annotations always go last.
 // The result is a new map; anns is not modified.
-func Apply(anns amqp10.Map, h History, strict bool) amqp10.Map {
+func Apply(anns value.Map, h History, strict bool) value.Map {
 	return ApplyInto(nil, anns, h, strict, nil)
 }
 
@@ -201,7 +202,7 @@ func (b *boxed) box(s string) any {
 // ApplyInto is Apply writing the new map into dst's storage when it has
 // room (else a new map), and boxing names through bx (nil: a new value
 // each).
-func ApplyInto(dst, anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.Map {
+func ApplyInto(dst, anns value.Map, h History, strict bool, bx *Boxer) value.Map {
 	if bx == nil {
 		bx = new(Boxer) // stays on the stack
 	}
@@ -217,7 +218,7 @@ func ApplyInto(dst, anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.M
 	if h.Last.Exchange != h.First.Exchange {
 		lx = h.Last.Exchange
 	}
-	ours := [...]amqp10.KV{
+	ours := [...]value.KV{
 		{Key: KeyDeaths, Value: EncodedDeaths(h)},
 		{Key: KeyFirstDeathQueue, Value: fq},
 		{Key: KeyFirstDeathReason, Value: fr},
@@ -234,11 +235,11 @@ func ApplyInto(dst, anns amqp10.Map, h History, strict bool, bx *Boxer) amqp10.M
 	}
 	out := dst[:0]
 	if cap(out) < n {
-		out = make(amqp10.Map, 0, n) // exact: with tracing on, the trace context is one append (and copy) more
+		out = make(value.Map, 0, n) // exact: with tracing on, the trace context is one append (and copy) more
 	}
 next:
 	for _, kv := range anns {
-		if k, ok := kv.Key.(amqp10.Symbol); ok {
+		if k, ok := kv.Key.(value.Symbol); ok {
 			if k == KeyLastDeathErrorCond || k == KeyLastDeathErrorDescr {
 				continue
 			}
@@ -259,8 +260,8 @@ next:
 	}
 	if withError {
 		out = append(out,
-			amqp10.KV{Key: KeyLastDeathErrorCond, Value: string(h.LastError.Condition)},
-			amqp10.KV{Key: KeyLastDeathErrorDescr, Value: h.LastError.Description})
+			value.KV{Key: KeyLastDeathErrorCond, Value: string(h.LastError.Condition)},
+			value.KV{Key: KeyLastDeathErrorDescr, Value: h.LastError.Description})
 	}
 	return out
 }
@@ -288,7 +289,7 @@ var ErrMalformed = errors.New("annotations: malformed x-opt-deaths")
 // when anns has no x-opt-deaths. Decode only trusts annotations the broker
 // itself wrote: a publisher's x-opt-deaths is never interpreted (a republished
 // dead letter starts a fresh history).
-func Decode(anns amqp10.Map) (h History, ok bool, err error) {
+func Decode(anns value.Map) (h History, ok bool, err error) {
 	v, ok := anns.Get(KeyDeaths)
 	if !ok {
 		return History{}, false, nil
@@ -308,12 +309,12 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 			return History{}, true, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 	}
-	arr, isArr := v.(*amqp10.Array)
+	arr, isArr := v.(*value.Array)
 	if !isArr {
 		return History{}, true, fmt.Errorf("%w: %T, want an array", ErrMalformed, v)
 	}
 	for i, e := range arr.Elems {
-		m, isMap := e.(amqp10.Map)
+		m, isMap := e.(value.Map)
 		if !isMap {
 			return History{}, true, fmt.Errorf("%w: element %d is %T, want a map", ErrMalformed, i, e)
 		}
@@ -328,8 +329,8 @@ func Decode(anns amqp10.Map) (h History, ok bool, err error) {
 }
 
 // decodePlaces reads the x-*-death-* annotations into h.
-func decodePlaces(anns amqp10.Map, h *History) {
-	str := func(k amqp10.Symbol) string {
+func decodePlaces(anns value.Map, h *History) {
+	str := func(k value.Symbol) string {
 		s, _ := anns.Get(k)
 		v, _ := s.(string)
 		return v
@@ -341,10 +342,10 @@ func decodePlaces(anns amqp10.Map, h *History) {
 	}
 }
 
-func decodeDeath(m amqp10.Map) (Death, error) {
+func decodeDeath(m value.Map) (Death, error) {
 	var d Death
 	for _, kv := range m {
-		k, _ := kv.Key.(amqp10.Symbol)
+		k, _ := kv.Key.(value.Symbol)
 		var ok bool
 		switch k {
 		case "ttl":
@@ -353,15 +354,15 @@ func decodeDeath(m amqp10.Map) (Death, error) {
 		case "queue":
 			d.Queue, ok = kv.Value.(string)
 		case "reason":
-			var s amqp10.Symbol
-			s, ok = kv.Value.(amqp10.Symbol)
+			var s value.Symbol
+			s, ok = kv.Value.(value.Symbol)
 			d.Reason = string(s)
 		case "count":
 			d.Count, ok = kv.Value.(uint64)
 		case "first-time":
-			d.FirstTime, ok = kv.Value.(amqp10.Timestamp)
+			d.FirstTime, ok = kv.Value.(value.Timestamp)
 		case "last-time":
-			d.LastTime, ok = kv.Value.(amqp10.Timestamp)
+			d.LastTime, ok = kv.Value.(value.Timestamp)
 		case "exchange":
 			d.Exchange, ok = kv.Value.(string)
 		case "routing-keys":
@@ -369,9 +370,9 @@ func decodeDeath(m amqp10.Map) (Death, error) {
 			// encoders, a list of strings.
 			var elems []any
 			switch a := kv.Value.(type) {
-			case *amqp10.Array:
+			case *value.Array:
 				elems, ok = a.Elems, true
-			case amqp10.List:
+			case value.List:
 				elems, ok = a, true
 			}
 			for _, e := range elems {

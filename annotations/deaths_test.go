@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -54,7 +55,7 @@ func TestGoldenBytes(t *testing.T) {
 	v, rest, err := amqp10.ReadValue(unhex(t, golden13))
 	require.NoError(t, err)
 	require.Empty(t, rest)
-	dec, ok, err := Decode(amqp10.Map{{Key: KeyDeaths, Value: v}})
+	dec, ok, err := Decode(value.Map{{Key: KeyDeaths, Value: v}})
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, h.Deaths[0].Queue, dec.Deaths[0].Queue)
@@ -65,8 +66,8 @@ func TestGoldenBytes(t *testing.T) {
 func TestApplyTypes(t *testing.T) {
 	h := Record(History{}, Event{Queue: "q", Reason: ReasonRejected, Exchange: "x", RoutingKeys: []string{"k"},
 		Time: 5, Error: &amqp10.Error{Condition: "app:bad", Description: "no"}})
-	anns := Apply(amqp10.Map{{Key: amqp10.Symbol("x-opt-other"), Value: "keep"}}, h, false)
-	for _, k := range []amqp10.Symbol{KeyFirstDeathQueue, KeyFirstDeathReason, KeyFirstDeathExchange,
+	anns := Apply(value.Map{{Key: value.Symbol("x-opt-other"), Value: "keep"}}, h, false)
+	for _, k := range []value.Symbol{KeyFirstDeathQueue, KeyFirstDeathReason, KeyFirstDeathExchange,
 		KeyLastDeathQueue, KeyLastDeathReason, KeyLastDeathExchange, KeyLastDeathErrorCond, KeyLastDeathErrorDescr} {
 		v, ok := anns.Get(k)
 		require.True(t, ok, k)
@@ -74,7 +75,7 @@ func TestApplyTypes(t *testing.T) {
 	}
 	v, _ := anns.Get(KeyFirstDeathReason)
 	assert.Equal(t, "rejected", v)
-	v, _ = anns.Get(amqp10.Symbol("x-opt-other"))
+	v, _ = anns.Get(value.Symbol("x-opt-other"))
 	assert.Equal(t, "keep", v)
 	// A later death without an error removes the error annotations; strict never writes them.
 	h = Record(h, Event{Queue: "q2", Reason: ReasonExpired, Time: 6})
@@ -95,7 +96,7 @@ func TestCompactionExample(t *testing.T) {
 	reasons := map[string]string{"q1": ReasonExpired, "q2": ReasonRejected, "q3": ReasonExpired}
 	var h History
 	for i, q := range []string{"q1", "q2", "q3", "q1", "q2", "q3", "q1", "q2"} {
-		h = Record(h, Event{Queue: q, Reason: reasons[q], Time: amqp10.Timestamp(i)})
+		h = Record(h, Event{Queue: q, Reason: reasons[q], Time: value.Timestamp(i)})
 	}
 	require.Len(t, h.Deaths, 3)
 	got := []string{}
@@ -104,8 +105,8 @@ func TestCompactionExample(t *testing.T) {
 	}
 	assert.Equal(t, []string{"q2:rejected:3", "q1:expired:3", "q3:expired:2"}, got)
 	assert.Equal(t, Place{"q1", "expired", ""}, h.First)
-	assert.Equal(t, amqp10.Timestamp(0), h.Deaths[1].FirstTime)
-	assert.Equal(t, amqp10.Timestamp(6), h.Deaths[1].LastTime)
+	assert.Equal(t, value.Timestamp(0), h.Deaths[1].FirstTime)
+	assert.Equal(t, value.Timestamp(6), h.Deaths[1].LastTime)
 }
 
 // RabbitMQ's mc_unit_SUITE:is_death_cycle truth table.
@@ -153,7 +154,7 @@ func TestHistoryProperties(t *testing.T) {
 		n := 1 + rng.IntN(40)
 		for i := range n {
 			k := [2]string{queues[rng.IntN(len(queues))], reasons[rng.IntN(len(reasons))]}
-			h = Record(h, Event{Queue: k[0], Reason: k[1], Time: amqp10.Timestamp(1000 + i)})
+			h = Record(h, Event{Queue: k[0], Reason: k[1], Time: value.Timestamp(1000 + i)})
 			counts[k]++
 			lastKey = k
 		}
@@ -171,7 +172,7 @@ func TestHistoryProperties(t *testing.T) {
 		require.NoError(t, err)
 		v, _, err := amqp10.ReadValue(b)
 		require.NoError(t, err)
-		dec, _, err := Decode(amqp10.Map{{Key: KeyDeaths, Value: v}})
+		dec, _, err := Decode(value.Map{{Key: KeyDeaths, Value: v}})
 		require.NoError(t, err)
 		assert.Equal(t, h.Deaths, dec.Deaths)
 	}
@@ -188,7 +189,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h, _, err := Decode(amqp10.Map{{Key: KeyDeaths, Value: v}})
+		h, _, err := Decode(value.Map{{Key: KeyDeaths, Value: v}})
 		if err != nil {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // AppendDeaths appends the x-opt-deaths value of h, byte for byte what
@@ -29,7 +30,7 @@ func appendDeath(b []byte, d *Death) []byte {
 		n++
 	}
 	b = amqp10.AppendString(amqp10.AppendSymbol(b, "queue"), d.Queue)
-	b = amqp10.AppendSymbol(amqp10.AppendSymbol(b, "reason"), amqp10.Symbol(d.Reason))
+	b = amqp10.AppendSymbol(amqp10.AppendSymbol(b, "reason"), value.Symbol(d.Reason))
 	b = amqp10.AppendULong(amqp10.AppendSymbol(b, "count"), d.Count)
 	b = amqp10.AppendTimestamp(amqp10.AppendSymbol(b, "first-time"), d.FirstTime)
 	b = amqp10.AppendTimestamp(amqp10.AppendSymbol(b, "last-time"), d.LastTime)

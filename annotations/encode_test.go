@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // AppendDeaths writes exactly the bytes of the generic encoder.
@@ -22,7 +23,7 @@ func TestAppendDeathsMatchesDeathsValue(t *testing.T) {
 	var h History
 	for i := range 300 {
 		h = Record(h, Event{Queue: "q" + strings.Repeat("x", i%7), Reason: ReasonDeliveryLimit, RoutingKeys: []string{"k"},
-			Time: amqp10.Timestamp(i)})
+			Time: value.Timestamp(i)})
 	}
 	cases = append(cases, h)
 	for i, h := range cases {
@@ -59,7 +60,7 @@ func TestApplyEncodedDecodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, h, dec2)
 
-	_, _, err = Decode(amqp10.Map{{Key: KeyDeaths, Value: amqp10.Raw{0xff}}})
+	_, _, err = Decode(value.Map{{Key: KeyDeaths, Value: amqp10.Raw{0xff}}})
 	require.ErrorIs(t, err, ErrMalformed)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Hand encoders for the alternative encodings (test only).
@@ -219,7 +220,7 @@ func genericDeaths(b []byte) ([]Death, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := Decode(amqp10.Map{{Key: KeyDeaths, Value: v}})
+	h, _, err := Decode(value.Map{{Key: KeyDeaths, Value: v}})
 	return h.Deaths, err
 }
 
@@ -245,7 +246,7 @@ func checkRawAgrees(t *testing.T, b []byte) (direct error) {
 	default:
 		t.Fatalf("unexpected error class: %v", err)
 	}
-	h, ok, derr := Decode(amqp10.Map{{Key: KeyDeaths, Value: amqp10.Raw(b)}})
+	h, ok, derr := Decode(value.Map{{Key: KeyDeaths, Value: amqp10.Raw(b)}})
 	require.True(t, ok)
 	if gerr != nil {
 		require.ErrorIs(t, derr, ErrMalformed)
@@ -273,7 +274,7 @@ func TestRawDeathsAlternativeEncodings(t *testing.T) {
 			_, err := decodeRawDeaths(tc.wire)
 			require.ErrorIs(t, err, errRawUnsupported)
 			checkRawAgrees(t, tc.wire)
-			h, _, err := Decode(amqp10.Map{{Key: KeyDeaths, Value: amqp10.Raw(tc.wire)}})
+			h, _, err := Decode(value.Map{{Key: KeyDeaths, Value: amqp10.Raw(tc.wire)}})
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, h.Deaths)
 		})
@@ -325,8 +326,8 @@ func randomHistory(rng *rand.Rand) History {
 		case 1:
 			d.Count = rng.Uint64()
 		}
-		d.FirstTime = amqp10.Timestamp(rng.Int64())
-		d.LastTime = d.FirstTime + amqp10.Timestamp(rng.IntN(1000))
+		d.FirstTime = value.Timestamp(rng.Int64())
+		d.LastTime = d.FirstTime + value.Timestamp(rng.IntN(1000))
 		if rng.IntN(2) == 0 {
 			d.HasTTL = true
 			d.TTL = []uint32{0, uint32(rng.IntN(256)), rng.Uint32()}[rng.IntN(3)]

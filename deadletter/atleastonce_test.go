@@ -14,6 +14,7 @@ import (
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // aloEnv is a broker with this package's DeadLetterer, optionally on a
@@ -49,22 +50,22 @@ func (e *aloEnv) close(t *testing.T) {
 	}
 }
 
-func args(kv ...any) amqp10.Map {
-	var m amqp10.Map
+func args(kv ...any) value.Map {
+	var m value.Map
 	for i := 0; i+1 < len(kv); i += 2 {
-		m = append(m, amqp10.KV{Key: kv[i], Value: kv[i+1]})
+		m = append(m, value.KV{Key: kv[i], Value: kv[i+1]})
 	}
 	return m
 }
 
-func (e *aloEnv) quorum(t *testing.T, name string, a amqp10.Map) *router.Queue {
+func (e *aloEnv) quorum(t *testing.T, name string, a value.Map) *router.Queue {
 	t.Helper()
 	q, _, err := e.vh.DeclareQueue(router.QueueSpec{Name: name, Type: router.Quorum, Durable: true, Arguments: a})
 	require.NoError(t, err)
 	return q
 }
 
-func (e *aloEnv) classic(t *testing.T, name string, a amqp10.Map) *router.Queue {
+func (e *aloEnv) classic(t *testing.T, name string, a value.Map) *router.Queue {
 	t.Helper()
 	q, _, err := e.vh.DeclareQueue(router.QueueSpec{Name: name, Type: router.Classic, Durable: true, Arguments: a})
 	require.NoError(t, err)
@@ -96,7 +97,7 @@ func (e *aloEnv) queue(t *testing.T, name string) *router.Queue {
 }
 
 // srcArgs is §6.6's common setup: at-least-once, reject-publish, DLX dlx, DLRK k1.
-func srcArgs(extra ...any) amqp10.Map {
+func srcArgs(extra ...any) value.Map {
 	return args(append([]any{"x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
 		"x-dead-letter-exchange", "dlx", "x-dead-letter-routing-key", "k1", "x-message-ttl", int64(0)}, extra...)...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 type lastConsumer struct{ last router.Delivery }
@@ -35,7 +36,7 @@ func newDLPath(tb testing.TB) *dlPath {
 	vh, _ := b.VHost("/")
 	_, err := vh.DeclareExchange(router.ExchangeSpec{Name: "dlx", Type: router.ExchangeFanout})
 	require.NoError(tb, err)
-	w, _, err := vh.DeclareQueue(router.QueueSpec{Name: "work", Arguments: amqp10.Map{{Key: "x-dead-letter-exchange", Value: "dlx"}}})
+	w, _, err := vh.DeclareQueue(router.QueueSpec{Name: "work", Arguments: value.Map{{Key: "x-dead-letter-exchange", Value: "dlx"}}})
 	require.NoError(tb, err)
 	d, _, err := vh.DeclareQueue(router.QueueSpec{Name: "dlq"})
 	require.NoError(tb, err)

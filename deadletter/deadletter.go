@@ -18,10 +18,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Options configure a DeadLetterer. Zero values mean defaults.
@@ -207,7 +207,7 @@ func (b *batch) release() {
 // adds two, which then take a map of their own).
 type copyAlloc struct {
 	msg  router.Message
-	anns [7]amqp10.KV
+	anns [7]value.KV
 }
 
 // copyScratch is storage a run of copies reuses.
@@ -431,7 +431,7 @@ func dropCycles(h annotations.History, targets []*router.Queue, keep bool) (rest
 // deathCount is the x-opt-deaths count for {queue, reason} once this death
 // is recorded (for the span of a message dropped without a DLX, which gets
 // no copy).
-func deathCount(anns amqp10.Map, queue string, reason router.Reason) uint64 {
+func deathCount(anns value.Map, queue string, reason router.Reason) uint64 {
 	h, _, err := annotations.Decode(anns)
 	if err != nil {
 		return 1
@@ -475,7 +475,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		RoutingKeys: m.RoutingKeys,
 		TTL:         m.Header.TTL,
 		HasTTL:      m.Header.HasTTL,
-		Time:        amqp10.Timestamp(t.UnixMilli()),
+		Time:        value.Timestamp(t.UnixMilli()),
 		Error:       dm.Error,
 	})
 	keys := m.RoutingKeys // never modified once published: the copy shares them
@@ -485,7 +485,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 	hdr := m.Header
 	hdr.TTL, hdr.HasTTL = 0, false
 	var cp *router.Message
-	var anns amqp10.Map
+	var anns value.Map
 	if len(m.Anns) == 0 {
 		// A first death: the copy and its annotations in one allocation.
 		ca := new(copyAlloc)

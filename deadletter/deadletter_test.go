@@ -10,6 +10,7 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func setup(t *testing.T, strict bool) (*router.VHost, *DeadLetterer) {
@@ -23,7 +24,7 @@ func setup(t *testing.T, strict bool) (*router.VHost, *DeadLetterer) {
 	return vh, dl
 }
 
-func declare(t *testing.T, vh *router.VHost, name string, args amqp10.Map) *router.Queue {
+func declare(t *testing.T, vh *router.VHost, name string, args value.Map) *router.Queue {
 	t.Helper()
 	q, _, err := vh.DeclareQueue(router.QueueSpec{Name: name, Durable: true, Arguments: args})
 	require.NoError(t, err)
@@ -32,7 +33,7 @@ func declare(t *testing.T, vh *router.VHost, name string, args amqp10.Map) *rout
 
 func TestCopy(t *testing.T) {
 	vh, dl := setup(t, false)
-	src := declare(t, vh, "src", amqp10.Map{{Key: "x-dead-letter-exchange", Value: "amq.direct"},
+	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: "amq.direct"},
 		{Key: "x-dead-letter-routing-key", Value: "dlk"}})
 	wire := amqp10.NewMessage(nil, nil, []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'b'}, nil)
 	m := router.NewMessage(wire)
@@ -58,7 +59,7 @@ func TestCopy(t *testing.T) {
 
 func TestStrictOmitsErrorAnnotations(t *testing.T) {
 	vh, dl := setup(t, true)
-	src := declare(t, vh, "src", amqp10.Map{{Key: "x-dead-letter-exchange", Value: ""}})
+	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: ""}})
 	cp, _ := dl.Copy(src, &router.Dead{Msg: *router.NewMessage(&amqp10.Message{}), Reason: router.ReasonRejected,
 		Error: &amqp10.Error{Condition: "app:e"}}, "")
 	_, ok := cp.Anns.Get(annotations.KeyLastDeathErrorCond)
@@ -69,13 +70,13 @@ func TestRoutesAndCountsAndDropsCycles(t *testing.T) {
 	vh, dl := setup(t, false)
 	_, err := vh.DeclareExchange(router.ExchangeSpec{Name: "fan", Type: "fanout"})
 	require.NoError(t, err)
-	src := declare(t, vh, "src", amqp10.Map{{Key: "x-dead-letter-exchange", Value: "fan"}})
+	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: "fan"}})
 	other := declare(t, vh, "other", nil)
 	for _, q := range []string{"src", "other"} {
 		require.NoError(t, vh.Bind(router.Binding{Source: "fan", Destination: q}))
 	}
 	noDLX := declare(t, vh, "plain", nil)
-	missing := declare(t, vh, "missing", amqp10.Map{{Key: "x-dead-letter-exchange", Value: "nope"}})
+	missing := declare(t, vh, "missing", value.Map{{Key: "x-dead-letter-exchange", Value: "nope"}})
 
 	msg := func() *router.Message {
 		m := router.NewMessage(&amqp10.Message{})
@@ -99,7 +100,7 @@ func TestRoutesAndCountsAndDropsCycles(t *testing.T) {
 	assert.Equal(t, Counts{DroppedNoRoute: 1}, dl.QueueStats("/", "missing")[router.ReasonExpired])
 
 	// An expired message whose only target is its own queue is a dropped cycle.
-	self := declare(t, vh, "self", amqp10.Map{{Key: "x-dead-letter-exchange", Value: ""}})
+	self := declare(t, vh, "self", value.Map{{Key: "x-dead-letter-exchange", Value: ""}})
 	m := msg()
 	m.RoutingKeys = []string{"self"}
 	dl.DeadLetter(self, []router.Dead{{Msg: *m, Reason: router.ReasonExpired}})

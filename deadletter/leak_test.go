@@ -9,6 +9,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // A DeadLetterer keeps its counters, at-least-once ones included, in its
@@ -40,7 +41,7 @@ func useAndCloseDeadLetterer(t *testing.T) <-chan struct{} {
 	dl := New(Options{})
 	b := router.New(router.Options{DeadLetterer: dl})
 	vh, _ := b.VHost("/")
-	declare := func(name string, typ router.QueueType, a amqp10.Map) *router.Queue {
+	declare := func(name string, typ router.QueueType, a value.Map) *router.Queue {
 		q, _, err := vh.DeclareQueue(router.QueueSpec{Name: name, Type: typ, Durable: true, Arguments: a})
 		require.NoError(t, err)
 		return q

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Overflow behaviours (x-overflow).
@@ -67,7 +67,7 @@ var equivalenceArgs = []string{
 }
 
 // queueTypeArg returns the x-queue-type argument, if present.
-func queueTypeArg(name string, args amqp10.Map) (QueueType, bool, error) {
+func queueTypeArg(name string, args value.Map) (QueueType, bool, error) {
 	v, ok := lookupKey(args, "x-queue-type")
 	if !ok {
 		return "", false, nil
@@ -91,7 +91,7 @@ func argErr(queue, arg, format string, a ...any) error {
 // rabbit_amqqueue:declare_args/0 and check_declare_arguments/3) and returns
 // the config and the arguments with normalised values (int64 for integers,
 // string for strings and symbols, string keys).
-func parseQueueArgs(name string, typ QueueType, args amqp10.Map) (queueConfig, amqp10.Map, error) {
+func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, value.Map, error) {
 	cfg := queueConfig{
 		messageTTL:    -1,
 		maxLen:        -1,
@@ -100,7 +100,7 @@ func parseQueueArgs(name string, typ QueueType, args amqp10.Map) (queueConfig, a
 		deliveryLimit: DefaultDeliveryLimit,
 		dlStrategy:    StrategyAtMostOnce,
 	}
-	norm := make(amqp10.Map, 0, len(args))
+	norm := make(value.Map, 0, len(args))
 	for _, kv := range args {
 		k, ok := keyString(kv.Key)
 		if !ok {
@@ -226,7 +226,7 @@ func intArg(queue, arg string, v any, minimum int64) (int64, error) {
 }
 
 // argsEquivalent compares the declare arguments of two normalised maps.
-func argsEquivalent(a, b amqp10.Map) (string, bool) {
+func argsEquivalent(a, b value.Map) (string, bool) {
 	for _, k := range equivalenceArgs {
 		va, oka := lookupKey(a, k)
 		vb, okb := lookupKey(b, k)

@@ -4,16 +4,15 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/epitaph-mq/epitaph/value"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
 func declare(v *VHost, name string, typ QueueType, args ...any) error {
-	var m amqp10.Map
+	var m value.Map
 	for i := 0; i+1 < len(args); i += 2 {
-		m = append(m, amqp10.KV{Key: args[i], Value: args[i+1]})
+		m = append(m, value.KV{Key: args[i], Value: args[i+1]})
 	}
 	_, _, err := v.DeclareQueue(QueueSpec{Name: name, Type: typ, Durable: true, Arguments: m})
 	return err
@@ -67,7 +66,7 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 	}{
 		{"dlx of a missing exchange", Classic, []any{"x-dead-letter-exchange", "does-not-exist"}},
 		{"dlx and dlrk", Classic, []any{"x-dead-letter-exchange", "dlx", "x-dead-letter-routing-key", "k"}},
-		{"quorum all", Quorum, []any{"x-delivery-limit", int64(-1), "x-dead-letter-exchange", amqp10.Symbol("dlx"),
+		{"quorum all", Quorum, []any{"x-delivery-limit", int64(-1), "x-dead-letter-exchange", value.Symbol("dlx"),
 			"x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish"}},
 		{"ints of every width", Classic, []any{"x-message-ttl", uint32(0), "x-expires", int16(10), "x-max-length", uint8(3), "x-max-length-bytes", uint64(1000)}},
 		{"json float numbers", Classic, []any{"x-message-ttl", float64(60000), "x-max-length", json.Number("5")}},
@@ -88,8 +87,8 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 
 func TestArgumentsNormalised(t *testing.T) {
 	e := newEnv(t)
-	q := e.queue(t, "q", Classic, amqp10.Symbol("x-message-ttl"), uint32(100), "x-max-length", float64(7), "x-dead-letter-exchange", amqp10.Symbol("dlx"))
-	want := amqp10.Map{
+	q := e.queue(t, "q", Classic, value.Symbol("x-message-ttl"), uint32(100), "x-max-length", float64(7), "x-dead-letter-exchange", value.Symbol("dlx"))
+	want := value.Map{
 		{Key: "x-message-ttl", Value: int64(100)},
 		{Key: "x-max-length", Value: int64(7)},
 		{Key: "x-dead-letter-exchange", Value: "dlx"},
@@ -110,13 +109,13 @@ func TestArgumentsNormalised(t *testing.T) {
 
 func TestRedeclare(t *testing.T) {
 	e := newEnv(t)
-	spec := QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: amqp10.Map{{Key: "x-max-length", Value: int64(10)}}}
+	spec := QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: value.Map{{Key: "x-max-length", Value: int64(10)}}}
 	q, created, err := e.v.DeclareQueue(spec)
 	require.NoError(t, err)
 	require.True(t, created)
 
 	same := spec
-	same.Arguments = amqp10.Map{{Key: "x-max-length", Value: uint16(10)}, {Key: "x-queue-type", Value: "quorum"}, {Key: "x-ignored", Value: "z"}}
+	same.Arguments = value.Map{{Key: "x-max-length", Value: uint16(10)}, {Key: "x-queue-type", Value: "quorum"}, {Key: "x-ignored", Value: "z"}}
 	q2, created, err := e.v.DeclareQueue(same)
 	require.NoError(t, err)
 	assert.False(t, created)
@@ -132,15 +131,15 @@ func TestRedeclare(t *testing.T) {
 		"type": func(s *QueueSpec) { s.Type = Classic },
 		"type arg": func(s *QueueSpec) {
 			s.Type = ""
-			s.Arguments = amqp10.Map{{Key: "x-queue-type", Value: "classic"}, {Key: "x-max-length", Value: int64(10)}}
+			s.Arguments = value.Map{{Key: "x-queue-type", Value: "classic"}, {Key: "x-max-length", Value: int64(10)}}
 		},
 		"durable":     func(s *QueueSpec) { s.Durable = false },
-		"args":        func(s *QueueSpec) { s.Arguments = amqp10.Map{{Key: "x-max-length", Value: int64(11)}} },
+		"args":        func(s *QueueSpec) { s.Arguments = value.Map{{Key: "x-max-length", Value: int64(11)}} },
 		"missing arg": func(s *QueueSpec) { s.Arguments = nil },
 		"extra arg": func(s *QueueSpec) {
-			s.Arguments = append(s.Arguments, amqp10.KV{Key: "x-message-ttl", Value: int64(5)})
+			s.Arguments = append(s.Arguments, value.KV{Key: "x-message-ttl", Value: int64(5)})
 		},
-		"invalid arg": func(s *QueueSpec) { s.Arguments = amqp10.Map{{Key: "x-overflow", Value: "bad"}} },
+		"invalid arg": func(s *QueueSpec) { s.Arguments = value.Map{{Key: "x-overflow", Value: "bad"}} },
 	} {
 		s := spec
 		s.Arguments = cloneMap(spec.Arguments)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/seqwin"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Delivery is a message handed to a consumer.
@@ -21,7 +22,7 @@ type Delivery struct {
 	// What the delivered message-annotations are built from (see
 	// AppendAnnotations): the entry's broker annotations (never modified in
 	// place: copy on write), and for quorum queues the acquired-count.
-	anns     amqp10.Map
+	anns     value.Map
 	acquired uint32
 	quorum   bool
 }
@@ -29,11 +30,11 @@ type Delivery struct {
 // BrokerAnnotations are the broker-set annotations the message carries
 // (x-opt-deaths, the trace context, modified-outcome annotations), without
 // the per-delivery ones. Callers must not modify them.
-func (d Delivery) BrokerAnnotations() amqp10.Map { return d.anns }
+func (d Delivery) BrokerAnnotations() value.Map { return d.anns }
 
 // Annotations returns the message annotations the delivery goes out with,
 // in a new map: AppendAnnotations(nil, nil).
-func (d Delivery) Annotations() amqp10.Map { return d.AppendAnnotations(nil, nil) }
+func (d Delivery) Annotations() value.Map { return d.AppendAnnotations(nil, nil) }
 
 // BoxCache keeps the last exchange and routing key boxed as interface
 // values, so that delivering a stream of messages that share them boxes
@@ -44,35 +45,35 @@ type BoxCache struct{ exch, key boxedString }
 // m[:0] and returns it: x-exchange, x-routing-key, for quorum queues
 // x-acquired-count and (when not zero) x-delivery-count, then the broker
 // annotations, which replace same-named entries in place. bc may be nil.
-func (d Delivery) AppendAnnotations(m amqp10.Map, bc *BoxCache) amqp10.Map {
+func (d Delivery) AppendAnnotations(m value.Map, bc *BoxCache) value.Map {
 	if bc == nil {
 		bc = new(BoxCache)
 	}
 	m = append(m[:0],
-		amqp10.KV{Key: amqp10.Symbol("x-exchange"), Value: boxString(&bc.exch, d.Msg.Exchange)},
-		amqp10.KV{Key: amqp10.Symbol("x-routing-key"), Value: boxString(&bc.key, d.Msg.primaryKey())})
+		value.KV{Key: value.Symbol("x-exchange"), Value: boxString(&bc.exch, d.Msg.Exchange)},
+		value.KV{Key: value.Symbol("x-routing-key"), Value: boxString(&bc.key, d.Msg.primaryKey())})
 	if d.quorum {
-		m = append(m, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(d.acquired)})
+		m = append(m, value.KV{Key: value.Symbol("x-acquired-count"), Value: int64(d.acquired)})
 		if d.Header.DeliveryCount != 0 {
-			m = append(m, amqp10.KV{Key: amqp10.Symbol("x-delivery-count"), Value: int64(d.Header.DeliveryCount)})
+			m = append(m, value.KV{Key: value.Symbol("x-delivery-count"), Value: int64(d.Header.DeliveryCount)})
 		}
 	}
 	fixed := len(m)
 next:
 	for _, kv := range d.anns {
 		switch k := kv.Key.(type) {
-		case amqp10.Symbol:
+		case value.Symbol:
 			// The broker annotations' keys are unique: only the fixed
 			// entries can share one.
 			for i := range fixed {
-				if m[i].Key.(amqp10.Symbol) == k {
+				if m[i].Key.(value.Symbol) == k {
 					m[i].Value = kv.Value
 					continue next
 				}
 			}
 			m = append(m, kv)
 		case string:
-			m = m.Set(amqp10.Symbol(k), kv.Value)
+			m = m.Set(value.Symbol(k), kv.Value)
 		default:
 			m = m.Set(kv.Key, kv.Value)
 		}
@@ -105,7 +106,7 @@ type Outcome struct {
 	Kind              amqp10.StateKind // StateAccepted, StateRejected, StateReleased, StateModified
 	DeliveryFailed    bool
 	UndeliverableHere bool
-	Annotations       amqp10.Map
+	Annotations       value.Map
 	Error             *amqp10.Error
 }
 
@@ -234,7 +235,7 @@ func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 	q := s.q
 	q.mu.Lock()
 	var (
-		anns   amqp10.Map
+		anns   value.Map
 		failed error
 	)
 	switch o.Kind {
@@ -432,7 +433,7 @@ func (q *Queue) deliverLocked(s *Subscription, e *entry) {
 }
 
 // deliveryAnnotations is what e would be delivered with now (peek).
-func (q *Queue) deliveryAnnotations(e *entry) amqp10.Map {
+func (q *Queue) deliveryAnnotations(e *entry) value.Map {
 	h := e.msg.Header
 	h.DeliveryCount = e.dc
 	d := Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}
@@ -458,10 +459,10 @@ func boxString(c *boxedString, s string) any {
 
 // modifiedAnnotations validates and types a modified outcome's annotations
 // (quorum queues): keys must be symbols starting with "x-".
-func modifiedAnnotations(in amqp10.Map) (amqp10.Map, error) {
-	out := make(amqp10.Map, 0, len(in))
+func modifiedAnnotations(in value.Map) (value.Map, error) {
+	out := make(value.Map, 0, len(in))
 	for _, kv := range in {
-		k, ok := kv.Key.(amqp10.Symbol)
+		k, ok := kv.Key.(value.Symbol)
 		if !ok || !strings.HasPrefix(string(k), "x-") {
 			return nil, fmt.Errorf("%w: modified message-annotations key %v: must be a symbol starting with \"x-\"", ErrInvalidArgument, kv.Key)
 		}
@@ -471,7 +472,7 @@ func modifiedAnnotations(in amqp10.Map) (amqp10.Map, error) {
 }
 
 // mergeAnnotations is maps:merge(old, new): new keys overwrite, nothing is deleted.
-func mergeAnnotations(old, add amqp10.Map) amqp10.Map {
+func mergeAnnotations(old, add value.Map) value.Map {
 	if len(add) == 0 {
 		return old
 	}

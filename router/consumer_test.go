@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func publishN(t *testing.T, e *env, q string, n int) {
@@ -134,19 +135,19 @@ func TestFirstDeliveryHeader(t *testing.T) {
 			m := msg("m1", "q")
 			m.Header.Durable = true
 			m.Header.Priority = 7
-			m.Anns = amqp10.Map{{Key: amqp10.Symbol("x-custom"), Value: "v"}}
+			m.Anns = value.Map{{Key: value.Symbol("x-custom"), Value: "v"}}
 			e.publish(t, "", m)
 			_, c := subscribe(t, q, 1)
 			d := c.last(t)
 			assert.Equal(t, amqp10.Header{Durable: true, Priority: 7, FirstAcquirer: true}, d.Header)
-			want := amqp10.Map{
-				{Key: amqp10.Symbol("x-exchange"), Value: ""},
-				{Key: amqp10.Symbol("x-routing-key"), Value: "q"},
+			want := value.Map{
+				{Key: value.Symbol("x-exchange"), Value: ""},
+				{Key: value.Symbol("x-routing-key"), Value: "q"},
 			}
 			if typ == Quorum {
-				want = append(want, amqp10.KV{Key: amqp10.Symbol("x-acquired-count"), Value: int64(0)})
+				want = append(want, value.KV{Key: value.Symbol("x-acquired-count"), Value: int64(0)})
 			}
-			want = append(want, amqp10.KV{Key: amqp10.Symbol("x-custom"), Value: "v"})
+			want = append(want, value.KV{Key: value.Symbol("x-custom"), Value: "v"})
 			assert.Equal(t, want, d.Annotations())
 
 			// Carried delivery count and deaths clear first-acquirer.
@@ -154,7 +155,7 @@ func TestFirstDeliveryHeader(t *testing.T) {
 			m.DeliveryCount = 3
 			e.publish(t, "", m)
 			m = msg("m3", "q")
-			m.Anns = amqp10.Map{{Key: amqp10.Symbol("x-opt-deaths"), Value: amqp10.List{}}}
+			m.Anns = value.Map{{Key: value.Symbol("x-opt-deaths"), Value: value.List{}}}
 			e.publish(t, "", m)
 			s2, c2 := subscribe(t, q, 2)
 			_ = s2
@@ -369,23 +370,23 @@ func TestModifiedAnnotations(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q", Quorum)
 	m := msg("m1", "q")
-	m.Anns = amqp10.Map{{Key: amqp10.Symbol("x-first"), Value: "kept"}}
+	m.Anns = value.Map{{Key: value.Symbol("x-first"), Value: "kept"}}
 	e.publish(t, "", m)
 	s, c := subscribe(t, q, 10)
 
-	list := amqp10.List{int32(1), "two"}
-	inner := amqp10.Map{{Key: "k", Value: int32(1)}}
-	arr := &amqp10.Array{Type: amqp10.TypeInt, Elems: []any{int32(1)}}
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: amqp10.Map{
-		{Key: amqp10.Symbol("x-other"), Value: uint32(99)},
-		{Key: amqp10.Symbol("x-sym"), Value: amqp10.Symbol("s")},
-		{Key: amqp10.Symbol("x-bin"), Value: []byte("b")},
-		{Key: amqp10.Symbol("x-ts"), Value: amqp10.Timestamp(1234)},
-		{Key: amqp10.Symbol("x-bool"), Value: true},
-		{Key: amqp10.Symbol("x-byte"), Value: int8(-3)},
-		{Key: amqp10.Symbol("x-list"), Value: list},
-		{Key: amqp10.Symbol("x-map"), Value: inner},
-		{Key: amqp10.Symbol("x-array"), Value: arr},
+	list := value.List{int32(1), "two"}
+	inner := value.Map{{Key: "k", Value: int32(1)}}
+	arr := &value.Array{Type: amqp10.TypeInt, Elems: []any{int32(1)}}
+	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+		{Key: value.Symbol("x-other"), Value: uint32(99)},
+		{Key: value.Symbol("x-sym"), Value: value.Symbol("s")},
+		{Key: value.Symbol("x-bin"), Value: []byte("b")},
+		{Key: value.Symbol("x-ts"), Value: value.Timestamp(1234)},
+		{Key: value.Symbol("x-bool"), Value: true},
+		{Key: value.Symbol("x-byte"), Value: int8(-3)},
+		{Key: value.Symbol("x-list"), Value: list},
+		{Key: value.Symbol("x-map"), Value: inner},
+		{Key: value.Symbol("x-array"), Value: arr},
 	}}))
 	d := c.last(t)
 	assert.Equal(t, "kept", ann(d.Annotations(), "x-first"))
@@ -401,23 +402,23 @@ func TestModifiedAnnotations(t *testing.T) {
 	assert.Equal(t, int64(99), ann(d.Msg.Anns, "x-other"), "Delivery.Msg carries the merged annotations")
 
 	// maps:merge: new values overwrite, nothing is removed.
-	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: amqp10.Map{
-		{Key: amqp10.Symbol("x-other"), Value: "new"},
+	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+		{Key: value.Symbol("x-other"), Value: "new"},
 	}}))
 	d = c.last(t)
 	assert.Equal(t, "new", ann(d.Annotations(), "x-other"))
 	assert.Equal(t, "s", ann(d.Annotations(), "x-sym"))
 
 	// Invalid keys: error, delivery untouched.
-	for _, bad := range []any{"x-string-key", amqp10.Symbol("no-prefix"), uint64(1)} {
-		err := s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: amqp10.Map{{Key: bad, Value: int64(1)}}})
+	for _, bad := range []any{"x-string-key", value.Symbol("no-prefix"), uint64(1)} {
+		err := s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{{Key: bad, Value: int64(1)}}})
 		require.ErrorIs(t, err, ErrInvalidArgument, "%v", bad)
 	}
 	assert.Equal(t, 1, q.Info().MessagesUnacknowledged)
 
 	// The dead copy carries the merged annotations.
-	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, UndeliverableHere: true, Annotations: amqp10.Map{
-		{Key: amqp10.Symbol("x-last"), Value: int16(5)},
+	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, UndeliverableHere: true, Annotations: value.Map{
+		{Key: value.Symbol("x-last"), Value: int16(5)},
 	}}))
 	dead := e.dl.all()
 	require.Len(t, dead, 1)
@@ -432,8 +433,8 @@ func TestClassicIgnoresModifiedAnnotations(t *testing.T) {
 	q := e.queue(t, "q", Classic)
 	e.publish(t, "", msg("m1", "q"))
 	s, c := subscribe(t, q, 10)
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: amqp10.Map{
-		{Key: "not-validated", Value: int64(1)}, {Key: amqp10.Symbol("x-a"), Value: int64(1)},
+	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+		{Key: "not-validated", Value: int64(1)}, {Key: value.Symbol("x-a"), Value: int64(1)},
 	}}))
 	assert.False(t, hasAnn(c.last(t).Annotations(), "x-a"))
 }

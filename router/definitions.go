@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // definitions is the subset of RabbitMQ's definitions JSON epitaph reads.
@@ -302,7 +302,7 @@ func (b *Broker) ExportDefinitions() ([]byte, error) {
 }
 
 // mapToJSON converts an AMQP map with string keys into JSON-friendly values.
-func mapToJSON(m amqp10.Map) map[string]any {
+func mapToJSON(m value.Map) map[string]any {
 	out := make(map[string]any, len(m))
 	for _, kv := range m {
 		k, ok := keyString(kv.Key)
@@ -316,19 +316,19 @@ func mapToJSON(m amqp10.Map) map[string]any {
 
 func valueToJSON(v any) any {
 	switch x := v.(type) {
-	case amqp10.Map:
+	case value.Map:
 		return mapToJSON(x)
-	case amqp10.List:
+	case value.List:
 		out := make([]any, len(x))
 		for i := range x {
 			out[i] = valueToJSON(x[i])
 		}
 		return out
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(x)
 	case []byte:
 		return base64.StdEncoding.EncodeToString(x)
-	case amqp10.Timestamp:
+	case value.Timestamp:
 		return int64(x)
 	}
 	return v

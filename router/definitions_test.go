@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // rabbitHash computes base64(salt ++ H(salt ++ password)) independently of users.go.
@@ -150,7 +151,7 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.Equal(t, Quorum, orders.Type())
 	assert.Equal(t, int64(5), orders.DeliveryLimit())
 	dlq, _ := v.Queue("orders.dlq")
-	assert.Equal(t, int64(60000), ann(amqp10.Map{{Key: amqp10.Symbol("x-message-ttl"), Value: mustGet(dlq.Arguments(), "x-message-ttl")}}, "x-message-ttl"))
+	assert.Equal(t, int64(60000), ann(value.Map{{Key: value.Symbol("x-message-ttl"), Value: mustGet(dlq.Arguments(), "x-message-ttl")}}, "x-message-ttl"))
 	prod, _ := b.VHost("prod")
 	_, ok = prod.Queue("events")
 	assert.True(t, ok)
@@ -164,7 +165,7 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.Equal(t, 1, orders.Len())
 	assert.Equal(t, amqp10.StateAccepted, mustPublish(t, v, "ingress", msg("b", "nothing")), "alternate exchange")
 	assert.Equal(t, 1, dlq.Len())
-	m := wireMsg(t, amqp10.Map{{Key: "n", Value: int32(1)}}, nil, "fwd.x")
+	m := wireMsg(t, value.Map{{Key: "n", Value: int32(1)}}, nil, "fwd.x")
 	assert.Equal(t, amqp10.StateAccepted, mustPublish(t, v, "ingress", m), "headers binding with a JSON number")
 	assert.Equal(t, 2, orders.Len())
 
@@ -172,7 +173,7 @@ func TestLoadDefinitions(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, 5, pol.Priority)
 	assert.Equal(t, ApplyToQueues, pol.ApplyTo)
-	assert.Equal(t, amqp10.Map{{Key: "dead-letter-exchange", Value: "dlx"}, {Key: "message-ttl", Value: int64(60000)}}, pol.Definition)
+	assert.Equal(t, value.Map{{Key: "dead-letter-exchange", Value: "dlx"}, {Key: "message-ttl", Value: int64(60000)}}, pol.Definition)
 	eff, ok := v.EffectivePolicy("orders", false, Quorum)
 	require.True(t, ok)
 	assert.Equal(t, "dlx", eff.Name)
@@ -198,7 +199,7 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.Len(t, v2.Bindings(), len(v.Bindings()))
 }
 
-func mustGet(m amqp10.Map, k string) any {
+func mustGet(m value.Map, k string) any {
 	v, _ := lookupKey(m, k)
 	return v
 }
@@ -239,19 +240,19 @@ func TestLoadDefinitionsErrors(t *testing.T) {
 func TestPolicies(t *testing.T) {
 	b := New(Options{})
 	defer b.Close()
-	require.NoError(t, b.PutPolicy(Policy{Name: "low", Pattern: ".*", Priority: 1, Definition: amqp10.Map{{Key: "max-length", Value: int64(10)}}}))
-	require.NoError(t, b.PutPolicy(Policy{Name: "high", Pattern: "^q", ApplyTo: ApplyToQuorumQueues, Priority: 2, Definition: amqp10.Map{{Key: amqp10.Symbol("delivery-limit"), Value: int64(3)}}}))
+	require.NoError(t, b.PutPolicy(Policy{Name: "low", Pattern: ".*", Priority: 1, Definition: value.Map{{Key: "max-length", Value: int64(10)}}}))
+	require.NoError(t, b.PutPolicy(Policy{Name: "high", Pattern: "^q", ApplyTo: ApplyToQuorumQueues, Priority: 2, Definition: value.Map{{Key: value.Symbol("delivery-limit"), Value: int64(3)}}}))
 	v, _ := b.VHost("/")
 	p, ok := v.EffectivePolicy("q1", false, Quorum)
 	require.True(t, ok)
 	assert.Equal(t, "high", p.Name)
-	assert.Equal(t, amqp10.Map{{Key: "delivery-limit", Value: int64(3)}}, p.Definition)
+	assert.Equal(t, value.Map{{Key: "delivery-limit", Value: int64(3)}}, p.Definition)
 	p, _ = v.EffectivePolicy("q1", false, Classic)
 	assert.Equal(t, "low", p.Name)
 	assert.Len(t, b.Policies(), 2)
 	require.NoError(t, b.DeletePolicy("/", "high"))
 	require.ErrorIs(t, b.DeletePolicy("/", "high"), ErrNotFound)
-	require.ErrorIs(t, b.PutPolicy(Policy{Name: "x", Pattern: ".*", ApplyTo: "everything", Definition: amqp10.Map{{Key: "a", Value: 1}}}), ErrInvalidArgument)
+	require.ErrorIs(t, b.PutPolicy(Policy{Name: "x", Pattern: ".*", ApplyTo: "everything", Definition: value.Map{{Key: "a", Value: 1}}}), ErrInvalidArgument)
 	require.ErrorIs(t, b.PutPolicy(Policy{VHost: "nope", Name: "x", Pattern: ".*"}), ErrNotFound)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Durable queues.
@@ -101,7 +102,7 @@ func (v *VHost) durableDestLocked(b Binding) bool {
 
 func (v *VHost) putPolicyMetaLocked(p Policy) {
 	if v.b.metaOn() {
-		v.meta.PutMeta(joinKey(metaPolicy, v.name, p.Name), encodeList(amqp10.List{
+		v.meta.PutMeta(joinKey(metaPolicy, v.name, p.Name), encodeList(value.List{
 			p.Pattern, p.ApplyTo, int64(p.Priority), mapOrEmpty(p.Definition)}))
 	}
 }

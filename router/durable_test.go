@@ -10,6 +10,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // durableEnv is a broker on a Pebble store in dir; reopen simulates a
@@ -55,7 +56,7 @@ func bodyOf(t *testing.T, m *Message) string {
 	require.NoError(t, err)
 	v, _, err := amqp10.ReadValue(b)
 	require.NoError(t, err)
-	if dv, ok := v.(*amqp10.Described); ok {
+	if dv, ok := v.(*value.Described); ok {
 		v = dv.Value
 	}
 	return fmt.Sprint(v)
@@ -76,9 +77,9 @@ func TestDurableRoundTrip(t *testing.T) {
 	d.queue(t, "qq", Quorum)
 	_, _, err := d.v.DeclareQueue(QueueSpec{Name: "tq", Durable: false})
 	require.NoError(t, err)
-	deaths := amqp10.Map{{Key: amqp10.Symbol("x-opt-deaths"), Value: amqp10.List{amqp10.Map{
-		{Key: amqp10.Symbol("queue"), Value: "old"}, {Key: amqp10.Symbol("count"), Value: int64(2)}}}},
-		{Key: amqp10.Symbol("x-first-death-queue"), Value: "old"}}
+	deaths := value.Map{{Key: value.Symbol("x-opt-deaths"), Value: value.List{value.Map{
+		{Key: value.Symbol("queue"), Value: "old"}, {Key: value.Symbol("count"), Value: int64(2)}}}},
+		{Key: value.Symbol("x-first-death-queue"), Value: "old"}}
 	for i := range 5 {
 		for _, q := range []string{"cq", "qq", "tq"} {
 			m := durableMsg(t, fmt.Sprintf("%s-%d", q, i), q)
@@ -154,13 +155,13 @@ func TestDurableTopologyRecovered(t *testing.T) {
 	d := openDurable(t, dir)
 	v2 := d.b.AddVHost("v2")
 	_, err := d.v.DeclareExchange(ExchangeSpec{Name: "x", Type: ExchangeTopic, Durable: true,
-		Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "ae"}}})
+		Arguments: value.Map{{Key: "alternate-exchange", Value: "ae"}}})
 	require.NoError(t, err)
 	_, err = d.v.DeclareExchange(ExchangeSpec{Name: "tx", Type: ExchangeFanout})
 	require.NoError(t, err)
 	d.queue(t, "q1", Quorum, "x-max-length", int64(10))
 	require.NoError(t, d.v.Bind(Binding{Source: "x", Destination: "q1", Key: "a.#"}))
-	require.NoError(t, d.v.PutPolicy(Policy{Name: "p", Pattern: "^q", Priority: 3, Definition: amqp10.Map{{Key: "message-ttl", Value: int64(60000)}}}))
+	require.NoError(t, d.v.PutPolicy(Policy{Name: "p", Pattern: "^q", Priority: 3, Definition: value.Map{{Key: "message-ttl", Value: int64(60000)}}}))
 	h, err := HashPassword("", "pw")
 	require.NoError(t, err)
 	require.NoError(t, d.b.PutUser(User{Name: "alice", PasswordHash: h, Tags: []string{"administrator"}}))
@@ -200,11 +201,11 @@ func TestDurableTopologyRecovered(t *testing.T) {
 	d2.close(t)
 }
 
-func stringKeysToSym(m amqp10.Map) amqp10.Map {
-	out := amqp10.Map{}
+func stringKeysToSym(m value.Map) value.Map {
+	out := value.Map{}
 	for _, kv := range m {
 		if s, ok := kv.Key.(string); ok {
-			kv.Key = amqp10.Symbol(s)
+			kv.Key = value.Symbol(s)
 		}
 		out = append(out, kv)
 	}

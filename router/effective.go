@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // A queue's effective configuration combines its declare arguments with the
@@ -33,7 +33,7 @@ type knobs struct {
 }
 
 // argKnobs reads the settings from normalised, validated x-arguments.
-func argKnobs(args amqp10.Map) knobs {
+func argKnobs(args value.Map) knobs {
 	str := func(k string) opt[string] {
 		if v, ok := lookupKey(args, k); ok {
 			if s, ok := toString(v); ok {
@@ -65,7 +65,7 @@ const maxPolicyPattern = 1000
 // parsePolicyDefinition validates the keys epitaph applies (as
 // rabbit_policies:validate_policy0/2 does) and returns them with the keys
 // it accepts without applying (ha-mode, queue-mode, max-age, ...).
-func parsePolicyDefinition(policy string, def amqp10.Map) (knobs, []string, error) {
+func parsePolicyDefinition(policy string, def value.Map) (knobs, []string, error) {
 	var k knobs
 	var other []string
 	bad := func(key string, format string, a ...any) error {
@@ -260,10 +260,10 @@ func resolveConfig(typ QueueType, a, p knobs, policy string) (queueConfig, []not
 
 // effectiveConfigLocked resolves q's configuration against the vhost's
 // policies (v.mu held, read or write).
-func (v *VHost) effectiveConfigLocked(name string, typ QueueType, args amqp10.Map) (queueConfig, amqp10.Map, []note) {
+func (v *VHost) effectiveConfigLocked(name string, typ QueueType, args value.Map) (queueConfig, value.Map, []note) {
 	var p knobs
 	var polName string
-	var polDef amqp10.Map
+	var polDef value.Map
 	if pol := v.effectivePolicyLocked(name, false, typ); pol != nil {
 		polName, polDef = pol.Name, pol.Definition
 		if pol.knobs != nil {
@@ -320,7 +320,7 @@ func (q *Queue) logNotes(notes []note) {
 // reject-publish block is re-evaluated and the timer re-armed (a changed
 // x-expires counts from now, as RabbitMQ restarts its expiry timer). It
 // reports whether the configuration changed.
-func (q *Queue) setConfigLocked(cfg queueConfig, policyDef amqp10.Map) bool {
+func (q *Queue) setConfigLocked(cfg queueConfig, policyDef value.Map) bool {
 	q.policyDef = policyDef
 	old := q.cfg
 	if q.eff.Load() != nil && old == cfg {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Exchange types.
@@ -22,7 +22,7 @@ type ExchangeSpec struct {
 	Durable    bool
 	AutoDelete bool
 	Internal   bool
-	Arguments  amqp10.Map // alternate-exchange
+	Arguments  value.Map // alternate-exchange
 }
 
 // ExchangeInfo describes an exchange.
@@ -37,7 +37,7 @@ type Binding struct {
 	Destination           string
 	DestinationIsExchange bool
 	Key                   string
-	Arguments             amqp10.Map
+	Arguments             value.Map
 }
 
 func (b Binding) same(o Binding) bool {
@@ -84,7 +84,7 @@ func newExchange(s ExchangeSpec) (*exchange, error) {
 		return nil, fmt.Errorf("%w: invalid exchange type '%s' for exchange '%s'", ErrInvalidArgument, s.Type, s.Name)
 	}
 	x := &exchange{spec: s}
-	norm := make(amqp10.Map, 0, len(s.Arguments))
+	norm := make(value.Map, 0, len(s.Arguments))
 	for _, kv := range s.Arguments {
 		k, ok := keyString(kv.Key)
 		if !ok {

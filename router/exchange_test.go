@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func TestStandardExchanges(t *testing.T) {
@@ -99,18 +100,18 @@ func TestBindErrors(t *testing.T) {
 	require.ErrorIs(t, e.v.Bind(Binding{Source: "amq.direct", Destination: "nope"}), ErrNotFound)
 	require.ErrorIs(t, e.v.Bind(Binding{Source: "amq.direct", Destination: "nope", DestinationIsExchange: true}), ErrNotFound)
 	require.ErrorIs(t, e.v.Bind(Binding{Source: "amq.direct", Destination: "", DestinationIsExchange: true}), ErrAccessRefused)
-	err := e.v.Bind(Binding{Source: "amq.headers", Destination: "q", Arguments: amqp10.Map{{Key: "x-match", Value: "most"}}})
+	err := e.v.Bind(Binding{Source: "amq.headers", Destination: "q", Arguments: value.Map{{Key: "x-match", Value: "most"}}})
 	require.ErrorIs(t, err, ErrPreconditionFailed)
 }
 
 func TestDeclareExchangeEquivalence(t *testing.T) {
 	e := newEnv(t)
-	spec := ExchangeSpec{Name: "x", Type: "topic", Durable: true, Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "ae"}}}
+	spec := ExchangeSpec{Name: "x", Type: "topic", Durable: true, Arguments: value.Map{{Key: "alternate-exchange", Value: "ae"}}}
 	created, err := e.v.DeclareExchange(spec)
 	require.NoError(t, err)
 	assert.True(t, created)
 	same := spec
-	same.Arguments = amqp10.Map{{Key: amqp10.Symbol("alternate-exchange"), Value: amqp10.Symbol("ae")}}
+	same.Arguments = value.Map{{Key: value.Symbol("alternate-exchange"), Value: value.Symbol("ae")}}
 	created, err = e.v.DeclareExchange(same)
 	require.NoError(t, err)
 	assert.False(t, created)
@@ -137,7 +138,7 @@ func TestAlternateExchange(t *testing.T) {
 	unrouted := e.queue(t, "unrouted", Classic)
 	_, err := e.v.DeclareExchange(ExchangeSpec{Name: "ae", Type: "fanout"})
 	require.NoError(t, err)
-	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "x", Type: "direct", Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "ae"}}})
+	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "x", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "ae"}}})
 	require.NoError(t, err)
 	require.NoError(t, e.v.Bind(Binding{Source: "x", Destination: "main", Key: "k"}))
 	require.NoError(t, e.v.Bind(Binding{Source: "ae", Destination: "unrouted"}))
@@ -148,14 +149,14 @@ func TestAlternateExchange(t *testing.T) {
 	assert.Equal(t, 1, unrouted.Len())
 
 	// AE loops terminate: a -> b -> a, neither routes.
-	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "la", Type: "direct", Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "lb"}}})
+	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "la", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "lb"}}})
 	require.NoError(t, err)
-	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lb", Type: "direct", Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "la"}}})
+	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lb", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "la"}}})
 	require.NoError(t, err)
 	assert.Equal(t, amqp10.StateReleased, e.publish(t, "la", msg("m", "k")))
 
 	// A missing AE is ignored.
-	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lc", Type: "direct", Arguments: amqp10.Map{{Key: "alternate-exchange", Value: "missing"}}})
+	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lc", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "missing"}}})
 	require.NoError(t, err)
 	assert.Equal(t, amqp10.StateReleased, e.publish(t, "lc", msg("m", "k")))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // fakeConsumer records what a queue hands it.
@@ -142,7 +143,7 @@ func ttlMsg(body string, ttl uint32, keys ...string) *Message {
 
 // wireMsg builds a parsed wire message with application properties and
 // message annotations (uses the codec).
-func wireMsg(t *testing.T, appProps, anns amqp10.Map, keys ...string) *Message {
+func wireMsg(t *testing.T, appProps, anns value.Map, keys ...string) *Message {
 	t.Helper()
 	var b []byte
 	var err error
@@ -187,9 +188,9 @@ func withClock(c *fakeClock) func(*Options) { return func(o *Options) { o.Now = 
 
 func (e *env) queue(t *testing.T, name string, typ QueueType, args ...any) *Queue {
 	t.Helper()
-	var m amqp10.Map
+	var m value.Map
 	for i := 0; i+1 < len(args); i += 2 {
-		m = append(m, amqp10.KV{Key: args[i], Value: args[i+1]})
+		m = append(m, value.KV{Key: args[i], Value: args[i+1]})
 	}
 	q, created, err := e.v.DeclareQueue(QueueSpec{Name: name, Type: typ, Durable: true, Arguments: m})
 	require.NoError(t, err)
@@ -221,12 +222,12 @@ func eventually(t *testing.T, cond func() bool, within time.Duration, msgAndArgs
 	require.Eventually(t, cond, within, time.Millisecond, msgAndArgs...)
 }
 
-func ann(m amqp10.Map, key string) any {
-	v, _ := m.Get(amqp10.Symbol(key))
+func ann(m value.Map, key string) any {
+	v, _ := m.Get(value.Symbol(key))
 	return v
 }
 
-func hasAnn(m amqp10.Map, key string) bool {
-	_, ok := m.Get(amqp10.Symbol(key))
+func hasAnn(m value.Map, key string) bool {
+	_, ok := m.Get(value.Symbol(key))
 	return ok
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // ---- topic ----
@@ -106,7 +106,7 @@ type headersSpec struct {
 // compileHeaders parses a headers binding's arguments. Keys that start
 // with "x-" are ignored unless x-match is all-with-x or any-with-x;
 // x-match itself is always ignored.
-func compileHeaders(args amqp10.Map) (*headersSpec, error) {
+func compileHeaders(args value.Map) (*headersSpec, error) {
 	h := &headersSpec{mode: matchAll}
 	if v, ok := lookupKey(args, "x-match"); ok {
 		s, ok := toString(v)
@@ -193,7 +193,7 @@ func (d *headerData) xAnns() map[string]any {
 	}
 	d.xDone = true
 	d.x = map[string]any{}
-	add := func(m amqp10.Map) {
+	add := func(m value.Map) {
 		for _, kv := range m {
 			k, ok := keyString(kv.Key)
 			if ok && strings.HasPrefix(k, "x-") && isSimple(kv.Value) {

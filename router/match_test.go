@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func TestTopicMatch(t *testing.T) {
@@ -72,7 +73,7 @@ func TestTopicMatchManyWildcardsIsBounded(t *testing.T) {
 }
 
 func TestHeadersMatch(t *testing.T) {
-	app := map[string]any{"a": "1", "b": int32(2), "c": true, "s": amqp10.Symbol("sym"), "f": float64(3), "x-app": "xa"}
+	app := map[string]any{"a": "1", "b": int32(2), "c": true, "s": value.Symbol("sym"), "f": float64(3), "x-app": "xa"}
 	xs := map[string]any{"x-first-death-queue": "q1", "x-n": int64(7), "x-app": "override"}
 	lookup := func(withX bool) func(string) (any, bool) {
 		return func(k string) (any, bool) {
@@ -87,31 +88,31 @@ func TestHeadersMatch(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		args amqp10.Map
+		args value.Map
 		want bool
 	}{
-		{"all default", amqp10.Map{{Key: "a", Value: "1"}, {Key: "b", Value: int64(2)}}, true},
-		{"all one missing", amqp10.Map{{Key: "a", Value: "1"}, {Key: "zz", Value: "1"}}, false},
-		{"all value differs", amqp10.Map{{Key: "x-match", Value: "all"}, {Key: "a", Value: "2"}}, false},
-		{"all empty", amqp10.Map{{Key: "x-match", Value: "all"}}, true},
-		{"any empty", amqp10.Map{{Key: "x-match", Value: "any"}}, false},
-		{"any one", amqp10.Map{{Key: "x-match", Value: "any"}, {Key: "a", Value: "nope"}, {Key: "c", Value: true}}, true},
-		{"any none", amqp10.Map{{Key: "x-match", Value: "any"}, {Key: "a", Value: "nope"}, {Key: "c", Value: false}}, false},
-		{"numbers across widths", amqp10.Map{{Key: "b", Value: uint8(2)}, {Key: "f", Value: int64(3)}}, true},
-		{"float vs int", amqp10.Map{{Key: "b", Value: 2.0}}, true},
-		{"string equals symbol", amqp10.Map{{Key: "s", Value: "sym"}, {Key: "a", Value: amqp10.Symbol("1")}}, true},
-		{"number is not string", amqp10.Map{{Key: "a", Value: int64(1)}}, false},
-		{"void means presence", amqp10.Map{{Key: "a", Value: nil}}, true},
-		{"void absent", amqp10.Map{{Key: "zz", Value: nil}}, false},
-		{"x- keys ignored in all", amqp10.Map{{Key: "a", Value: "1"}, {Key: "x-first-death-queue", Value: "other"}}, true},
-		{"x- keys ignored in any", amqp10.Map{{Key: "x-match", Value: "any"}, {Key: "x-first-death-queue", Value: "q1"}}, false},
-		{"all-with-x matches annotations", amqp10.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-first-death-queue", Value: "q1"}, {Key: "a", Value: "1"}}, true},
-		{"all-with-x value differs", amqp10.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-first-death-queue", Value: "q2"}}, false},
-		{"all-with-x numeric", amqp10.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-n", Value: uint32(7)}}, true},
-		{"any-with-x one", amqp10.Map{{Key: "x-match", Value: "any-with-x"}, {Key: "x-n", Value: int64(8)}, {Key: "x-first-death-queue", Value: "q1"}}, true},
-		{"any-with-x none", amqp10.Map{{Key: "x-match", Value: "any-with-x"}, {Key: "x-n", Value: int64(8)}}, false},
-		{"with-x annotations override app props", amqp10.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-app", Value: "override"}}, true},
-		{"symbol keys and x-match", amqp10.Map{{Key: amqp10.Symbol("x-match"), Value: amqp10.Symbol("any")}, {Key: amqp10.Symbol("c"), Value: true}}, true},
+		{"all default", value.Map{{Key: "a", Value: "1"}, {Key: "b", Value: int64(2)}}, true},
+		{"all one missing", value.Map{{Key: "a", Value: "1"}, {Key: "zz", Value: "1"}}, false},
+		{"all value differs", value.Map{{Key: "x-match", Value: "all"}, {Key: "a", Value: "2"}}, false},
+		{"all empty", value.Map{{Key: "x-match", Value: "all"}}, true},
+		{"any empty", value.Map{{Key: "x-match", Value: "any"}}, false},
+		{"any one", value.Map{{Key: "x-match", Value: "any"}, {Key: "a", Value: "nope"}, {Key: "c", Value: true}}, true},
+		{"any none", value.Map{{Key: "x-match", Value: "any"}, {Key: "a", Value: "nope"}, {Key: "c", Value: false}}, false},
+		{"numbers across widths", value.Map{{Key: "b", Value: uint8(2)}, {Key: "f", Value: int64(3)}}, true},
+		{"float vs int", value.Map{{Key: "b", Value: 2.0}}, true},
+		{"string equals symbol", value.Map{{Key: "s", Value: "sym"}, {Key: "a", Value: value.Symbol("1")}}, true},
+		{"number is not string", value.Map{{Key: "a", Value: int64(1)}}, false},
+		{"void means presence", value.Map{{Key: "a", Value: nil}}, true},
+		{"void absent", value.Map{{Key: "zz", Value: nil}}, false},
+		{"x- keys ignored in all", value.Map{{Key: "a", Value: "1"}, {Key: "x-first-death-queue", Value: "other"}}, true},
+		{"x- keys ignored in any", value.Map{{Key: "x-match", Value: "any"}, {Key: "x-first-death-queue", Value: "q1"}}, false},
+		{"all-with-x matches annotations", value.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-first-death-queue", Value: "q1"}, {Key: "a", Value: "1"}}, true},
+		{"all-with-x value differs", value.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-first-death-queue", Value: "q2"}}, false},
+		{"all-with-x numeric", value.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-n", Value: uint32(7)}}, true},
+		{"any-with-x one", value.Map{{Key: "x-match", Value: "any-with-x"}, {Key: "x-n", Value: int64(8)}, {Key: "x-first-death-queue", Value: "q1"}}, true},
+		{"any-with-x none", value.Map{{Key: "x-match", Value: "any-with-x"}, {Key: "x-n", Value: int64(8)}}, false},
+		{"with-x annotations override app props", value.Map{{Key: "x-match", Value: "all-with-x"}, {Key: "x-app", Value: "override"}}, true},
+		{"symbol keys and x-match", value.Map{{Key: value.Symbol("x-match"), Value: value.Symbol("any")}, {Key: value.Symbol("c"), Value: true}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,9 +124,9 @@ func TestHeadersMatch(t *testing.T) {
 }
 
 func TestHeadersBadXMatch(t *testing.T) {
-	_, err := compileHeaders(amqp10.Map{{Key: "x-match", Value: "some"}})
+	_, err := compileHeaders(value.Map{{Key: "x-match", Value: "some"}})
 	require.ErrorIs(t, err, ErrPreconditionFailed)
-	_, err = compileHeaders(amqp10.Map{{Key: "x-match", Value: int64(1)}})
+	_, err = compileHeaders(value.Map{{Key: "x-match", Value: int64(1)}})
 	require.ErrorIs(t, err, ErrPreconditionFailed)
 }
 
@@ -134,12 +135,12 @@ func TestValuesEqual(t *testing.T) {
 	assert.True(t, valuesEqual(uint64(1<<63), uint64(1<<63)))
 	assert.False(t, valuesEqual(uint64(1<<63), int64(-1<<63)))
 	assert.False(t, valuesEqual(int64(-1), uint64(1<<64-1)))
-	assert.True(t, valuesEqual(amqp10.Timestamp(5), int64(5)))
+	assert.True(t, valuesEqual(value.Timestamp(5), int64(5)))
 	assert.True(t, valuesEqual([]byte("a"), "a"))
 	assert.False(t, valuesEqual(true, int64(1)))
 	assert.False(t, valuesEqual(1.5, int64(1)))
-	assert.True(t, valuesEqual(amqp10.List{int32(1), "a"}, amqp10.List{int64(1), amqp10.Symbol("a")}))
-	assert.True(t, valuesEqual(amqp10.Map{{Key: "a", Value: 1}, {Key: "b", Value: 2}}, amqp10.Map{{Key: amqp10.Symbol("b"), Value: int64(2)}, {Key: "a", Value: uint8(1)}}))
+	assert.True(t, valuesEqual(value.List{int32(1), "a"}, value.List{int64(1), value.Symbol("a")}))
+	assert.True(t, valuesEqual(value.Map{{Key: "a", Value: 1}, {Key: "b", Value: 2}}, value.Map{{Key: value.Symbol("b"), Value: int64(2)}, {Key: "a", Value: uint8(1)}}))
 	assert.False(t, valuesEqual(nil, "a"))
 	assert.True(t, valuesEqual(nil, nil))
 }
@@ -148,27 +149,27 @@ func TestHeadersExchangeWithWireMessage(t *testing.T) {
 	e := newEnv(t)
 	qAll := e.queue(t, "all", Classic)
 	qAnyX := e.queue(t, "anyx", Classic)
-	require.NoError(t, e.v.Bind(Binding{Source: "amq.headers", Destination: "all", Arguments: amqp10.Map{
+	require.NoError(t, e.v.Bind(Binding{Source: "amq.headers", Destination: "all", Arguments: value.Map{
 		{Key: "x-match", Value: "all"}, {Key: "color", Value: "red"}, {Key: "size", Value: int64(3)},
 	}}))
-	require.NoError(t, e.v.Bind(Binding{Source: "amq.match", Destination: "anyx", Arguments: amqp10.Map{
+	require.NoError(t, e.v.Bind(Binding{Source: "amq.match", Destination: "anyx", Arguments: value.Map{
 		{Key: "x-match", Value: "any-with-x"}, {Key: "x-tag", Value: "t1"}, {Key: "x-first-death-reason", Value: "expired"},
 	}}))
 
-	m := wireMsg(t, amqp10.Map{{Key: "color", Value: "red"}, {Key: "size", Value: uint8(3)}}, nil)
+	m := wireMsg(t, value.Map{{Key: "color", Value: "red"}, {Key: "size", Value: uint8(3)}}, nil)
 	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.headers", m))
 	assert.Equal(t, 1, qAll.Len())
 
-	m = wireMsg(t, amqp10.Map{{Key: "color", Value: "blue"}}, amqp10.Map{{Key: amqp10.Symbol("x-tag"), Value: amqp10.Symbol("t1")}})
+	m = wireMsg(t, value.Map{{Key: "color", Value: "blue"}}, value.Map{{Key: value.Symbol("x-tag"), Value: value.Symbol("t1")}})
 	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.match", m))
 	assert.Equal(t, 1, qAnyX.Len())
 
 	// Broker annotations (Msg.Anns) are visible to -with-x bindings.
 	m = wireMsg(t, nil, nil)
-	m.Anns = amqp10.Map{{Key: amqp10.Symbol("x-first-death-reason"), Value: "expired"}}
+	m.Anns = value.Map{{Key: value.Symbol("x-first-death-reason"), Value: "expired"}}
 	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.match", m))
 	assert.Equal(t, 2, qAnyX.Len())
 
-	m = wireMsg(t, amqp10.Map{{Key: "x-tag", Value: "nope"}}, nil)
+	m = wireMsg(t, value.Map{{Key: "x-tag", Value: "nope"}}, nil)
 	assert.Equal(t, amqp10.StateReleased, e.publish(t, "amq.match", m))
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Message is a message inside the broker: the wire message plus the state
@@ -19,7 +20,7 @@ type Message struct {
 	// Anns are broker-set message annotations (x-opt-deaths, x-*-death-*,
 	// modified-outcome annotations); on delivery they override the
 	// publisher's annotations with the same keys.
-	Anns amqp10.Map
+	Anns value.Map
 }
 
 // NewMessage wraps a parsed wire message for publishing. The header is the
@@ -52,13 +53,13 @@ func (m *Message) primaryKey() string {
 }
 
 // withState returns a shallow copy of m carrying dc and anns.
-func (m *Message) withState(dc uint32, anns amqp10.Map) *Message {
+func (m *Message) withState(dc uint32, anns value.Map) *Message {
 	c := m.stateCopy(dc, anns)
 	return &c
 }
 
 // stateCopy is withState as a value, for a Dead (no allocation).
-func (m *Message) stateCopy(dc uint32, anns amqp10.Map) Message {
+func (m *Message) stateCopy(dc uint32, anns value.Map) Message {
 	c := *m
 	c.DeliveryCount = dc
 	c.Anns = anns // shared: annotations and routing keys are never modified in place
@@ -66,10 +67,10 @@ func (m *Message) stateCopy(dc uint32, anns amqp10.Map) Message {
 }
 
 // hasDeaths reports whether anns records an earlier dead-lettering.
-func hasDeaths(anns amqp10.Map) bool {
+func hasDeaths(anns value.Map) bool {
 	for _, kv := range anns {
 		switch k := kv.Key.(type) {
-		case amqp10.Symbol:
+		case value.Symbol:
 			if k == "x-opt-deaths" {
 				return true
 			}
@@ -82,11 +83,11 @@ func hasDeaths(anns amqp10.Map) bool {
 	return false
 }
 
-func cloneMap(m amqp10.Map) amqp10.Map {
+func cloneMap(m value.Map) value.Map {
 	if m == nil {
 		return nil
 	}
-	return append(amqp10.Map(nil), m...)
+	return append(value.Map(nil), m...)
 }
 
 // keyString returns a map key as a string (string and symbol keys).
@@ -94,7 +95,7 @@ func keyString(k any) (string, bool) {
 	switch v := k.(type) {
 	case string:
 		return v, true
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(v), true
 	}
 	return "", false

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func TestDropHead(t *testing.T) {
@@ -74,9 +75,9 @@ func TestRejectPublishClassic(t *testing.T) {
 	assert.Equal(t, amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: &amqp10.Error{
 		Condition:   amqp10.ErrCondResourceLimitExceeded,
 		Description: "queue 'q' exceeded maximum length",
-		Info: amqp10.Map{
-			{Key: amqp10.Symbol("queue"), Value: "q"},
-			{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol("maxlen")},
+		Info: value.Map{
+			{Key: value.Symbol("queue"), Value: "q"},
+			{Key: value.Symbol("reason"), Value: value.Symbol("maxlen")},
 		},
 	}}, st)
 	assert.Equal(t, 2, q.Len())

@@ -1,6 +1,9 @@
 package router
 
-import "github.com/epitaph-mq/epitaph/amqp10"
+import (
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
+)
 
 // PeekedMessage is a ready message as the management API shows it: the
 // message with the state the queue keeps for it.
@@ -19,7 +22,7 @@ type PeekedMessage struct {
 	FirstAcquirer bool
 	// Annotations are the message annotations a consumer would receive:
 	// x-exchange, x-routing-key, the quorum counters, then Msg.Anns.
-	Annotations amqp10.Map
+	Annotations value.Map
 	// Remaining is the number of ready messages after this one (RabbitMQ's
 	// message_count).
 	Remaining int
@@ -41,7 +44,7 @@ func (q *Queue) peekedLocked(e *entry, remaining int) PeekedMessage {
 // decodedRaw replaces pre-encoded values (amqp10.Raw, such as the
 // x-opt-deaths the dead-letterer writes) in a fresh map m by their decoded
 // form, so that a peek shows what a consumer decodes.
-func decodedRaw(m amqp10.Map) amqp10.Map {
+func decodedRaw(m value.Map) value.Map {
 	for i := range m {
 		if r, ok := m[i].Value.(amqp10.Raw); ok {
 			if v, _, err := amqp10.ReadValue(r); err == nil {

@@ -3,9 +3,8 @@ package router
 import (
 	"testing"
 
+	"github.com/epitaph-mq/epitaph/value"
 	"github.com/stretchr/testify/require"
-
-	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
 func peekBodies(ps []PeekedMessage) []string {
@@ -104,7 +103,7 @@ func TestPeekShowsDeathsAndDeletedQueue(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q", Classic)
 	m := msg("a", "q")
-	m.Anns = amqp10.Map{{Key: amqp10.Symbol("x-opt-deaths"), Value: &amqp10.Array{}}}
+	m.Anns = value.Map{{Key: value.Symbol("x-opt-deaths"), Value: &value.Array{}}}
 	m.DeliveryCount = 2
 	e.publish(t, "", m)
 	ps := q.Peek(1)

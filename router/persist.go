@@ -8,6 +8,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Store encoding of messages (store.Record.Msg, immutable) and of an entry's
@@ -115,7 +116,7 @@ func (r *reader) str() string {
 	return s
 }
 
-func (r *reader) amqpMap() amqp10.Map {
+func (r *reader) amqpMap() value.Map {
 	if r.err != nil {
 		return nil
 	}
@@ -132,7 +133,7 @@ func (r *reader) amqpMap() amqp10.Map {
 	return m
 }
 
-func appendMapOrNull(b []byte, m amqp10.Map) ([]byte, error) {
+func appendMapOrNull(b []byte, m value.Map) ([]byte, error) {
 	if m == nil {
 		return amqp10.AppendNull(b), nil
 	}
@@ -255,7 +256,7 @@ func encodeState(e *entry) []byte {
 
 // sameMap reports whether two annotation maps are the same slice (the
 // common case: never modified since enqueue).
-func sameMap(a, b amqp10.Map) bool {
+func sameMap(a, b value.Map) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -324,7 +325,7 @@ func joinKey(prefix string, parts ...string) string {
 
 func seqKey(id store.QueueID) string { return fmt.Sprintf("%s%016x", metaSeq, uint64(id)) }
 
-func encodeList(l amqp10.List) []byte {
+func encodeList(l value.List) []byte {
 	b, err := amqp10.AppendList(nil, l)
 	if err != nil {
 		panic(fmt.Sprintf("router: encoding metadata: %v", err)) // only broker-validated values get here
@@ -332,7 +333,7 @@ func encodeList(l amqp10.List) []byte {
 	return b
 }
 
-func decodeList(b []byte, n int) (amqp10.List, error) {
+func decodeList(b []byte, n int) (value.List, error) {
 	l, _, err := amqp10.ReadList(b)
 	if err != nil {
 		return nil, err
@@ -343,15 +344,15 @@ func decodeList(b []byte, n int) (amqp10.List, error) {
 	return l, nil
 }
 
-func mapOrEmpty(m amqp10.Map) amqp10.Map {
+func mapOrEmpty(m value.Map) value.Map {
 	if m == nil {
-		return amqp10.Map{}
+		return value.Map{}
 	}
 	return m
 }
 
-func listMap(v any) amqp10.Map {
-	m, _ := v.(amqp10.Map)
+func listMap(v any) value.Map {
+	m, _ := v.(value.Map)
 	if len(m) == 0 {
 		return nil
 	}
@@ -362,7 +363,7 @@ func listStr(v any) string {
 	switch s := v.(type) {
 	case string:
 		return s
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(s)
 	}
 	return ""
@@ -393,7 +394,7 @@ func listInt(v any) int64 {
 }
 
 func encodeBinding(b Binding) []byte {
-	return encodeList(amqp10.List{b.Source, b.Destination, b.DestinationIsExchange, b.Key, mapOrEmpty(b.Arguments)})
+	return encodeList(value.List{b.Source, b.Destination, b.DestinationIsExchange, b.Key, mapOrEmpty(b.Arguments)})
 }
 
 func bindingKey(vhost string, b Binding) string {

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Policy apply-to values.
@@ -33,7 +33,7 @@ type Policy struct {
 	Pattern    string
 	ApplyTo    string // "" means all
 	Priority   int
-	Definition amqp10.Map
+	Definition value.Map
 
 	re    *regexp.Regexp
 	knobs *knobs // the validated keys epitaph applies to queues

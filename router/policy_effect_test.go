@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // ---- helpers ----
@@ -52,10 +53,10 @@ func withLogger(l *logRecorder) func(*Options) {
 }
 
 // def builds a policy definition from key/value pairs.
-func def(kv ...any) amqp10.Map {
-	var m amqp10.Map
+func def(kv ...any) value.Map {
+	var m value.Map
 	for i := 0; i+1 < len(kv); i += 2 {
-		m = append(m, amqp10.KV{Key: kv[i], Value: kv[i+1]})
+		m = append(m, value.KV{Key: kv[i], Value: kv[i+1]})
 	}
 	return m
 }
@@ -305,7 +306,7 @@ func TestPolicyDeadLetterStrategy(t *testing.T) {
 func TestPolicyDefinitionValidation(t *testing.T) {
 	bad := []struct {
 		name string
-		def  amqp10.Map
+		def  value.Map
 	}{
 		{"ttl negative", def("message-ttl", int64(-1))},
 		{"ttl fraction", def("message-ttl", 1.5)},
@@ -343,12 +344,12 @@ func TestPolicyDefinitionValidation(t *testing.T) {
 	})
 	good := []struct {
 		name string
-		def  amqp10.Map
+		def  value.Map
 	}{
 		{"json float integral", def("max-length", float64(10), "message-ttl", float64(0))},
 		{"go widths", def("max-length", uint8(3), "max-length-bytes", int16(100), "expires", uint32(1000), "message-ttl", int(5))},
 		{"delivery-limit negative", def("delivery-limit", int64(-5))},
-		{"symbols", def(amqp10.Symbol("dead-letter-exchange"), amqp10.Symbol("dlx"), "overflow", amqp10.Symbol("reject-publish"))},
+		{"symbols", def(value.Symbol("dead-letter-exchange"), value.Symbol("dlx"), "overflow", value.Symbol("reject-publish"))},
 		{"empty dlx", def("dead-letter-exchange", "")},
 	}
 	for _, c := range good {
@@ -359,7 +360,7 @@ func TestPolicyDefinitionValidation(t *testing.T) {
 	}
 	t.Run("widths take effect", func(t *testing.T) {
 		e := newEnv(t)
-		e.policy(t, "p", ".*", "", 0, "max-length", float64(2), "max-length-bytes", uint16(100), amqp10.Symbol("dead-letter-exchange"), amqp10.Symbol("dlx"))
+		e.policy(t, "p", ".*", "", 0, "max-length", float64(2), "max-length-bytes", uint16(100), value.Symbol("dead-letter-exchange"), value.Symbol("dlx"))
 		q := e.queue(t, "q", Classic)
 		assert.Equal(t, int64(2), q.config().maxLen)
 		assert.Equal(t, int64(100), q.config().maxBytes)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // QueueSpec declares a queue. Arguments hold x-arguments as AMQP values
@@ -21,7 +22,7 @@ type QueueSpec struct {
 	Exclusive  bool
 	AutoDelete bool
 	Owner      any
-	Arguments  amqp10.Map
+	Arguments  value.Map
 
 	recoverID store.QueueID // Recover: the stored queue's ID
 }
@@ -35,7 +36,7 @@ type QueueInfo struct {
 	Exclusive  bool
 	AutoDelete bool
 	// Arguments are the declared x-arguments with normalised values.
-	Arguments amqp10.Map
+	Arguments value.Map
 	// Messages is the number of ready messages; MessageBytes their size.
 	Messages     int
 	MessageBytes int64
@@ -54,7 +55,7 @@ type QueueInfo struct {
 	// EffectivePolicyDefinition its definition (RabbitMQ's management
 	// fields "policy" and "effective_policy_definition").
 	Policy                    string
-	EffectivePolicyDefinition amqp10.Map
+	EffectivePolicyDefinition value.Map
 }
 
 // QueueDeletedNotifier may be implemented by a Consumer that wants to know
@@ -74,14 +75,14 @@ type Queue struct {
 	exclusive  bool
 	autoDelete bool
 	owner      any
-	args       amqp10.Map // declared (normalised); immutable
+	args       value.Map // declared (normalised); immutable
 	// eff is the effective configuration for the accessors (lock-free, so
 	// they may be called from anywhere); q.cfg is the same, under mu.
 	eff atomic.Pointer[queueConfig]
 
 	mu          sync.Mutex
 	cfg         queueConfig
-	policyDef   amqp10.Map
+	policyDef   value.Map
 	deleted     bool
 	seq         uint64
 	main        readyList
@@ -137,7 +138,7 @@ func (q *Queue) AutoDelete() bool { return q.autoDelete }
 func (q *Queue) Owner() any { return q.owner }
 
 // Arguments returns a copy of the declared x-arguments (normalised).
-func (q *Queue) Arguments() amqp10.Map { return cloneMap(q.args) }
+func (q *Queue) Arguments() value.Map { return cloneMap(q.args) }
 
 // config returns the effective configuration.
 func (q *Queue) config() *queueConfig { return q.eff.Load() }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // republisher dead-letters by publishing to the default exchange with the
@@ -41,7 +42,7 @@ func TestDeadLettererMayReenter(t *testing.T) {
 	v, _ := b.VHost("/")
 	r.v = v
 	// q dead-letters to itself on reject.
-	q, _, err := v.DeclareQueue(QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: amqp10.Map{
+	q, _, err := v.DeclareQueue(QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: value.Map{
 		{Key: "x-dead-letter-exchange", Value: ""}, {Key: "x-dead-letter-routing-key", Value: "q"},
 	}})
 	require.NoError(t, err)
@@ -85,9 +86,9 @@ func TestConcurrentUse(t *testing.T) {
 			defer b.Close()
 			v, _ := b.VHost("/")
 			r.v = v
-			_, _, err := v.DeclareQueue(QueueSpec{Name: "dlq", Durable: true, Arguments: amqp10.Map{{Key: "x-max-length", Value: int64(50)}}})
+			_, _, err := v.DeclareQueue(QueueSpec{Name: "dlq", Durable: true, Arguments: value.Map{{Key: "x-max-length", Value: int64(50)}}})
 			require.NoError(t, err)
-			q, _, err := v.DeclareQueue(QueueSpec{Name: "work", Type: typ, Durable: true, Arguments: amqp10.Map{
+			q, _, err := v.DeclareQueue(QueueSpec{Name: "work", Type: typ, Durable: true, Arguments: value.Map{
 				{Key: "x-message-ttl", Value: int64(5)},
 				{Key: "x-max-length", Value: int64(100)},
 				{Key: "x-dead-letter-exchange", Value: ""},
@@ -113,7 +114,7 @@ func TestConcurrentUse(t *testing.T) {
 				{Kind: amqp10.StateAccepted},
 				{Kind: amqp10.StateReleased},
 				{Kind: amqp10.StateRejected},
-				{Kind: amqp10.StateModified, DeliveryFailed: true, Annotations: amqp10.Map{{Key: amqp10.Symbol("x-n"), Value: int64(1)}}},
+				{Kind: amqp10.StateModified, DeliveryFailed: true, Annotations: value.Map{{Key: value.Symbol("x-n"), Value: int64(1)}}},
 				{Kind: amqp10.StateModified, UndeliverableHere: true},
 			}
 			for k := range 3 {

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // entry is one message held by a queue.
@@ -44,7 +45,7 @@ type entry struct {
 type entryExt struct {
 	// anns replaces msg.Anns as the entry's broker annotations when hasAnns
 	// (a quorum queue's modified outcome, or a recovered changed state).
-	anns    amqp10.Map
+	anns    value.Map
 	hasAnns bool
 	// At-least-once dead state of a retained entry.
 	deadReason Reason
@@ -54,14 +55,14 @@ type entryExt struct {
 
 // anns are the entry's broker annotations: the message's unless changed.
 // Never modified in place (copy on write).
-func (e *entry) anns() amqp10.Map {
+func (e *entry) anns() value.Map {
 	if e.ext != nil && e.ext.hasAnns {
 		return e.ext.anns
 	}
 	return e.msg.Anns
 }
 
-func (e *entry) setAnns(m amqp10.Map) {
+func (e *entry) setAnns(m value.Map) {
 	x := e.extension()
 	x.anns, x.hasAnns = m, true
 }

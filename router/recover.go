@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Recover rebuilds the broker from its store: vhosts, exchanges, policies,
@@ -161,7 +161,7 @@ func (b *Broker) recover() error {
 			return fmt.Errorf("%w: router: bad user metadata %q: %v", store.ErrCorrupt, kv.key, err)
 		}
 		u := &User{Name: kv.key[len(metaUser):], PasswordHash: listStr(l[0]), HashingAlgorithm: listStr(l[1])}
-		if tags, ok := l[2].(amqp10.List); ok {
+		if tags, ok := l[2].(value.List); ok {
 			for _, t := range tags {
 				u.Tags = append(u.Tags, listStr(t))
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 func TestMessageTTLExpiresInOrder(t *testing.T) {
@@ -146,7 +147,7 @@ func TestQueueExpiresUnusedOnly(t *testing.T) {
 	e := newEnv(t, withClock(clock))
 	q := e.queue(t, "q", Quorum, "x-expires", int64(100))
 	clock.Advance(80 * time.Millisecond)
-	_, created, err := e.v.DeclareQueue(QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: amqp10.Map{{Key: "x-expires", Value: int64(100)}}})
+	_, created, err := e.v.DeclareQueue(QueueSpec{Name: "q", Type: Quorum, Durable: true, Arguments: value.Map{{Key: "x-expires", Value: int64(100)}}})
 	require.NoError(t, err)
 	require.False(t, created)
 	clock.Advance(80 * time.Millisecond)

@@ -12,8 +12,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Password hashing algorithms (RabbitMQ's hashing_algorithm values).
@@ -129,11 +129,11 @@ func (b *Broker) PutUser(u User) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.users[u.Name] = &u
-	tags := make(amqp10.List, len(u.Tags))
+	tags := make(value.List, len(u.Tags))
 	for i, t := range u.Tags {
 		tags[i] = t
 	}
-	b.putMeta(metaUser+u.Name, encodeList(amqp10.List{u.PasswordHash, u.HashingAlgorithm, tags}))
+	b.putMeta(metaUser+u.Name, encodeList(value.List{u.PasswordHash, u.HashingAlgorithm, tags}))
 	return nil
 }
 
@@ -228,7 +228,7 @@ func (b *Broker) SetPermission(p Permission) error {
 		b.perms[p.User] = map[string]Permission{}
 	}
 	b.perms[p.User][p.VHost] = p
-	b.putMeta(joinKey(metaPermission, p.User, p.VHost), encodeList(amqp10.List{p.Configure, p.Write, p.Read}))
+	b.putMeta(joinKey(metaPermission, p.User, p.VHost), encodeList(value.List{p.Configure, p.Write, p.Read}))
 	return nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // toInt64 normalises any AMQP integer, a Go int, an integral float64 (JSON)
@@ -64,7 +64,7 @@ func toString(v any) (string, bool) {
 	switch s := v.(type) {
 	case string:
 		return s, true
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(s), true
 	}
 	return "", false
@@ -81,7 +81,7 @@ type numeric struct {
 
 func asNumeric(v any) (numeric, bool) {
 	switch n := v.(type) {
-	case int, int8, int16, int32, int64, amqp10.Timestamp:
+	case int, int8, int16, int32, int64, value.Timestamp:
 		var i int64
 		switch x := n.(type) {
 		case int:
@@ -94,7 +94,7 @@ func asNumeric(v any) (numeric, bool) {
 			i = int64(x)
 		case int64:
 			i = x
-		case amqp10.Timestamp:
+		case value.Timestamp:
 			i = int64(x)
 		}
 		if i < 0 {
@@ -178,7 +178,7 @@ func valueString(v any) (string, bool) {
 	switch s := v.(type) {
 	case string:
 		return s, true
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(s), true
 	case []byte:
 		return string(s), true
@@ -205,26 +205,26 @@ func valuesEqual(a, b any) bool {
 	case bool:
 		y, ok := b.(bool)
 		return ok && x == y
-	case amqp10.List:
-		y, ok := b.(amqp10.List)
+	case value.List:
+		y, ok := b.(value.List)
 		return ok && listsEqual(x, y)
 	case []any:
 		y, ok := b.([]any)
 		return ok && listsEqual(x, y)
-	case amqp10.Map:
-		y, ok := b.(amqp10.Map)
+	case value.Map:
+		y, ok := b.(value.Map)
 		return ok && mapsEqual(x, y)
-	case *amqp10.Array:
-		y, ok := b.(*amqp10.Array)
+	case *value.Array:
+		y, ok := b.(*value.Array)
 		return ok && (x == y || (x != nil && y != nil && valuesEqual(x.Descriptor, y.Descriptor) && listsEqual(x.Elems, y.Elems)))
-	case amqp10.UUID:
-		y, ok := b.(amqp10.UUID)
+	case value.UUID:
+		y, ok := b.(value.UUID)
 		return ok && x == y
-	case amqp10.Char:
-		y, ok := b.(amqp10.Char)
+	case value.Char:
+		y, ok := b.(value.Char)
 		return ok && x == y
-	case *amqp10.Described:
-		y, ok := b.(*amqp10.Described)
+	case *value.Described:
+		y, ok := b.(*value.Described)
 		return ok && (x == y || (x != nil && y != nil && valuesEqual(x.Descriptor, y.Descriptor) && valuesEqual(x.Value, y.Value)))
 	}
 	return false
@@ -244,7 +244,7 @@ func listsEqual[T any](a, b []T) bool {
 
 // mapsEqual compares two maps ignoring entry order; keys compare by value
 // (so string and symbol keys are the same key).
-func mapsEqual(a, b amqp10.Map) bool {
+func mapsEqual(a, b value.Map) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -257,7 +257,7 @@ func mapsEqual(a, b amqp10.Map) bool {
 	return true
 }
 
-func lookupValueKey(m amqp10.Map, key any) (any, bool) {
+func lookupValueKey(m value.Map, key any) (any, bool) {
 	for _, kv := range m {
 		if valuesEqual(kv.Key, key) {
 			return kv.Value, true
@@ -267,7 +267,7 @@ func lookupValueKey(m amqp10.Map, key any) (any, bool) {
 }
 
 // lookupKey finds a string or symbol key named name.
-func lookupKey(m amqp10.Map, name string) (any, bool) {
+func lookupKey(m value.Map, name string) (any, bool) {
 	for _, kv := range m {
 		if k, ok := keyString(kv.Key); ok && k == name {
 			return kv.Value, true
@@ -280,7 +280,7 @@ func lookupKey(m amqp10.Map, name string) (any, bool) {
 // headers exchange sees message annotations.
 func isSimple(v any) bool {
 	switch v.(type) {
-	case nil, amqp10.List, []any, amqp10.Map, *amqp10.Array, *amqp10.Described:
+	case nil, value.List, []any, value.Map, *value.Array, *value.Described:
 		return false
 	}
 	return true
@@ -291,11 +291,11 @@ func isSimple(v any) bool {
 // become string, booleans stay; lists, maps and arrays are kept verbatim.
 func normaliseAnnotation(v any) any {
 	switch x := v.(type) {
-	case amqp10.Timestamp:
+	case value.Timestamp:
 		return int64(x)
 	case string:
 		return x
-	case amqp10.Symbol:
+	case value.Symbol:
 		return string(x)
 	case []byte:
 		return string(bytes.Clone(x))
@@ -318,7 +318,7 @@ func normaliseAnnotation(v any) any {
 
 // fromJSON converts a value decoded by encoding/json (with UseNumber) into
 // AMQP values: integral numbers become int64, others float64, objects an
-// amqp10.Map with string keys sorted by key, arrays an amqp10.List.
+// value.Map with string keys sorted by key, arrays an value.List.
 func fromJSON(v any) any {
 	switch x := v.(type) {
 	case json.Number:
@@ -337,7 +337,7 @@ func fromJSON(v any) any {
 	case map[string]any:
 		return mapFromJSON(x)
 	case []any:
-		l := make(amqp10.List, len(x))
+		l := make(value.List, len(x))
 		for i := range x {
 			l[i] = fromJSON(x[i])
 		}
@@ -346,13 +346,13 @@ func fromJSON(v any) any {
 	return v
 }
 
-func mapFromJSON(m map[string]any) amqp10.Map {
+func mapFromJSON(m map[string]any) value.Map {
 	if m == nil {
 		return nil
 	}
-	out := make(amqp10.Map, 0, len(m))
+	out := make(value.Map, 0, len(m))
 	for _, k := range sortedKeys(m) {
-		out = append(out, amqp10.KV{Key: k, Value: fromJSON(m[k])})
+		out = append(out, value.KV{Key: k, Value: fromJSON(m[k])})
 	}
 	return out
 }

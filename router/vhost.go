@@ -11,6 +11,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // VHost is a virtual host: exchanges, queues, bindings and policies.
@@ -128,7 +129,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		q.id = v.b.allocQueueID(&v.meta, q.persist)
 	}
 	if q.persist && v.b.metaOn() {
-		v.meta.PutMeta(joinKey(metaQueue, v.name, q.name), encodeList(amqp10.List{
+		v.meta.PutMeta(joinKey(metaQueue, v.name, q.name), encodeList(value.List{
 			int64(q.id), string(q.typ), q.durable, q.exclusive, q.autoDelete, mapOrEmpty(args)}))
 	}
 	v.topoChanged = true
@@ -324,7 +325,7 @@ func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
 	}
 	v.exchanges[s.Name] = x
 	if s.Durable && v.b.metaOn() {
-		v.meta.PutMeta(joinKey(metaExchange, v.name, s.Name), encodeList(amqp10.List{
+		v.meta.PutMeta(joinKey(metaExchange, v.name, s.Name), encodeList(value.List{
 			s.Type, s.Durable, s.AutoDelete, s.Internal, mapOrEmpty(s.Arguments)}))
 	}
 	v.topoChanged = true
@@ -503,13 +504,13 @@ func (v *VHost) Bindings() []Binding {
 	return out
 }
 
-func stringKeys(m amqp10.Map) amqp10.Map {
+func stringKeys(m value.Map) value.Map {
 	if m == nil {
 		return nil
 	}
-	out := make(amqp10.Map, 0, len(m))
+	out := make(value.Map, 0, len(m))
 	for _, kv := range m {
-		if k, ok := kv.Key.(amqp10.Symbol); ok {
+		if k, ok := kv.Key.(value.Symbol); ok {
 			kv.Key = string(k)
 		}
 		out = append(out, kv)
@@ -666,9 +667,9 @@ func maxLenError(queue string) *amqp10.Error {
 	return &amqp10.Error{
 		Condition:   amqp10.ErrCondResourceLimitExceeded,
 		Description: fmt.Sprintf("queue '%s' exceeded maximum length", queue),
-		Info: amqp10.Map{
-			{Key: amqp10.Symbol("queue"), Value: queue},
-			{Key: amqp10.Symbol("reason"), Value: amqp10.Symbol("maxlen")},
+		Info: value.Map{
+			{Key: value.Symbol("queue"), Value: queue},
+			{Key: value.Symbol("reason"), Value: value.Symbol("maxlen")},
 		},
 	}
 }
