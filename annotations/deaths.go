@@ -56,7 +56,13 @@ type History struct {
 	Last   Place
 	// LastError is the consumer's rejected error of the latest death, if any
 	// (epitaph's x-last-death-error-* annotations; RabbitMQ drops it).
-	LastError *amqp10.Error
+	LastError *DeathError
+}
+
+// DeathError is the error a consumer gave when it rejected the message.
+type DeathError struct {
+	Condition   string
+	Description string
 }
 
 // Event is one dead-lettering of a message.
@@ -70,7 +76,7 @@ type Event struct {
 	TTL         uint32
 	HasTTL      bool
 	Time        value.Timestamp
-	Error       *amqp10.Error
+	Error       *DeathError
 }
 
 // Record returns h with ev recorded, following RabbitMQ's mc:record_death/3:
@@ -260,7 +266,7 @@ next:
 	}
 	if withError {
 		out = append(out,
-			value.KV{Key: KeyLastDeathErrorCond, Value: string(h.LastError.Condition)},
+			value.KV{Key: KeyLastDeathErrorCond, Value: h.LastError.Condition},
 			value.KV{Key: KeyLastDeathErrorDescr, Value: h.LastError.Description})
 	}
 	return out
@@ -338,7 +344,7 @@ func decodePlaces(anns value.Map, h *History) {
 	h.First = Place{Queue: str(KeyFirstDeathQueue), Reason: str(KeyFirstDeathReason), Exchange: str(KeyFirstDeathExchange)}
 	h.Last = Place{Queue: str(KeyLastDeathQueue), Reason: str(KeyLastDeathReason), Exchange: str(KeyLastDeathExchange)}
 	if c := str(KeyLastDeathErrorCond); c != "" {
-		h.LastError = &amqp10.Error{Condition: amqp10.ErrCond(c), Description: str(KeyLastDeathErrorDescr)}
+		h.LastError = &DeathError{Condition: c, Description: str(KeyLastDeathErrorDescr)}
 	}
 }
 

@@ -65,7 +65,7 @@ func TestGoldenBytes(t *testing.T) {
 
 func TestApplyTypes(t *testing.T) {
 	h := Record(History{}, Event{Queue: "q", Reason: ReasonRejected, Exchange: "x", RoutingKeys: []string{"k"},
-		Time: 5, Error: &amqp10.Error{Condition: "app:bad", Description: "no"}})
+		Time: 5, Error: &DeathError{Condition: "app:bad", Description: "no"}})
 	anns := Apply(value.Map{{Key: value.Symbol("x-opt-other"), Value: "keep"}}, h, false)
 	for _, k := range []value.Symbol{KeyFirstDeathQueue, KeyFirstDeathReason, KeyFirstDeathExchange,
 		KeyLastDeathQueue, KeyLastDeathReason, KeyLastDeathExchange, KeyLastDeathErrorCond, KeyLastDeathErrorDescr} {
@@ -82,7 +82,7 @@ func TestApplyTypes(t *testing.T) {
 	anns = Apply(anns, h, false)
 	_, ok := anns.Get(KeyLastDeathErrorCond)
 	assert.False(t, ok)
-	h2 := Record(History{}, Event{Queue: "q", Reason: ReasonRejected, Error: &amqp10.Error{Condition: "c"}})
+	h2 := Record(History{}, Event{Queue: "q", Reason: ReasonRejected, Error: &DeathError{Condition: "c"}})
 	_, ok = Apply(nil, h2, true).Get(KeyLastDeathErrorCond)
 	assert.False(t, ok)
 	dec, _, err := Decode(anns)

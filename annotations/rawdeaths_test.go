@@ -358,7 +358,7 @@ func TestRawDeathsEquivalence(t *testing.T) {
 		h.First = Place{Queue: "f", Reason: ReasonExpired}
 		h.Last = Place{Queue: "l", Reason: "x", Exchange: "e"}
 		if i%3 == 0 {
-			h.LastError = &amqp10.Error{Condition: "c", Description: "d"}
+			h.LastError = &DeathError{Condition: "c", Description: "d"}
 		}
 		dec, ok, err := Decode(Apply(nil, h, false))
 		require.NoError(t, err)

@@ -82,11 +82,11 @@ func durable(t *testing.T, body string, keys ...string) *router.Message {
 	return m
 }
 
-func (e *aloEnv) publish(t *testing.T, exchange string, m *router.Message) amqp10.StateKind {
+func (e *aloEnv) publish(t *testing.T, exchange string, m *router.Message) router.OutcomeKind {
 	t.Helper()
-	st, err := e.vh.Publish(exchange, m)
+	st, err := e.vh.Publish(router.Publish{Exchange: exchange, Msg: m})
 	require.NoError(t, err)
-	return st.Kind
+	return st.Outcome.Kind
 }
 
 func (e *aloEnv) queue(t *testing.T, name string) *router.Queue {
@@ -117,7 +117,7 @@ func TestAtLeastOnceMissingDLXRetainedAcrossRestart(t *testing.T) {
 	e := openALO(t, dir)
 	src := e.quorum(t, "src", srcArgs())
 	e.classic(t, "tgt", nil)
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "m", "src")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "m", "src")))
 	info := src.Info()
 	require.Equal(t, 0, info.Messages)
 	require.Equal(t, 1, info.Retained)
@@ -190,15 +190,15 @@ func TestAtLeastOnceRetainedCountsTowardMaxLength(t *testing.T) {
 	require.NoError(t, e.vh.PutPolicy(router.Policy{Name: "rk", Pattern: "^src$", Definition: args("dead-letter-routing-key", "nowhere")}))
 	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
 		"x-dead-letter-exchange", "dlx", "x-message-ttl", int64(0), "x-max-length", int64(1)))
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "1", "src")))
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "2", "src")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "1", "src")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "2", "src")))
 	require.Equal(t, 2, src.Info().Retained)
-	require.Equal(t, amqp10.StateRejected, e.publish(t, "", durable(t, "3", "src")))
+	require.Equal(t, router.Rejected, e.publish(t, "", durable(t, "3", "src")))
 	require.NoError(t, e.vh.PutPolicy(router.Policy{Name: "rk", Pattern: "^src$", Definition: args("dead-letter-routing-key", "k1")}))
 	require.Equal(t, 0, src.Info().Retained)
 	got := tgt.Take(10)
 	require.Len(t, got, 2)
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "4", "src")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "4", "src")))
 }
 
 // drop-head makes at-least-once fall back to at-most-once: dropped.
@@ -233,7 +233,7 @@ func TestSwitchToAtMostOnceDropsRetained(t *testing.T) {
 func TestRetainedRetriedOnInterval(t *testing.T) {
 	e := openALO(t, "")
 	tgt := e.classic(t, "tgt", args("x-max-length", int64(1), "x-overflow", "reject-publish"))
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "filler", "tgt")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "filler", "tgt")))
 	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
 		"x-dead-letter-exchange", "", "x-dead-letter-routing-key", "tgt", "x-message-ttl", int64(0)))
 	e.publish(t, "", durable(t, "m", "src"))
@@ -255,7 +255,7 @@ func TestAtomicDeadLetterMoveNoLossNoDuplicate(t *testing.T) {
 				"x-dead-letter-exchange", "", "x-dead-letter-routing-key", "tgt"))
 			const n = 200
 			for i := range n {
-				require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, fmt.Sprint(i), "src")))
+				require.Equal(t, router.Accepted, e.publish(t, "", durable(t, fmt.Sprint(i), "src")))
 			}
 			c := &rejecter{}
 			s, err := src.Subscribe(c, router.ConsumerOptions{})
@@ -292,7 +292,7 @@ type rejecter struct {
 }
 
 func (r *rejecter) Deliver(d router.Delivery) {
-	go func() { _ = r.s.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected}) }()
+	go func() { _ = r.s.Settle(d.Tag, router.Settlement{Kind: router.SettleReject}) }()
 }
 func (r *rejecter) Drained(uint32) {}
 
@@ -308,7 +308,7 @@ func TestAtLeastOnceCountsEachAttempt(t *testing.T) {
 	vh, _ := b.VHost("/")
 	e := &aloEnv{b: b, vh: vh, dl: dl}
 	tgt := e.classic(t, "tgt", args("x-max-length", int64(1), "x-overflow", "reject-publish"))
-	require.Equal(t, amqp10.StateAccepted, e.publish(t, "", durable(t, "filler", "tgt")))
+	require.Equal(t, router.Accepted, e.publish(t, "", durable(t, "filler", "tgt")))
 	src := e.quorum(t, "src", args("x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish",
 		"x-dead-letter-exchange", "dlx", "x-message-ttl", int64(0)))
 	key := Key{VHost: "/", Queue: "src", Reason: router.ReasonExpired}

@@ -61,16 +61,16 @@ func newDLPath(tb testing.TB) *dlPath {
 func (p *dlPath) one(tb testing.TB) {
 	m := router.NewMessage(p.wire)
 	m.RoutingKeys = p.keys
-	if st, err := p.vh.Publish("", m); err != nil || st.Kind != amqp10.StateAccepted {
+	if st, err := p.vh.Publish(router.Publish{Msg: m}); err != nil || st.Outcome.Kind != router.Accepted {
 		tb.Fatalf("publish: %v %v", st, err)
 	}
-	if err := p.work.Settle(p.cw.last.Tag, router.Outcome{Kind: amqp10.StateRejected}); err != nil {
+	if err := p.work.Settle(p.cw.last.Tag, router.Settlement{Kind: router.SettleReject}); err != nil {
 		tb.Fatal(err)
 	}
 	if p.cd.last.Msg == nil {
 		tb.Fatal("no dead-letter delivery")
 	}
-	if err := p.dlq.Settle(p.cd.last.Tag, router.Outcome{Kind: amqp10.StateAccepted}); err != nil {
+	if err := p.dlq.Settle(p.cd.last.Tag, router.Settlement{Kind: router.SettleAccept}); err != nil {
 		tb.Fatal(err)
 	}
 	p.cw.last, p.cd.last = router.Delivery{}, router.Delivery{}

@@ -476,7 +476,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		TTL:         m.Header.TTL,
 		HasTTL:      m.Header.HasTTL,
 		Time:        value.Timestamp(t.UnixMilli()),
-		Error:       dm.Error,
+		Error:       deathError(dm.Error),
 	})
 	keys := m.RoutingKeys // never modified once published: the copy shares them
 	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
@@ -503,4 +503,12 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 	}
 	scratch.deaths = h.Deaths
 	return cp, h
+}
+
+// deathError is the consumer's rejected error as the history records it.
+func deathError(e *router.Error) *annotations.DeathError {
+	if e == nil {
+		return nil
+	}
+	return &annotations.DeathError{Condition: e.Condition, Description: e.Description}
 }

@@ -40,7 +40,7 @@ func TestCopy(t *testing.T) {
 	m.Header.TTL, m.Header.HasTTL = 500, true
 	m.Exchange, m.RoutingKeys, m.DeliveryCount = "x", []string{"k", "cc"}, 3
 	cp, h := dl.Copy(src, &router.Dead{Msg: *m, Reason: router.ReasonRejected,
-		Error: &amqp10.Error{Condition: "app:e", Description: "d"}}, "amq.direct")
+		Error: &router.Error{Condition: "app:e", Description: "d"}}, "amq.direct")
 
 	assert.Same(t, wire, cp.Wire, "the bare message is shared, not copied")
 	assert.False(t, cp.Header.HasTTL, "the TTL is cleared")
@@ -61,7 +61,7 @@ func TestStrictOmitsErrorAnnotations(t *testing.T) {
 	vh, dl := setup(t, true)
 	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: ""}})
 	cp, _ := dl.Copy(src, &router.Dead{Msg: *router.NewMessage(&amqp10.Message{}), Reason: router.ReasonRejected,
-		Error: &amqp10.Error{Condition: "app:e"}}, "")
+		Error: &router.Error{Condition: "app:e"}}, "")
 	_, ok := cp.Anns.Get(annotations.KeyLastDeathErrorCond)
 	assert.False(t, ok)
 }

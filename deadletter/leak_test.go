@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -47,9 +46,9 @@ func useAndCloseDeadLetterer(t *testing.T) <-chan struct{} {
 		return q
 	}
 	publish := func(m *router.Message) {
-		st, err := vh.Publish("", m)
+		st, err := vh.Publish(router.Publish{Msg: m})
 		require.NoError(t, err)
-		require.Equal(t, amqp10.StateAccepted, st.Kind)
+		require.Equal(t, router.Accepted, st.Outcome.Kind)
 	}
 	tgt := declare("tgt", router.Classic, nil)
 	declare("amo", router.Classic, args("x-dead-letter-exchange", "", "x-dead-letter-routing-key", "tgt", "x-message-ttl", int64(0)))

@@ -123,6 +123,7 @@ type conn struct {
 	tag        [8]byte
 	fl         amqp10.Flow
 	disp       amqp10.Disposition
+	dispErr    amqp10.Error // the error of disp, converted from a router outcome
 	msgBuf     []byte
 	// The hot performatives received, decoded in place (decodeHot).
 	inTr       amqp10.Transfer
@@ -875,7 +876,7 @@ type mailItem struct {
 	count   uint32
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
-	st      amqp10.DeliveryState
+	outcome router.Outcome
 }
 
 // mailbox is the queues -> loop hand-off. Queues push with their lock held,
@@ -931,7 +932,7 @@ func (c *conn) deliverMail() {
 		c.mailNext++
 		switch {
 		case it.confirm != nil:
-			it.confirm.l.storeConfirmed(it.confirm, it.st)
+			it.confirm.l.storeConfirmed(it.confirm, it.outcome)
 		case it.l.detached:
 			// The subscription was cancelled; the queue took these back.
 		default:

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -116,15 +115,15 @@ func (c *Counters) Snapshot() Snapshot {
 }
 
 // settled counts a consumer's outcome.
-func (qc *QueueCounters) settled(o *router.Outcome) {
+func (qc *QueueCounters) settled(o *router.Settlement) {
 	switch o.Kind {
-	case amqp10.StateAccepted:
+	case router.SettleAccept:
 		qc.Acknowledged.Add(1)
-	case amqp10.StateRejected:
+	case router.SettleReject:
 		qc.Rejected.Add(1)
-	case amqp10.StateReleased:
+	case router.SettleRelease:
 		qc.Requeued.Add(1)
-	case amqp10.StateModified:
+	case router.SettleModify:
 		if o.UndeliverableHere {
 			qc.Rejected.Add(1)
 		} else {

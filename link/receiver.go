@@ -292,26 +292,30 @@ func (l *receiverLink) publish(body []byte) {
 	if !l.settled && m.Header.Durable {
 		heapPC = &pendingConfirm{l: l, id: l.id, span: span}
 		mbox := &l.s.c.mbox
-		confirm = func(st amqp10.DeliveryState) { mbox.push(mailItem{confirm: heapPC, st: st}) }
+		confirm = func(o router.Outcome) { mbox.push(mailItem{confirm: heapPC, outcome: o}) }
 	}
 	c := l.s.c
-	st, queues, pending, err := vh.PublishConfirmAppend(c.routeBuf, exch, m, confirm)
-	c.routeBuf = queues
+	res, err := vh.Publish(router.Publish{Exchange: exch, Msg: m, Confirm: confirm, Queues: c.routeBuf})
+	c.routeBuf = res.Queues
 	if err != nil {
-		st = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)}
+		// The router refused the publish itself (no such exchange, an
+		// internal one): the error maps onto an AMQP condition here.
+		pc.queues = res.Queues
+		l.confirmed(&pc, router.Outcome{Kind: router.Rejected, Error: fromAMQPError(routerError(err))})
+		return
 	}
-	if pending && heapPC != nil {
+	if res.Pending && heapPC != nil {
 		// A durable message: accepted only once the store has synced it. The
 		// confirmation reaches this goroutine through the mailbox, after this.
-		heapPC.queues = slices.Clone(queues)
+		heapPC.queues = slices.Clone(res.Queues)
 		l.unconfirmed++
 		return
 	}
-	pc.queues = queues
-	l.confirmed(&pc, st)
+	pc.queues = res.Queues
+	l.confirmed(&pc, res.Outcome)
 }
 
-func noConfirm(amqp10.DeliveryState) {}
+func noConfirm(router.Outcome) {}
 
 // impersonator reports whether the connection's user has RabbitMQ's
 // impersonator tag (may publish with another user-id); looked up only when
@@ -336,25 +340,44 @@ type pendingConfirm struct {
 	queues []*router.Queue
 }
 
-// confirmed settles a publish with its final outcome and records it.
-func (l *receiverLink) confirmed(pc *pendingConfirm, st amqp10.DeliveryState) {
+// confirmed settles a publish with the router's final outcome and records it.
+func (l *receiverLink) confirmed(pc *pendingConfirm, o router.Outcome) {
 	if ctr := l.s.c.srv.opts.Counters; ctr != nil {
-		l.count(ctr, pc.queues, st)
+		l.count(ctr, pc.queues, o.Kind)
 	}
 	if pc.span != nil {
-		telemetry.EndPublish(pc.span, pc.queues, st)
+		telemetry.EndPublish(pc.span, pc.queues, o)
 	}
-	l.settleID(pc.id, st)
+	l.settleID(pc.id, l.s.c.deliveryState(o))
 }
 
 // storeConfirmed handles a store confirmation posted to the mailbox.
-func (l *receiverLink) storeConfirmed(pc *pendingConfirm, st amqp10.DeliveryState) {
+func (l *receiverLink) storeConfirmed(pc *pendingConfirm, o router.Outcome) {
 	l.unconfirmed--
 	if l.s.links[l.handle] != endpoint(l) {
 		return // detached meanwhile: nobody to settle with
 	}
-	l.confirmed(pc, st)
+	l.confirmed(pc, o)
 	l.maybeGrant()
+}
+
+// deliveryState is the AMQP delivery state of a router outcome. A
+// rejection's error is converted into c.dispErr, which lives until the
+// disposition is encoded (settleID encodes it at once), so that
+// converting allocates nothing.
+func (c *conn) deliveryState(o router.Outcome) amqp10.DeliveryState {
+	switch o.Kind {
+	case router.Accepted:
+		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}
+	case router.Released:
+		return amqp10.DeliveryState{Kind: amqp10.StateReleased}
+	}
+	st := amqp10.DeliveryState{Kind: amqp10.StateRejected}
+	if e := o.Error; e != nil {
+		c.dispErr = amqp10.Error{Condition: amqp10.ErrCond(e.Condition), Description: e.Description, Info: e.Info}
+		st.Error = &c.dispErr
+	}
+	return st
 }
 
 // maybeGrant refills the publisher's credit when half of it is used and
@@ -366,11 +389,11 @@ func (l *receiverLink) maybeGrant() {
 }
 
 // count counts one publish as RabbitMQ's global counters do.
-func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, st amqp10.DeliveryState) {
+func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, kind router.OutcomeKind) {
 	ctr.received.Add(1)
 	if !l.settled {
 		ctr.receivedConfirm.Add(1)
-		if st.Kind == amqp10.StateAccepted {
+		if kind == router.Accepted {
 			ctr.confirmed.Add(1)
 		}
 	}
@@ -380,7 +403,7 @@ func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, st amqp10.De
 		for _, q := range queues {
 			ctr.queue(q).Routed.Add(1)
 		}
-	case st.Kind != amqp10.StateReleased:
+	case kind != router.Released:
 	case l.settled:
 		ctr.unroutableDropped.Add(1)
 	default:

@@ -98,7 +98,7 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	c.annBuf = anns[:0]
 	if err != nil {
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
-		_ = l.sub.Settle(d.Tag, router.Outcome{Kind: amqp10.StateRejected})
+		_ = l.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
 		return true
 	}
 	if !ok {

@@ -361,7 +361,7 @@ func (s *session) disposition(d *amqp10.Disposition) error {
 		}
 		return nil
 	}
-	o, err := outcomeOf(d.State, d.Settled)
+	o, err := settlementOf(d.State, d.Settled)
 	if err != nil {
 		return err
 	}
@@ -441,26 +441,34 @@ func inRange(id, first, last uint32) bool {
 	return id-first <= last-first
 }
 
-// outcomeOf maps a delivery state to a router outcome.
-func outcomeOf(st amqp10.DeliveryState, settled bool) (router.Outcome, error) {
+// settlementOf maps a consumer's delivery state to the router's settlement.
+func settlementOf(st amqp10.DeliveryState, settled bool) (router.Settlement, error) {
 	switch st.Kind {
 	case amqp10.StateAccepted:
-		return router.Outcome{Kind: amqp10.StateAccepted}, nil
+		return router.Settlement{Kind: router.SettleAccept}, nil
 	case amqp10.StateRejected:
-		return router.Outcome{Kind: amqp10.StateRejected, Error: st.Error}, nil
+		return router.Settlement{Kind: router.SettleReject, Error: fromAMQPError(st.Error)}, nil
 	case amqp10.StateReleased:
-		return router.Outcome{Kind: amqp10.StateReleased}, nil
+		return router.Settlement{Kind: router.SettleRelease}, nil
 	case amqp10.StateModified:
-		return router.Outcome{Kind: amqp10.StateModified, DeliveryFailed: st.DeliveryFailed,
+		return router.Settlement{Kind: router.SettleModify, DeliveryFailed: st.DeliveryFailed,
 			UndeliverableHere: st.UndeliverableHere, Annotations: st.Annotations}, nil
 	case amqp10.StateNone:
 		if settled {
 			// Settled without an outcome: the receiver is done with it.
-			return router.Outcome{Kind: amqp10.StateAccepted}, nil
+			return router.Settlement{Kind: router.SettleAccept}, nil
 		}
-		return router.Outcome{}, sessErr(amqp10.ErrCondInvalidField, "disposition without a state or settlement")
+		return router.Settlement{}, sessErr(amqp10.ErrCondInvalidField, "disposition without a state or settlement")
 	}
-	return router.Outcome{}, sessErr(amqp10.ErrCondInvalidField, "Unrecognised state")
+	return router.Settlement{}, sessErr(amqp10.ErrCondInvalidField, "Unrecognised state")
+}
+
+// fromAMQPError is a consumer's rejected error as the router records it.
+func fromAMQPError(e *amqp10.Error) *router.Error {
+	if e == nil {
+		return nil
+	}
+	return &router.Error{Condition: string(e.Condition), Description: e.Description, Info: e.Info}
 }
 
 // detach answers the peer's detach.

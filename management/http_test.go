@@ -83,9 +83,9 @@ func (e *httpEnv) publish(t *testing.T, queue, body string) {
 	m := router.NewMessage(w)
 	m.RoutingKeys = []string{queue}
 	v, _ := e.b.VHost("/")
-	st, err := v.Publish("", m)
+	res, err := v.Publish(router.Publish{Msg: m})
 	require.NoError(t, err)
-	require.Equal(t, amqp10.StateAccepted, st.Kind)
+	require.Equal(t, router.Accepted, res.Outcome.Kind)
 }
 
 func requireError(t *testing.T, b []byte) map[string]string {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -78,7 +77,7 @@ type Dead struct {
 	Reason Reason
 	// Error is the consumer's rejected error, if any; it becomes the
 	// x-last-death-error-* annotations.
-	Error *amqp10.Error
+	Error *Error
 	// Retained: at-least-once; the message stays in the source queue until
 	// ForwardDead moves it.
 	Retained bool

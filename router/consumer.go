@@ -101,15 +101,6 @@ type ConsumerOptions struct {
 	InitialDeliveryCount uint32
 }
 
-// Outcome is how a consumer settled a delivery.
-type Outcome struct {
-	Kind              amqp10.StateKind // StateAccepted, StateRejected, StateReleased, StateModified
-	DeliveryFailed    bool
-	UndeliverableHere bool
-	Annotations       value.Map
-	Error             *amqp10.Error
-}
-
 // CancelReason says why a subscription ends; it decides the delivery-count
 // effect on the unsettled deliveries that return to the queue.
 type CancelReason uint8
@@ -213,15 +204,15 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 
 // Settle applies a consumer's outcome to one delivery.
 //
-// accepted removes the message; released requeues it (acquired-count +1);
-// rejected dead-letters it with reason rejected (delivery-count +1);
-// modified requeues it (delivery-count +1 when delivery-failed; a quorum
+// SettleAccept removes the message; SettleRelease requeues it (acquired-count +1);
+// SettleReject dead-letters it with reason rejected (delivery-count +1);
+// SettleModify requeues it (delivery-count +1 when DeliveryFailed; a quorum
 // queue merges the annotations and checks its delivery limit) or, with
-// undeliverable-here, dead-letters it with reason rejected. Errors wrap
+// UndeliverableHere, dead-letters it with reason rejected. Errors wrap
 // ErrNotFound (unknown tag or ended subscription) or ErrInvalidArgument
 // (bad outcome, or a quorum modified annotation key that is not a symbol
 // starting with "x-"); the delivery is then left as it was.
-func (s *Subscription) Settle(tag uint64, o Outcome) error {
+func (s *Subscription) Settle(tag uint64, o Settlement) error {
 	var err [1]error
 	s.SettleBatch([]uint64{tag}, o, err[:])
 	return err[0]
@@ -231,7 +222,7 @@ func (s *Subscription) Settle(tag uint64, o Outcome) error {
 // tags, under one acquisition of the queue's lock; the messages that die
 // are dead-lettered as one batch, in that order (as RabbitMQ does). errs[i] is set to
 // Settle's error for tags[i], or nil; len(errs) must be len(tags).
-func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
+func (s *Subscription) SettleBatch(tags []uint64, o Settlement, errs []error) {
 	q := s.q
 	q.mu.Lock()
 	var (
@@ -239,13 +230,13 @@ func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 		failed error
 	)
 	switch o.Kind {
-	case amqp10.StateAccepted, amqp10.StateRejected, amqp10.StateReleased:
-	case amqp10.StateModified:
+	case SettleAccept, SettleReject, SettleRelease:
+	case SettleModify:
 		if q.typ == Quorum && len(o.Annotations) > 0 {
 			anns, failed = modifiedAnnotations(o.Annotations)
 		}
 	default:
-		failed = fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, o.Kind)
+		failed = fmt.Errorf("%w: unrecognised delivery state %d", ErrInvalidArgument, uint8(o.Kind))
 	}
 	if failed == nil && s.cancelled {
 		failed = fmt.Errorf("%w: subscription to %s has ended", ErrNotFound, q)
@@ -267,17 +258,17 @@ func (s *Subscription) SettleBatch(tags []uint64, o Outcome, errs []error) {
 		errs[i] = nil
 		q.unacked--
 		switch o.Kind {
-		case amqp10.StateAccepted:
+		case SettleAccept:
 			q.settleStoredLocked(e)
-		case amqp10.StateReleased:
+		case SettleRelease:
 			e.acquired++
 			q.requeueLocked(e)
 			requeued = true
-		case amqp10.StateRejected:
+		case SettleReject:
 			e.acquired++
 			e.dc++
 			q.deadLocked(e, ReasonRejected, o.Error)
-		case amqp10.StateModified:
+		case SettleModify:
 			e.acquired++
 			if o.DeliveryFailed {
 				e.dc++

@@ -14,7 +14,7 @@ import (
 func publishN(t *testing.T, e *env, q string, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
-		require.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg(fmt.Sprintf("m%d", i), q)))
+		require.Equal(t, Accepted, e.publish(t, "", msg(fmt.Sprintf("m%d", i), q)))
 	}
 }
 
@@ -122,7 +122,7 @@ func TestPreSettled(t *testing.T) {
 	s.Flow(0, 10, false)
 	assert.Equal(t, 2, c.n())
 	assert.Zero(t, q.Info().MessagesUnacknowledged)
-	require.ErrorIs(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateAccepted}), ErrNotFound)
+	require.ErrorIs(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleAccept}), ErrNotFound)
 	s.Cancel(CancelConnectionLost)
 	assert.Zero(t, q.Len(), "nothing returns")
 }
@@ -173,7 +173,7 @@ func TestFirstDeliveryHeader(t *testing.T) {
 
 // settleOnce publishes one message, delivers it, settles it with o and
 // redelivers whatever is requeued.
-func settleOnce(t *testing.T, typ QueueType, o Outcome, args ...any) (*env, *fakeConsumer) {
+func settleOnce(t *testing.T, typ QueueType, o Settlement, args ...any) (*env, *fakeConsumer) {
 	t.Helper()
 	e := newEnv(t)
 	q := e.queue(t, "q", typ, args...)
@@ -185,32 +185,32 @@ func settleOnce(t *testing.T, typ QueueType, o Outcome, args ...any) (*env, *fak
 }
 
 func TestOutcomes(t *testing.T) {
-	rejErr := &amqp10.Error{Condition: "app:bad", Description: "nope"}
+	rejErr := &Error{Condition: "app:bad", Description: "nope"}
 	type want struct {
 		redelivered bool
 		dc          uint32
 		acquired    int64
 		dead        Reason
-		deadErr     *amqp10.Error
+		deadErr     *Error
 	}
 	tests := []struct {
 		name    string
-		o       Outcome
+		o       Settlement
 		classic want
 		quorum  want
 	}{
-		{"accepted", Outcome{Kind: amqp10.StateAccepted}, want{}, want{}},
-		{"released", Outcome{Kind: amqp10.StateReleased},
+		{"accepted", Settlement{Kind: SettleAccept}, want{}, want{}},
+		{"released", Settlement{Kind: SettleRelease},
 			want{redelivered: true, dc: 0}, want{redelivered: true, dc: 0, acquired: 1}},
-		{"rejected", Outcome{Kind: amqp10.StateRejected, Error: rejErr},
+		{"rejected", Settlement{Kind: SettleReject, Error: rejErr},
 			want{dead: ReasonRejected, dc: 1, deadErr: rejErr}, want{dead: ReasonRejected, dc: 1, deadErr: rejErr}},
-		{"modified", Outcome{Kind: amqp10.StateModified},
+		{"modified", Settlement{Kind: SettleModify},
 			want{redelivered: true}, want{redelivered: true, acquired: 1}},
-		{"modified failed", Outcome{Kind: amqp10.StateModified, DeliveryFailed: true},
+		{"modified failed", Settlement{Kind: SettleModify, DeliveryFailed: true},
 			want{redelivered: true, dc: 1}, want{redelivered: true, dc: 1, acquired: 1}},
-		{"modified undeliverable", Outcome{Kind: amqp10.StateModified, UndeliverableHere: true},
+		{"modified undeliverable", Settlement{Kind: SettleModify, UndeliverableHere: true},
 			want{dead: ReasonRejected}, want{dead: ReasonRejected}},
-		{"modified failed undeliverable", Outcome{Kind: amqp10.StateModified, DeliveryFailed: true, UndeliverableHere: true},
+		{"modified failed undeliverable", Settlement{Kind: SettleModify, DeliveryFailed: true, UndeliverableHere: true},
 			want{dead: ReasonRejected, dc: 1}, want{dead: ReasonRejected, dc: 1}},
 	}
 	for _, tt := range tests {
@@ -262,10 +262,10 @@ func TestSettleErrors(t *testing.T) {
 	e.publish(t, "", msg("m1", "q"))
 	s, c := subscribe(t, q, 1)
 	tag := c.last(t).Tag
-	require.ErrorIs(t, s.Settle(tag+100, Outcome{Kind: amqp10.StateAccepted}), ErrNotFound)
-	require.ErrorIs(t, s.Settle(tag, Outcome{Kind: amqp10.StateReceived}), ErrInvalidArgument)
-	require.NoError(t, s.Settle(tag, Outcome{Kind: amqp10.StateAccepted}))
-	require.ErrorIs(t, s.Settle(tag, Outcome{Kind: amqp10.StateAccepted}), ErrNotFound, "already settled")
+	require.ErrorIs(t, s.Settle(tag+100, Settlement{Kind: SettleAccept}), ErrNotFound)
+	require.ErrorIs(t, s.Settle(tag, Settlement{Kind: SettleKind(99)}), ErrInvalidArgument)
+	require.NoError(t, s.Settle(tag, Settlement{Kind: SettleAccept}))
+	require.ErrorIs(t, s.Settle(tag, Settlement{Kind: SettleAccept}), ErrNotFound, "already settled")
 }
 
 func TestRequeuePosition(t *testing.T) {
@@ -282,8 +282,8 @@ func TestRequeuePosition(t *testing.T) {
 			publishN(t, e, "q", 3)
 			s, c := subscribe(t, q, 2)
 			ds := c.all()
-			require.NoError(t, s.Settle(ds[1].Tag, Outcome{Kind: amqp10.StateReleased}))
-			require.NoError(t, s.Settle(ds[0].Tag, Outcome{Kind: amqp10.StateReleased}))
+			require.NoError(t, s.Settle(ds[1].Tag, Settlement{Kind: SettleRelease}))
+			require.NoError(t, s.Settle(ds[0].Tag, Settlement{Kind: SettleRelease}))
 			s.Flow(2, 3, false)
 			assert.Equal(t, tt.want, c.bodies()[2:])
 		})
@@ -291,7 +291,7 @@ func TestRequeuePosition(t *testing.T) {
 }
 
 func TestQuorumDeliveryLimit(t *testing.T) {
-	failed := Outcome{Kind: amqp10.StateModified, DeliveryFailed: true}
+	failed := Settlement{Kind: SettleModify, DeliveryFailed: true}
 	t.Run("limit 2", func(t *testing.T) {
 		e := newEnv(t)
 		q := e.queue(t, "q", Quorum, "x-delivery-limit", int64(2))
@@ -320,8 +320,8 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 		e.publish(t, "", msg("m1", "q"))
 		s, c := subscribe(t, q, 100)
 		for range 5 {
-			require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateReleased}))
-			require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified}))
+			require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleRelease}))
+			require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleModify}))
 		}
 		assert.Equal(t, 11, c.n())
 		assert.Equal(t, int64(10), ann(c.last(t).Annotations(), "x-acquired-count"))
@@ -350,7 +350,7 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 		assert.Equal(t, []string{"m1:delivery_limit"}, e.dl.bodies())
 	})
 	t.Run("undeliverable skips the limit check", func(t *testing.T) {
-		e, _ := settleOnce(t, Quorum, Outcome{Kind: amqp10.StateModified, DeliveryFailed: true, UndeliverableHere: true}, "x-delivery-limit", int64(0))
+		e, _ := settleOnce(t, Quorum, Settlement{Kind: SettleModify, DeliveryFailed: true, UndeliverableHere: true}, "x-delivery-limit", int64(0))
 		assert.Equal(t, []string{"m1:rejected"}, e.dl.bodies())
 	})
 	t.Run("classic has no limit", func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestModifiedAnnotations(t *testing.T) {
 	list := value.List{int32(1), "two"}
 	inner := value.Map{{Key: "k", Value: int32(1)}}
 	arr := &value.Array{Type: amqp10.TypeInt, Elems: []any{int32(1)}}
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleModify, Annotations: value.Map{
 		{Key: value.Symbol("x-other"), Value: uint32(99)},
 		{Key: value.Symbol("x-sym"), Value: value.Symbol("s")},
 		{Key: value.Symbol("x-bin"), Value: []byte("b")},
@@ -402,7 +402,7 @@ func TestModifiedAnnotations(t *testing.T) {
 	assert.Equal(t, int64(99), ann(d.Msg.Anns, "x-other"), "Delivery.Msg carries the merged annotations")
 
 	// maps:merge: new values overwrite, nothing is removed.
-	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+	require.NoError(t, s.Settle(d.Tag, Settlement{Kind: SettleModify, Annotations: value.Map{
 		{Key: value.Symbol("x-other"), Value: "new"},
 	}}))
 	d = c.last(t)
@@ -411,13 +411,13 @@ func TestModifiedAnnotations(t *testing.T) {
 
 	// Invalid keys: error, delivery untouched.
 	for _, bad := range []any{"x-string-key", value.Symbol("no-prefix"), uint64(1)} {
-		err := s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{{Key: bad, Value: int64(1)}}})
+		err := s.Settle(d.Tag, Settlement{Kind: SettleModify, Annotations: value.Map{{Key: bad, Value: int64(1)}}})
 		require.ErrorIs(t, err, ErrInvalidArgument, "%v", bad)
 	}
 	assert.Equal(t, 1, q.Info().MessagesUnacknowledged)
 
 	// The dead copy carries the merged annotations.
-	require.NoError(t, s.Settle(d.Tag, Outcome{Kind: amqp10.StateModified, UndeliverableHere: true, Annotations: value.Map{
+	require.NoError(t, s.Settle(d.Tag, Settlement{Kind: SettleModify, UndeliverableHere: true, Annotations: value.Map{
 		{Key: value.Symbol("x-last"), Value: int16(5)},
 	}}))
 	dead := e.dl.all()
@@ -433,7 +433,7 @@ func TestClassicIgnoresModifiedAnnotations(t *testing.T) {
 	q := e.queue(t, "q", Classic)
 	e.publish(t, "", msg("m1", "q"))
 	s, c := subscribe(t, q, 10)
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateModified, Annotations: value.Map{
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleModify, Annotations: value.Map{
 		{Key: "not-validated", Value: int64(1)}, {Key: value.Symbol("x-a"), Value: int64(1)},
 	}}))
 	assert.False(t, hasAnn(c.last(t).Annotations(), "x-a"))
@@ -450,11 +450,11 @@ func TestCancel(t *testing.T) {
 				q := e.queue(t, "q", typ)
 				publishN(t, e, "q", 3)
 				s, c := subscribe(t, q, 2)
-				require.NoError(t, s.Settle(c.all()[0].Tag, Outcome{Kind: amqp10.StateAccepted}))
+				require.NoError(t, s.Settle(c.all()[0].Tag, Settlement{Kind: SettleAccept}))
 				s.Cancel(tt.reason)
 				s.Cancel(tt.reason) // idempotent
 				assert.Equal(t, 2, q.Len())
-				require.ErrorIs(t, s.Settle(c.all()[1].Tag, Outcome{Kind: amqp10.StateAccepted}), ErrNotFound)
+				require.ErrorIs(t, s.Settle(c.all()[1].Tag, Settlement{Kind: SettleAccept}), ErrNotFound)
 				s.Flow(0, 10, false) // no effect after cancel
 				assert.Equal(t, 2, c.n())
 
@@ -532,7 +532,7 @@ func TestPurge(t *testing.T) {
 	s, c := subscribe(t, q, 1)
 	assert.Equal(t, 2, q.Purge())
 	assert.Zero(t, q.Len())
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateReleased}))
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleRelease}))
 	assert.Equal(t, 1, q.Len())
 	assert.Empty(t, e.dl.all(), "purge never dead-letters")
 }
@@ -553,7 +553,7 @@ func TestCancelOrderAfterLongHeld(t *testing.T) {
 		tags = append(tags, d.Tag)
 	}
 	errs := make([]error, len(tags))
-	s.SettleBatch(tags, Outcome{Kind: amqp10.StateAccepted}, errs)
+	s.SettleBatch(tags, Settlement{Kind: SettleAccept}, errs)
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
@@ -571,8 +571,8 @@ func BenchmarkSettleOutstanding(b *testing.B) {
 	publish := func() {
 		m := NewMessage(h.wire)
 		m.RoutingKeys = h.keys
-		if st, err := h.vh.Publish("", m); err != nil || st.Kind != amqp10.StateAccepted {
-			b.Fatalf("publish: %v %v", st, err)
+		if res, err := h.vh.Publish(Publish{Exchange: "", Msg: m}); err != nil || res.Outcome.Kind != Accepted {
+			b.Fatalf("publish: %v %v", res.Outcome, err)
 		}
 	}
 	h.sub.Flow(0, 2*outstanding, false)
@@ -582,7 +582,7 @@ func BenchmarkSettleOutstanding(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		publish()
-		if err := h.sub.Settle(h.c.last.Tag-outstanding, Outcome{Kind: amqp10.StateAccepted}); err != nil {
+		if err := h.sub.Settle(h.c.last.Tag-outstanding, Settlement{Kind: SettleAccept}); err != nil {
 			b.Fatal(err)
 		}
 		h.n++

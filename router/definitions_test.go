@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -161,12 +160,12 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.True(t, x.Internal)
 
 	// The topology routes.
-	assert.Equal(t, amqp10.StateAccepted, mustPublish(t, v, "ingress", msg("a", "orders.eu")))
+	assert.Equal(t, Accepted, mustPublish(t, v, "ingress", msg("a", "orders.eu")))
 	assert.Equal(t, 1, orders.Len())
-	assert.Equal(t, amqp10.StateAccepted, mustPublish(t, v, "ingress", msg("b", "nothing")), "alternate exchange")
+	assert.Equal(t, Accepted, mustPublish(t, v, "ingress", msg("b", "nothing")), "alternate exchange")
 	assert.Equal(t, 1, dlq.Len())
 	m := wireMsg(t, value.Map{{Key: "n", Value: int32(1)}}, nil, "fwd.x")
-	assert.Equal(t, amqp10.StateAccepted, mustPublish(t, v, "ingress", m), "headers binding with a JSON number")
+	assert.Equal(t, Accepted, mustPublish(t, v, "ingress", m), "headers binding with a JSON number")
 	assert.Equal(t, 2, orders.Len())
 
 	pol, ok := v.Policy("dlx")
@@ -204,9 +203,10 @@ func mustGet(m value.Map, k string) any {
 	return v
 }
 
-func mustPublish(t *testing.T, v *VHost, x string, m *Message) amqp10.StateKind {
+func mustPublish(t *testing.T, v *VHost, x string, m *Message) OutcomeKind {
 	t.Helper()
-	st, err := v.Publish(x, m)
+	res, err := v.Publish(Publish{Exchange: x, Msg: m})
+	st := res.Outcome
 	require.NoError(t, err)
 	return st.Kind
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
@@ -29,9 +28,10 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 	q := e.queue(t, "q", Quorum)
 	body := strings.Repeat("x", 4<<10)
 	accepted := 0
-	publish := func() amqp10.DeliveryState {
-		got := make(chan amqp10.DeliveryState, 1)
-		s, _, pending, err := e.v.PublishConfirm("", durableMsg(t, body, "q"), func(s amqp10.DeliveryState) { got <- s })
+	publish := func() Outcome {
+		got := make(chan Outcome, 1)
+		res, err := e.v.Publish(Publish{Exchange: "", Msg: durableMsg(t, body, "q"), Confirm: func(s Outcome) { got <- s }})
+		s, pending := res.Outcome, res.Pending
 		require.NoError(t, err)
 		if pending {
 			select {
@@ -40,28 +40,28 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 				t.Fatal("a durable publish got no outcome within 20s with the disk full")
 			}
 		}
-		if s.Kind == amqp10.StateAccepted {
+		if s.Kind == Accepted {
 			accepted++
 		}
 		return s
 	}
 	for range 50 {
-		require.Equal(t, amqp10.StateAccepted, publish().Kind)
+		require.Equal(t, Accepted, publish().Kind)
 	}
 
 	full.On.Store(true)
 	before, start := lines.N.Load(), time.Now()
-	var rejected amqp10.DeliveryState
-	for i := 0; i < 10000 && rejected.Kind != amqp10.StateRejected; i++ {
+	var rejected Outcome
+	for i := 0; i < 10000 && rejected.Kind != Rejected; i++ {
 		rejected = publish()
 	}
-	require.Equal(t, amqp10.StateRejected, rejected.Kind, "10000 publishes of 4 KiB accepted with every flush failing")
-	require.Equal(t, amqp10.ErrCondResourceLimitExceeded, rejected.Error.Condition)
+	require.Equal(t, Rejected, rejected.Kind, "10000 publishes of 4 KiB accepted with every flush failing")
+	require.Equal(t, CondResourceLimitExceeded, rejected.Error.Condition)
 	require.Contains(t, rejected.Error.Description, "disk full")
 	for range 50 {
 		s := publish()
-		require.Equal(t, amqp10.StateRejected, s.Kind)
-		require.Equal(t, amqp10.ErrCondResourceLimitExceeded, s.Error.Condition)
+		require.Equal(t, Rejected, s.Kind)
+		require.Equal(t, CondResourceLimitExceeded, s.Error.Condition)
 	}
 	n, d := lines.N.Load()-before, time.Since(start)
 	t.Logf("disk full for %v: %d log lines", d, n)
@@ -69,11 +69,11 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 
 	full.On.Store(false)
 	deadline := time.Now().Add(20 * time.Second)
-	for publish().Kind != amqp10.StateAccepted {
+	for publish().Kind != Accepted {
 		require.True(t, time.Now().Before(deadline), "publishes still refused 20s after space was freed")
 	}
 	for range 20 {
-		require.Equal(t, amqp10.StateAccepted, publish().Kind)
+		require.Equal(t, Accepted, publish().Kind)
 	}
 	eventually(t, func() bool { return q.Len() == accepted }, 5*time.Second, "the queue holds exactly the accepted messages")
 	stored := 0

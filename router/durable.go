@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -166,7 +165,7 @@ type placed struct {
 
 // publishDurable enqueues a durable m into queues (at least one persists):
 // every persisting target's record goes into one store batch.
-func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(amqp10.DeliveryState)) (amqp10.DeliveryState, bool) {
+func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcome)) (Outcome, bool) {
 	enc := b.encode(m)
 	ls := lockQueues(queues)
 	var (
@@ -197,18 +196,18 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(amqp10
 			}
 		}
 	}
-	// 0: running; 1: done before PublishConfirm returned; 2: pending.
+	// 0: running; 1: done before publishDurable returned; 2: pending.
 	var phase atomic.Int32
-	var final amqp10.DeliveryState
+	var final Outcome
 	b.st.Commit(new(store.Batch).Append(recs...), func(err error) {
 		out := st
 		if err != nil {
 			b.storeLog.Error("publish: "+storeErrCause(err), "durable publish failed", "err", err)
-			out = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: &amqp10.Error{
-				Condition: amqp10.ErrCondInternalError, Description: "not durable: " + err.Error()}}
+			out = Outcome{Kind: Rejected, Error: &Error{
+				Condition: CondInternalError, Description: "not durable: " + err.Error()}}
 			if errors.Is(err, store.ErrDiskFull) {
 				// As RabbitMQ's disk alarm: the publisher may retry once space is freed.
-				out.Error = &amqp10.Error{Condition: amqp10.ErrCondResourceLimitExceeded,
+				out.Error = &Error{Condition: CondResourceLimitExceeded,
 					Description: "disk full: the message could not be stored; retry once space is freed"}
 			}
 			go withdraw(entries)
@@ -224,7 +223,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(amqp10
 	})
 	unlockQueues(ls)
 	if phase.CompareAndSwap(0, 2) {
-		return amqp10.DeliveryState{}, true
+		return Outcome{}, true
 	}
 	return final, false
 }
@@ -268,7 +267,7 @@ func withdraw(ps []placed) {
 // a later retry. ForwardDead of a retained d that is no longer retained
 // (already moved, or dropped by a switch to at-most-once) enqueues nothing
 // and returns moved=false.
-func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (states []amqp10.DeliveryState, moved bool) {
+func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (outcomes []Outcome, moved bool) {
 	var enc []byte
 	if cp.Header.Durable && src.b.st != nil && slices.ContainsFunc(targets, func(q *Queue) bool { return q.persist }) {
 		enc = src.b.encode(cp)
@@ -284,17 +283,17 @@ func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (states []
 		return nil, false
 	}
 	var recs []store.Record
-	states = make([]amqp10.DeliveryState, len(targets))
+	outcomes = make([]Outcome, len(targets))
 	accepted := false
 	for i, q := range targets {
 		switch q.enqueueLocked(cp, enc, &recs) {
 		case enqueued:
-			states[i] = amqp10.DeliveryState{Kind: amqp10.StateAccepted}
+			outcomes[i] = Outcome{Kind: Accepted}
 			accepted = true
 		case enqueueRejected:
-			states[i] = amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(q.name)}
+			outcomes[i] = Outcome{Kind: Rejected, Error: maxLenError(q.name)}
 		default:
-			states[i] = amqp10.DeliveryState{Kind: amqp10.StateReleased}
+			outcomes[i] = Outcome{Kind: Released}
 		}
 	}
 	batch := new(store.Batch).Append(recs...)
@@ -312,7 +311,7 @@ func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (states []
 		src.b.st.Commit(batch, src.b.logStoreErr)
 	}
 	unlockQueues(ls)
-	return states, moved
+	return outcomes, moved
 }
 
 // ---- at-least-once retries ----

@@ -51,14 +51,15 @@ func BenchmarkDurablePublish(b *testing.B) {
 					for range per {
 						sem <- struct{}{}
 						pw.Add(1)
-						release := func(st amqp10.DeliveryState) {
-							if st.Kind != amqp10.StateAccepted {
+						release := func(st Outcome) {
+							if st.Kind != Accepted {
 								b.Error("not accepted", st)
 							}
 							<-sem
 							pw.Done()
 						}
-						st, _, pending, err := v.PublishConfirm("", m, release)
+						res, err := v.Publish(Publish{Exchange: "", Msg: m, Confirm: release})
+						st, pending := res.Outcome, res.Pending
 						if err != nil {
 							b.Error(err)
 						}

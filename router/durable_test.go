@@ -87,12 +87,12 @@ func TestDurableRoundTrip(t *testing.T) {
 				m.Anns = deaths
 				m.DeliveryCount = 3
 			}
-			require.Equal(t, amqp10.StateAccepted, d.publish(t, "", m))
+			require.Equal(t, Accepted, d.publish(t, "", m))
 		}
 	}
 	nd := durableMsg(t, "transient", "cq")
 	nd.Header.Durable = false
-	require.Equal(t, amqp10.StateAccepted, d.publish(t, "", nd))
+	require.Equal(t, Accepted, d.publish(t, "", nd))
 	d.close(t)
 
 	d2 := openDurable(t, dir)
@@ -125,7 +125,7 @@ func TestDurableUnsettledAtCrashRequeuedWithDeliveryCount(t *testing.T) {
 	}
 	s, c := subscribe(t, q, 2)
 	require.Equal(t, 2, c.n())
-	require.NoError(t, s.Settle(c.all()[1].Tag, Outcome{Kind: amqp10.StateAccepted}))
+	require.NoError(t, s.Settle(c.all()[1].Tag, Settlement{Kind: SettleAccept}))
 	// "crash": the store is closed with delivery 0 unsettled.
 	d.close(t)
 
@@ -197,7 +197,7 @@ func TestDurableTopologyRecovered(t *testing.T) {
 	_, ok = v2b.Queue("gone")
 	require.False(t, ok)
 	// A publish routes through the recovered binding.
-	require.Equal(t, amqp10.StateAccepted, d2.publish(t, "x", durableMsg(t, "m", "a.b")))
+	require.Equal(t, Accepted, d2.publish(t, "x", durableMsg(t, "m", "a.b")))
 	d2.close(t)
 }
 
@@ -219,7 +219,7 @@ func TestDurableSeqsNotReusedAndOrphansDeleted(t *testing.T) {
 	d.publish(t, "", durableMsg(t, "a", "q"))
 	_, c := subscribe(t, q, 1)
 	s := q.subs[0]
-	require.NoError(t, s.Settle(c.all()[0].Tag, Outcome{Kind: amqp10.StateAccepted}))
+	require.NoError(t, s.Settle(c.all()[0].Tag, Settlement{Kind: SettleAccept}))
 	// An orphan: data for a queue id unknown to the metadata.
 	done := make(chan error, 1)
 	d.st.Append([]store.Record{{Queue: 999999, Seq: 1, Msg: []byte("x")}}, func(err error) { done <- err })
@@ -248,18 +248,20 @@ func TestPublishConfirmPending(t *testing.T) {
 	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "q"}))
 	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "cq"}))
 	require.NoError(t, d.v.Bind(Binding{Source: "amq.fanout", Destination: "t"}))
-	got := make(chan amqp10.DeliveryState, 1)
-	_, _, pending, err := d.v.PublishConfirm("amq.fanout", durableMsg(t, "x"), func(st amqp10.DeliveryState) { got <- st })
+	got := make(chan Outcome, 1)
+	res, err := d.v.Publish(Publish{Exchange: "amq.fanout", Msg: durableMsg(t, "x"), Confirm: func(st Outcome) { got <- st }})
+	pending := res.Pending
 	require.NoError(t, err)
 	require.True(t, pending)
-	require.Equal(t, amqp10.StateAccepted, (<-got).Kind)
+	require.Equal(t, Accepted, (<-got).Kind)
 	// Non-durable message: never pending.
 	nd := durableMsg(t, "y")
 	nd.Header.Durable = false
-	st, _, pending, err := d.v.PublishConfirm("amq.fanout", nd, func(amqp10.DeliveryState) { t.Error("confirm called") })
+	res, err = d.v.Publish(Publish{Exchange: "amq.fanout", Msg: nd, Confirm: func(Outcome) { t.Error("confirm called") }})
+	st, pending := res.Outcome, res.Pending
 	require.NoError(t, err)
 	require.False(t, pending)
-	require.Equal(t, amqp10.StateAccepted, st.Kind)
+	require.Equal(t, Accepted, st.Kind)
 	// Both durable queues hold the durable message in the store, the transient one not.
 	for _, name := range []string{"q", "cq", "t"} {
 		q, _ := d.v.Queue(name)
@@ -280,14 +282,15 @@ func TestPublishConfirmStoreFailureRejects(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Store = st })
 	q := e.queue(t, "q", Quorum)
 	require.NoError(t, st.Close()) // every later batch fails with ErrClosed
-	got := make(chan amqp10.DeliveryState, 1)
-	s, _, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(s amqp10.DeliveryState) { got <- s })
+	got := make(chan Outcome, 1)
+	res, err := e.v.Publish(Publish{Exchange: "", Msg: durableMsg(t, "x", "q"), Confirm: func(s Outcome) { got <- s }})
+	s, pending := res.Outcome, res.Pending
 	require.NoError(t, err)
 	if pending { // a closed Pebble fails the batch at once: then the outcome is returned directly
 		s = <-got
 	}
-	require.Equal(t, amqp10.StateRejected, s.Kind)
-	require.Equal(t, amqp10.ErrCondInternalError, s.Error.Condition)
+	require.Equal(t, Rejected, s.Kind)
+	require.Equal(t, CondInternalError, s.Error.Condition)
 	eventually(t, func() bool { return q.Len() == 0 }, 5*time.Second, "in-memory copy withdrawn")
 }
 
@@ -295,10 +298,11 @@ func TestMemoryStoreKeepsBehaviour(t *testing.T) {
 	// An explicit Memory store: the durable path runs, nothing is pending.
 	e := newEnv(t, func(o *Options) { o.Store = store.NewMemory() })
 	e.queue(t, "q", Quorum)
-	st, _, pending, err := e.v.PublishConfirm("", durableMsg(t, "x", "q"), func(amqp10.DeliveryState) { t.Error("confirm called") })
+	res, err := e.v.Publish(Publish{Exchange: "", Msg: durableMsg(t, "x", "q"), Confirm: func(Outcome) { t.Error("confirm called") }})
+	st, pending := res.Outcome, res.Pending
 	require.NoError(t, err)
 	require.False(t, pending)
-	require.Equal(t, amqp10.StateAccepted, st.Kind)
+	require.Equal(t, Accepted, st.Kind)
 }
 
 func TestAlarms(t *testing.T) {

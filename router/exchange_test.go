@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -30,14 +29,14 @@ func TestDefaultExchange(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q1", Classic)
 	e.queue(t, "q2", Classic)
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("m", "q1")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("m", "q1")))
 	assert.Equal(t, 1, q.Len())
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.default", msg("m", "q1")))
+	assert.Equal(t, Accepted, e.publish(t, "amq.default", msg("m", "q1")))
 	assert.Equal(t, 2, q.Len())
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "", msg("m", "nope")))
+	assert.Equal(t, Released, e.publish(t, "", msg("m", "nope")))
 
 	// x-cc keys: both queues, deduplicated.
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("m", "q1", "q2", "q1")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("m", "q1", "q2", "q1")))
 	assert.Equal(t, 3, q.Len())
 
 	err := e.v.Bind(Binding{Source: "", Destination: "q1", Key: "k"})
@@ -52,7 +51,7 @@ func TestDefaultExchange(t *testing.T) {
 
 func TestPublishMissingExchange(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.v.Publish("nope", msg("m", "k"))
+	_, err := e.v.Publish(Publish{Exchange: "nope", Msg: msg("m", "k")})
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
@@ -143,9 +142,9 @@ func TestAlternateExchange(t *testing.T) {
 	require.NoError(t, e.v.Bind(Binding{Source: "x", Destination: "main", Key: "k"}))
 	require.NoError(t, e.v.Bind(Binding{Source: "ae", Destination: "unrouted"}))
 
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "x", msg("m", "k")))
+	assert.Equal(t, Accepted, e.publish(t, "x", msg("m", "k")))
 	assert.Equal(t, 0, unrouted.Len())
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "x", msg("m", "other")))
+	assert.Equal(t, Accepted, e.publish(t, "x", msg("m", "other")))
 	assert.Equal(t, 1, unrouted.Len())
 
 	// AE loops terminate: a -> b -> a, neither routes.
@@ -153,12 +152,12 @@ func TestAlternateExchange(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lb", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "la"}}})
 	require.NoError(t, err)
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "la", msg("m", "k")))
+	assert.Equal(t, Released, e.publish(t, "la", msg("m", "k")))
 
 	// A missing AE is ignored.
 	_, err = e.v.DeclareExchange(ExchangeSpec{Name: "lc", Type: "direct", Arguments: value.Map{{Key: "alternate-exchange", Value: "missing"}}})
 	require.NoError(t, err)
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "lc", msg("m", "k")))
+	assert.Equal(t, Released, e.publish(t, "lc", msg("m", "k")))
 }
 
 func TestExchangeToExchange(t *testing.T) {
@@ -174,11 +173,11 @@ func TestExchangeToExchange(t *testing.T) {
 	require.NoError(t, e.v.Bind(Binding{Source: "dst", Destination: "src", DestinationIsExchange: true}))
 	require.NoError(t, e.v.Bind(Binding{Source: "src", Destination: "q", Key: "a.b"}))
 
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "src", msg("m", "a.b")))
+	assert.Equal(t, Accepted, e.publish(t, "src", msg("m", "a.b")))
 	assert.Equal(t, 1, q.Len())
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "src", msg("m", "b")))
+	assert.Equal(t, Released, e.publish(t, "src", msg("m", "b")))
 
-	_, err = e.v.Publish("dst", msg("m"))
+	_, err = e.v.Publish(Publish{Exchange: "dst", Msg: msg("m")})
 	require.ErrorIs(t, err, ErrAccessRefused, "internal exchange")
 
 	require.NoError(t, e.v.DeleteExchange("dst"))
@@ -214,7 +213,7 @@ func TestDeleteQueueRemovesBindings(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.True(t, c.deleted)
 	assert.True(t, q.Deleted())
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "amq.fanout", msg("c")))
+	assert.Equal(t, Released, e.publish(t, "amq.fanout", msg("c")))
 	_, err = e.v.DeleteQueue("q")
 	require.ErrorIs(t, err, ErrNotFound)
 	assert.Zero(t, e.dl.n(), "deletion never dead-letters")

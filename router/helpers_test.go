@@ -198,9 +198,10 @@ func (e *env) queue(t *testing.T, name string, typ QueueType, args ...any) *Queu
 	return q
 }
 
-func (e *env) publish(t *testing.T, exchange string, m *Message) amqp10.StateKind {
+func (e *env) publish(t *testing.T, exchange string, m *Message) OutcomeKind {
 	t.Helper()
-	st, err := e.v.Publish(exchange, m)
+	res, err := e.v.Publish(Publish{Exchange: exchange, Msg: m})
+	st := res.Outcome
 	require.NoError(t, err)
 	return st.Kind
 }

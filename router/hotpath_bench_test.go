@@ -60,11 +60,12 @@ func newHotPath(tb testing.TB, exchange string) *hotPath {
 func (h *hotPath) one(tb testing.TB, exchange string) {
 	m := NewMessage(h.wire)
 	m.RoutingKeys = h.keys
-	st, err := h.vh.Publish(exchange, m)
-	if err != nil || st.Kind != amqp10.StateAccepted {
+	res, err := h.vh.Publish(Publish{Exchange: exchange, Msg: m})
+	st := res.Outcome
+	if err != nil || st.Kind != Accepted {
 		tb.Fatalf("publish: %v %v", st, err)
 	}
-	if err := h.sub.Settle(h.c.last.Tag, Outcome{Kind: amqp10.StateAccepted}); err != nil {
+	if err := h.sub.Settle(h.c.last.Tag, Settlement{Kind: SettleAccept}); err != nil {
 		tb.Fatal(err)
 	}
 	h.c.last = Delivery{}
@@ -117,7 +118,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	m.RoutingKeys = []string{"q"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := q.Enqueue(m); st.Kind != amqp10.StateAccepted {
+		if st := q.Enqueue(m); st.Kind != Accepted {
 			b.Fatal(st)
 		}
 	}

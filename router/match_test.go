@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -157,19 +156,19 @@ func TestHeadersExchangeWithWireMessage(t *testing.T) {
 	}}))
 
 	m := wireMsg(t, value.Map{{Key: "color", Value: "red"}, {Key: "size", Value: uint8(3)}}, nil)
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.headers", m))
+	assert.Equal(t, Accepted, e.publish(t, "amq.headers", m))
 	assert.Equal(t, 1, qAll.Len())
 
 	m = wireMsg(t, value.Map{{Key: "color", Value: "blue"}}, value.Map{{Key: value.Symbol("x-tag"), Value: value.Symbol("t1")}})
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.match", m))
+	assert.Equal(t, Accepted, e.publish(t, "amq.match", m))
 	assert.Equal(t, 1, qAnyX.Len())
 
 	// Broker annotations (Msg.Anns) are visible to -with-x bindings.
 	m = wireMsg(t, nil, nil)
 	m.Anns = value.Map{{Key: value.Symbol("x-first-death-reason"), Value: "expired"}}
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.match", m))
+	assert.Equal(t, Accepted, e.publish(t, "amq.match", m))
 	assert.Equal(t, 2, qAnyX.Len())
 
 	m = wireMsg(t, value.Map{{Key: "x-tag", Value: "nope"}}, nil)
-	assert.Equal(t, amqp10.StateReleased, e.publish(t, "amq.match", m))
+	assert.Equal(t, Released, e.publish(t, "amq.match", m))
 }

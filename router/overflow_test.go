@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -51,8 +50,8 @@ func TestOnlyReadyMessagesCount(t *testing.T) {
 	q := e.queue(t, "q", Classic, "x-max-length", int64(1), "x-overflow", "reject-publish")
 	e.publish(t, "", msg("m1", "q"))
 	subscribe(t, q, 1)
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("m2", "q")), "m1 is unacked, not ready")
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("m3", "q")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("m2", "q")), "m1 is unacked, not ready")
+	assert.Equal(t, Rejected, e.publish(t, "", msg("m3", "q")))
 }
 
 func TestDropHeadAfterClassicRequeue(t *testing.T) {
@@ -61,7 +60,7 @@ func TestDropHeadAfterClassicRequeue(t *testing.T) {
 	e.publish(t, "", msg("m1", "q"))
 	s, c := subscribe(t, q, 1)
 	e.publish(t, "", msg("m2", "q"))
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateReleased}))
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleRelease}))
 	assert.Equal(t, []string{"m1:maxlen"}, e.dl.bodies(), "the requeued head is dropped")
 	assert.Equal(t, 1, q.Len())
 }
@@ -70,10 +69,11 @@ func TestRejectPublishClassic(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q", Classic, "x-max-length", int64(2), "x-overflow", "reject-publish")
 	publishN(t, e, "q", 2)
-	st, err := e.v.Publish("", msg("m3", "q"))
+	res, err := e.v.Publish(Publish{Exchange: "", Msg: msg("m3", "q")})
+	st := res.Outcome
 	require.NoError(t, err)
-	assert.Equal(t, amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: &amqp10.Error{
-		Condition:   amqp10.ErrCondResourceLimitExceeded,
+	assert.Equal(t, Outcome{Kind: Rejected, Error: &Error{
+		Condition:   CondResourceLimitExceeded,
 		Description: "queue 'q' exceeded maximum length",
 		Info: value.Map{
 			{Key: value.Symbol("queue"), Value: "q"},
@@ -84,16 +84,16 @@ func TestRejectPublishClassic(t *testing.T) {
 	assert.Empty(t, e.dl.all(), "reject-publish dead-letters nothing")
 
 	s, c := subscribe(t, q, 1)
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateAccepted}))
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("m4", "q")))
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleAccept}))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("m4", "q")))
 }
 
 func TestRejectPublishBytesClassic(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q", Classic, "x-max-length-bytes", int64(6), "x-overflow", "reject-publish")
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("aaa", "q")))
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("bbbb", "q")))
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("ccc", "q")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("aaa", "q")))
+	assert.Equal(t, Rejected, e.publish(t, "", msg("bbbb", "q")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("ccc", "q")))
 	assert.Equal(t, 2, q.Len())
 }
 
@@ -101,7 +101,7 @@ func TestRejectPublishDLXClassic(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue(t, "q", Classic, "x-max-length", int64(1), "x-overflow", "reject-publish-dlx")
 	e.publish(t, "", msg("m1", "q"))
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("m2", "q")))
+	assert.Equal(t, Rejected, e.publish(t, "", msg("m2", "q")))
 	assert.Equal(t, []string{"m2:maxlen"}, e.dl.bodies(), "the new message is dead-lettered")
 	assert.Equal(t, 1, q.Len())
 }
@@ -111,23 +111,23 @@ func TestRejectPublishQuorum(t *testing.T) {
 	q := e.queue(t, "q", Quorum, "x-max-length", int64(10), "x-overflow", "reject-publish")
 	publishN(t, e, "q", 11) // the message crossing the limit is accepted
 	assert.Equal(t, 11, q.Len())
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("x", "q")))
+	assert.Equal(t, Rejected, e.publish(t, "", msg("x", "q")))
 
 	s, c := subscribe(t, q, 1)
 	consume := func(n int) {
 		for range n {
-			require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateAccepted}))
+			require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleAccept}))
 			s.Flow(uint32(c.n()), 1, false)
 		}
 	}
 	assert.Equal(t, 10, q.Len())
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("x", "q")))
+	assert.Equal(t, Rejected, e.publish(t, "", msg("x", "q")))
 	consume(1) // 9 ready: above 80 %
 	assert.Equal(t, 9, q.Len())
-	assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("x", "q")))
+	assert.Equal(t, Rejected, e.publish(t, "", msg("x", "q")))
 	consume(1) // 8 ready: <= 80 %
 	assert.Equal(t, 8, q.Len())
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("y", "q")))
+	assert.Equal(t, Accepted, e.publish(t, "", msg("y", "q")))
 	assert.Empty(t, e.dl.all())
 }
 
@@ -144,11 +144,12 @@ func TestPublishOutcomeAcrossQueues(t *testing.T) {
 	full := e.queue(t, "full", Classic, "x-max-length", int64(0), "x-overflow", "reject-publish")
 	ok := e.queue(t, "ok", Classic)
 	require.NoError(t, e.v.Bind(Binding{Source: "amq.fanout", Destination: "ok"}))
-	assert.Equal(t, amqp10.StateAccepted, e.publish(t, "amq.fanout", msg("m")))
+	assert.Equal(t, Accepted, e.publish(t, "amq.fanout", msg("m")))
 	require.NoError(t, e.v.Bind(Binding{Source: "amq.fanout", Destination: "full"}))
-	st, err := e.v.Publish("amq.fanout", msg("m"))
+	res, err := e.v.Publish(Publish{Exchange: "amq.fanout", Msg: msg("m")})
+	st := res.Outcome
 	require.NoError(t, err)
-	assert.Equal(t, amqp10.StateRejected, st.Kind, "any refusing queue rejects the publish")
+	assert.Equal(t, Rejected, st.Kind, "any refusing queue rejects the publish")
 	assert.Equal(t, "queue 'full' exceeded maximum length", st.Error.Description)
 	assert.Equal(t, 2, ok.Len())
 	assert.Zero(t, full.Len())

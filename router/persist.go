@@ -245,7 +245,7 @@ func encodeState(e *entry) []byte {
 		b = binary.AppendVarint(b, dead.deadAt)
 		if dead.deadErr != nil {
 			b = append(b, 1)
-			b = appendStr(b, string(dead.deadErr.Condition))
+			b = appendStr(b, dead.deadErr.Condition)
 			b = appendStr(b, dead.deadErr.Description)
 		} else {
 			b = append(b, 0)
@@ -289,7 +289,7 @@ func decodeState(e *entry, b []byte) error {
 		x.deadReason = Reason(r.str())
 		x.deadAt = r.varint()
 		if r.byte() == 1 {
-			x.deadErr = &amqp10.Error{Condition: amqp10.ErrCond(r.str()), Description: r.str()}
+			x.deadErr = &Error{Condition: r.str(), Description: r.str()}
 		}
 	}
 	return r.err

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -229,7 +228,7 @@ func TestPolicyDeliveryLimitAppliesAtNextReturn(t *testing.T) {
 	q := e.queue(t, "q", Quorum)
 	e.publish(t, "", msg("m", "q"))
 	s, c := subscribe(t, q, 10)
-	failed := Outcome{Kind: amqp10.StateModified, DeliveryFailed: true}
+	failed := Settlement{Kind: SettleModify, DeliveryFailed: true}
 	require.NoError(t, s.Settle(c.last(t).Tag, failed))
 	require.Equal(t, 2, c.n(), "requeued under the default limit")
 	e.policy(t, "p", "^q$", ApplyToQuorumQueues, 0, "delivery-limit", int64(1))
@@ -513,14 +512,14 @@ func TestPolicyDeadLetterAtRunTime(t *testing.T) {
 			require.NoError(t, err)
 			for i := 1; i <= 3; i++ {
 				for _, q := range []string{"plain", "args"} {
-					_, err := v.Publish("", msg(fmt.Sprintf("%s%d", q, i), q))
+					_, err := v.Publish(Publish{Exchange: "", Msg: msg(fmt.Sprintf("%s%d", q, i), q)})
 					require.NoError(t, err)
 				}
 			}
 			sp, cp := subscribe(t, plain, 10)
 			sa, ca := subscribe(t, withArgs, 10)
 			reject := func(s *Subscription, c *fakeConsumer, i int) {
-				require.NoError(t, s.Settle(c.all()[i].Tag, Outcome{Kind: amqp10.StateRejected}))
+				require.NoError(t, s.Settle(c.all()[i].Tag, Settlement{Kind: SettleReject}))
 			}
 			reject(sp, cp, 0)
 			reject(sa, ca, 0)
@@ -593,14 +592,14 @@ func TestPolicyMaxLengthRejectPublish(t *testing.T) {
 			e.policy(t, "p", ".*", "", 0, "max-length", int64(2), "overflow", "reject-publish")
 			assert.Empty(t, e.dl.all(), "reject-publish drops nothing already queued")
 			assert.Equal(t, 3, q.Len())
-			assert.Equal(t, amqp10.StateRejected, e.publish(t, "", msg("x", "q")))
+			assert.Equal(t, Rejected, e.publish(t, "", msg("x", "q")))
 			// Back to drop-head (the policy's overflow removed): drops at once.
 			e.policy(t, "p", ".*", "", 0, "max-length", int64(2))
 			assert.Equal(t, []string{"m1:maxlen"}, e.dl.bodies())
-			assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("y", "q")))
+			assert.Equal(t, Accepted, e.publish(t, "", msg("y", "q")))
 			// No limit at all: a quorum queue's block is lifted.
 			e.policy(t, "p", ".*", "", 0, "overflow", "reject-publish")
-			assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("z", "q")))
+			assert.Equal(t, Accepted, e.publish(t, "", msg("z", "q")))
 		})
 	}
 }
@@ -746,7 +745,7 @@ func TestPolicyChangesConcurrently(t *testing.T) {
 	for _, q := range queues {
 		wg.Go(func() {
 			for n := 0; !stop.Load(); n++ {
-				_, _ = v.Publish("", msg(fmt.Sprintf("m%d", n), q.Name()))
+				_, _ = v.Publish(Publish{Exchange: "", Msg: msg(fmt.Sprintf("m%d", n), q.Name())})
 			}
 		})
 		wg.Go(func() {
@@ -761,7 +760,7 @@ func TestPolicyChangesConcurrently(t *testing.T) {
 				tags := c.take()
 				handed += uint32(len(tags))
 				for _, tag := range tags {
-					_ = s.Settle(tag, Outcome{Kind: amqp10.StateRejected})
+					_ = s.Settle(tag, Settlement{Kind: SettleReject})
 				}
 				_ = q.Info()
 				_, _ = q.DeadLetterExchange()

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -552,7 +551,7 @@ func (q *Queue) retainsLocked(r Reason) bool {
 // after the lock is released. An at-least-once queue keeps e (retained)
 // until the DeadLetterer forwards it. A stored at-most-once entry keeps its
 // stored copy until ForwardDead moves it or flushDead settles it.
-func (q *Queue) deadLocked(e *entry, r Reason, err *amqp10.Error) {
+func (q *Queue) deadLocked(e *entry, r Reason, err *Error) {
 	if q.b.deadLetterer() == nil {
 		q.settleStoredLocked(e)
 		return

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -31,7 +30,7 @@ func (r *republisher) DeadLetter(src *Queue, dead []Dead) {
 		r.count.Add(1)
 		m := d.Msg.withState(d.Msg.DeliveryCount, d.Msg.Anns)
 		m.RoutingKeys = []string{key}
-		_, _ = r.v.Publish("", m)
+		_, _ = r.v.Publish(Publish{Exchange: "", Msg: m})
 	}
 }
 
@@ -46,11 +45,11 @@ func TestDeadLettererMayReenter(t *testing.T) {
 		{Key: "x-dead-letter-exchange", Value: ""}, {Key: "x-dead-letter-routing-key", Value: "q"},
 	}})
 	require.NoError(t, err)
-	_, err = v.Publish("", msg("m", "q"))
+	_, err = v.Publish(Publish{Exchange: "", Msg: msg("m", "q")})
 	require.NoError(t, err)
 	s, c := subscribe(t, q, 10)
 	for i := range 3 {
-		require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateRejected}))
+		require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleReject}))
 		assert.Equal(t, uint32(i+1), c.last(t).Header.DeliveryCount, "the carried delivery count")
 	}
 	assert.Equal(t, int64(3), r.count.Load())
@@ -106,16 +105,16 @@ func TestConcurrentUse(t *testing.T) {
 						if i%3 == 0 {
 							m.Header.TTL, m.Header.HasTTL = 1, true
 						}
-						_, _ = v.Publish("amq.topic", m)
+						_, _ = v.Publish(Publish{Exchange: "amq.topic", Msg: m})
 					}
 				})
 			}
-			outcomes := []Outcome{
-				{Kind: amqp10.StateAccepted},
-				{Kind: amqp10.StateReleased},
-				{Kind: amqp10.StateRejected},
-				{Kind: amqp10.StateModified, DeliveryFailed: true, Annotations: value.Map{{Key: value.Symbol("x-n"), Value: int64(1)}}},
-				{Kind: amqp10.StateModified, UndeliverableHere: true},
+			outcomes := []Settlement{
+				{Kind: SettleAccept},
+				{Kind: SettleRelease},
+				{Kind: SettleReject},
+				{Kind: SettleModify, DeliveryFailed: true, Annotations: value.Map{{Key: value.Symbol("x-n"), Value: int64(1)}}},
+				{Kind: SettleModify, UndeliverableHere: true},
 			}
 			for k := range 3 {
 				wg.Go(func() { // exits when stop is closed

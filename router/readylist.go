@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -49,7 +48,7 @@ type entryExt struct {
 	hasAnns bool
 	// At-least-once dead state of a retained entry.
 	deadReason Reason
-	deadErr    *amqp10.Error
+	deadErr    *Error
 	deadAt     int64 // unix ns of the (first) death
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -86,7 +85,7 @@ func TestUnsettledDoNotExpire(t *testing.T) {
 			assert.Empty(t, e.dl.all(), "delivered messages do not expire")
 
 			// Requeued messages keep their deadline: expired at once, never redelivered.
-			require.NoError(t, s.Settle(c.all()[0].Tag, Outcome{Kind: amqp10.StateReleased}))
+			require.NoError(t, s.Settle(c.all()[0].Tag, Settlement{Kind: SettleRelease}))
 			assert.Equal(t, []string{"m1:expired"}, e.dl.bodies())
 			s.Cancel(CancelDetach)
 			assert.Equal(t, []string{"m1:expired", "m2:expired"}, e.dl.bodies())
@@ -102,7 +101,7 @@ func TestRequeueKeepsDeadline(t *testing.T) {
 	e.publish(t, "", msg("m1", "q"))
 	s, c := subscribe(t, q, 1)
 	clock.Advance(60 * time.Millisecond)
-	require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateReleased}))
+	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleRelease}))
 	assert.Equal(t, 1, q.Len())
 	clock.Advance(40 * time.Millisecond)
 	assert.Zero(t, q.Len(), "100 ms after publish, not after the requeue")
@@ -114,7 +113,7 @@ func TestZeroTTL(t *testing.T) {
 		t.Run(string(typ), func(t *testing.T) {
 			e := newEnv(t)
 			q := e.queue(t, "q", typ, "x-message-ttl", int64(0))
-			assert.Equal(t, amqp10.StateAccepted, e.publish(t, "", msg("nobody", "q")))
+			assert.Equal(t, Accepted, e.publish(t, "", msg("nobody", "q")))
 			assert.Equal(t, []string{"nobody:expired"}, e.dl.bodies())
 			assert.Zero(t, q.Len())
 
@@ -123,7 +122,7 @@ func TestZeroTTL(t *testing.T) {
 			assert.Equal(t, []string{"taken"}, c.bodies())
 			e.publish(t, "", msg("nocredit", "q"))
 			assert.Equal(t, []string{"nobody:expired", "nocredit:expired"}, e.dl.bodies())
-			require.NoError(t, s.Settle(c.last(t).Tag, Outcome{Kind: amqp10.StateAccepted}))
+			require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleAccept}))
 
 			// Header ttl 0 too.
 			e.publish(t, "", ttlMsg("hdr", 0, "q"))

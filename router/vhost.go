@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -520,43 +519,78 @@ func stringKeys(m value.Map) value.Map {
 
 // ---- publishing ----
 
-// Publish routes m through exchange with m.RoutingKeys (set by the caller,
-// x-cc included) and enqueues it. It returns the publisher's outcome:
-// StateAccepted, StateReleased when it routed nowhere, or StateRejected with
-// Error for reject-publish overflow. ErrNotFound when the exchange is missing.
+// Publish is one message to publish: what VHost.Publish takes.
+type Publish struct {
+	// Exchange to publish to ("" or "amq.default" is the default exchange).
+	Exchange string
+	// Msg, with its RoutingKeys set by the caller (x-cc / CC keys included).
+	// The enqueued message has Exchange set to the exchange published to.
+	Msg *Message
+	// Confirm, when not nil, makes a durable publish asynchronous: when Msg
+	// must first be made durable (a durable message routed to at least one
+	// durable queue, with a store), Publish returns Pending and later calls
+	// Confirm exactly once with the final outcome, from the store's
+	// goroutine; Confirm must not block. Otherwise Confirm is never called.
+	// Without Confirm, such a publish blocks until the message is synced.
+	Confirm func(Outcome)
+	// Queues, when not nil, is storage for PublishResult.Queues (written
+	// from Queues[:0]): a caller that publishes often passes the previous
+	// result to reuse it. Nothing keeps a reference to it.
+	Queues []*Queue
+}
+
+// PublishResult is what Publish did.
+type PublishResult struct {
+	// Outcome for the publisher: Accepted, Released when the message routed
+	// nowhere, or Rejected with Error for reject-publish overflow (or, after
+	// a store failure, amqp:internal-error). Not final while Pending.
+	Outcome Outcome
+	// Queues the message was routed to (deduplicated, in routing order).
+	Queues []*Queue
+	// Pending: the outcome comes later, through Publish.Confirm.
+	Pending bool
+}
+
+// Publish routes p.Msg through p.Exchange and enqueues it. It fails with
+// ErrNotFound when the exchange is missing and ErrAccessRefused when it is
+// internal; a refusal by a queue is an outcome, not an error.
 //
 // A message routed to several queues is rejected when any of them refuses
-// it (the others keep their copy), as RabbitMQ does. Publishing to an
-// internal exchange fails with ErrAccessRefused. m.Exchange is set to
-// exchange on the enqueued message.
-//
-// With a durable store, Publish of a durable message routed to a durable
-// queue blocks until the message is synced (see PublishConfirm, which does
-// not block).
-func (v *VHost) Publish(exchange string, m *Message) (amqp10.DeliveryState, error) {
-	var ch chan amqp10.DeliveryState
-	st, _, pending, err := v.publish(nil, exchange, m, func(st amqp10.DeliveryState) { ch <- st }, func() { ch = make(chan amqp10.DeliveryState, 1) })
-	if pending {
-		st = <-ch
+// it (the others keep their copy), as RabbitMQ does. A durable message
+// routed to durable queues is appended to every durable target in one
+// atomic store batch and made visible to consumers at once (they may
+// receive it before the sync, as with RabbitMQ); the outcome is then final
+// once the store has synced it (see Publish.Confirm). If the store fails,
+// the outcome is rejected with amqp:internal-error and the in-memory
+// copies are withdrawn where still ready. Without a store nothing is ever
+// pending.
+func (v *VHost) Publish(p Publish) (PublishResult, error) {
+	if p.Confirm != nil {
+		return v.publish(p.Queues, p.Exchange, p.Msg, p.Confirm, nil)
 	}
-	return st, err
+	var ch chan Outcome
+	res, err := v.publish(p.Queues, p.Exchange, p.Msg, func(o Outcome) { ch <- o }, func() { ch = make(chan Outcome, 1) })
+	if res.Pending {
+		res.Outcome, res.Pending = <-ch, false
+	}
+	return res, err
 }
 
 // publish routes and enqueues m. Durable targets of a durable message get
-// it in one atomic store batch; then pending is true and confirm is called
-// once with the final outcome from the store's callback (prepare, if not
-// nil, runs first, before anything can call confirm).
-func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(amqp10.DeliveryState), prepare func()) (amqp10.DeliveryState, []*Queue, bool, error) {
+// it in one atomic store batch; then the result is pending and confirm is
+// called once with the final outcome from the store's callback (prepare,
+// if not nil, runs first, before anything can call confirm).
+func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(Outcome), prepare func()) (PublishResult, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
 	v.b.consumed(m.size())
 	queues, err := v.route(dst, exchange, m)
 	if err != nil {
-		return amqp10.DeliveryState{}, nil, false, err
+		return PublishResult{}, err
 	}
 	if len(queues) == 0 {
-		return amqp10.DeliveryState{Kind: amqp10.StateReleased}, nil, false, nil
+		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
 	}
 	if m.Exchange != exchange {
 		c := *m
@@ -567,8 +601,8 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 		if prepare != nil {
 			prepare()
 		}
-		st, pending := v.b.publishDurable(m, queues, confirm)
-		return st, queues, pending, nil
+		o, pending := v.b.publishDurable(m, queues, confirm)
+		return PublishResult{Outcome: o, Queues: queues, Pending: pending}, nil
 	}
 	var rejectedBy *Queue
 	accepted := false
@@ -583,53 +617,31 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 		case enqueueGone:
 		}
 	}
-	return publishOutcome(rejectedBy, accepted), queues, false, nil
+	return PublishResult{Outcome: publishOutcome(rejectedBy, accepted), Queues: queues}, nil
 }
 
-func publishOutcome(rejectedBy *Queue, accepted bool) amqp10.DeliveryState {
+func publishOutcome(rejectedBy *Queue, accepted bool) Outcome {
 	switch {
 	case rejectedBy != nil:
-		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(rejectedBy.name)}
+		return Outcome{Kind: Rejected, Error: maxLenError(rejectedBy.name)}
 	case accepted:
-		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}
+		return Outcome{Kind: Accepted}
 	}
-	return amqp10.DeliveryState{Kind: amqp10.StateReleased}
-}
-
-// PublishConfirm is Publish for publishers that wait for an outcome. When
-// m must first be made durable (a durable message routed to at least one
-// durable queue, with a store), it is appended to every durable target in
-// one atomic store batch and made visible to consumers at once (they may
-// receive it before the sync, as with RabbitMQ); PublishConfirm then
-// returns pending=true and later calls confirm exactly once with the final
-// outcome, from the store's goroutine; confirm must not block. The outcome
-// is the one Publish would give, or rejected with amqp:internal-error when
-// the store failed (the in-memory copies are then withdrawn where still
-// ready). Otherwise it returns the outcome at once and never calls confirm.
-// Without a store nothing is ever pending.
-// It also returns the queues m was routed to.
-func (v *VHost) PublishConfirm(exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, queues []*Queue, pending bool, err error) {
-	return v.publish(nil, exchange, m, confirm, nil)
-}
-
-// PublishConfirmAppend is PublishConfirm returning the queues in dst[:0]
-// (see RouteAppend); nothing keeps a reference to them.
-func (v *VHost) PublishConfirmAppend(dst []*Queue, exchange string, m *Message, confirm func(amqp10.DeliveryState)) (st amqp10.DeliveryState, queues []*Queue, pending bool, err error) {
-	return v.publish(dst, exchange, m, confirm, nil)
+	return Outcome{Kind: Released}
 }
 
 // Enqueue puts m on q as if a publish had routed it there; the dead-letter
 // path uses it for each routed target queue that is not a cycle. It returns
-// StateAccepted, StateRejected with RabbitMQ's maxlen error when q's
-// overflow refuses m, or StateReleased when q has been deleted.
-func (q *Queue) Enqueue(m *Message) amqp10.DeliveryState {
+// Accepted, Rejected with RabbitMQ's maxlen error when q's overflow refuses
+// m, or Released when q has been deleted.
+func (q *Queue) Enqueue(m *Message) Outcome {
 	switch q.enqueue(m) {
 	case enqueued:
-		return amqp10.DeliveryState{Kind: amqp10.StateAccepted}
+		return Outcome{Kind: Accepted}
 	case enqueueRejected:
-		return amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: maxLenError(q.name)}
+		return Outcome{Kind: Rejected, Error: maxLenError(q.name)}
 	}
-	return amqp10.DeliveryState{Kind: amqp10.StateReleased}
+	return Outcome{Kind: Released}
 }
 
 // EnqueueBatch is Enqueue of each of msgs, in order, under one acquisition
@@ -660,18 +672,6 @@ func (q *Queue) EnqueueBatch(msgs []*Message) {
 	}
 	q.unlock()
 	q.flushDead()
-}
-
-// maxLenError is RabbitMQ 4.3's rejected error for reject-publish overflow.
-func maxLenError(queue string) *amqp10.Error {
-	return &amqp10.Error{
-		Condition:   amqp10.ErrCondResourceLimitExceeded,
-		Description: fmt.Sprintf("queue '%s' exceeded maximum length", queue),
-		Info: value.Map{
-			{Key: value.Symbol("queue"), Value: queue},
-			{Key: value.Symbol("reason"), Value: value.Symbol("maxlen")},
-		},
-	}
 }
 
 // Route returns the queues a message published to exchange would reach

@@ -137,14 +137,14 @@ func (t *Tracer) StartPublish(vhost, exchange, key string, wm *amqp10.Message) t
 
 // EndPublish records the routing result (the target queues, or released, or
 // the rejection) and ends span.
-func EndPublish(span trace.Span, queues []*router.Queue, st amqp10.DeliveryState) {
+func EndPublish(span trace.Span, queues []*router.Queue, st router.Outcome) {
 	if span.IsRecording() {
 		switch st.Kind {
-		case amqp10.StateAccepted:
+		case router.Accepted:
 			span.SetAttributes(AttrRoutingResult.String("routed"))
-		case amqp10.StateReleased:
+		case router.Released:
 			span.SetAttributes(AttrRoutingResult.String("released"))
-		case amqp10.StateRejected:
+		case router.Rejected:
 			span.SetAttributes(AttrRoutingResult.String("rejected"))
 			setError(span, st.Error)
 		}
@@ -163,12 +163,12 @@ func queueNames(qs []*router.Queue) []string {
 	return names
 }
 
-func setError(span trace.Span, e *amqp10.Error) {
+func setError(span trace.Span, e *router.Error) {
 	if e == nil {
 		span.SetStatus(codes.Error, "")
 		return
 	}
-	span.SetAttributes(semconv.ErrorTypeKey.String(string(e.Condition)))
+	span.SetAttributes(semconv.ErrorTypeKey.String(e.Condition))
 	span.SetStatus(codes.Error, e.Description)
 }
 
@@ -199,14 +199,14 @@ func (t *Tracer) StartDeliver(q *router.Queue, d *router.Delivery, link string) 
 // of the delivery's span (parent). Its operation name follows the RabbitMQ
 // clients: ack (accepted), nack (rejected, or modified undeliverable-here),
 // requeue (released, modified). err is the router's refusal, if any.
-func (t *Tracer) Settle(parent trace.SpanContext, q *router.Queue, tag uint64, o router.Outcome, err error) {
+func (t *Tracer) Settle(parent trace.SpanContext, q *router.Queue, tag uint64, o router.Settlement, err error) {
 	name, outcome := "ack", "accepted"
 	switch o.Kind {
-	case amqp10.StateRejected:
+	case router.SettleReject:
 		name, outcome = "nack", "rejected"
-	case amqp10.StateReleased:
+	case router.SettleRelease:
 		name, outcome = "requeue", "released"
-	case amqp10.StateModified:
+	case router.SettleModify:
 		name, outcome = "requeue", "modified"
 		if o.UndeliverableHere {
 			name = "nack"
@@ -222,7 +222,7 @@ func (t *Tracer) Settle(parent trace.SpanContext, q *router.Queue, tag uint64, o
 			AttrOutcome.String(outcome),
 			AttrVHost.String(q.VHost().Name()))
 		if o.Error != nil {
-			span.SetAttributes(semconv.ErrorTypeKey.String(string(o.Error.Condition)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(o.Error.Condition))
 		}
 		if err != nil {
 			span.SetAttributes(semconv.ErrorTypeKey.String(fmt.Sprintf("%T", err)))
