@@ -77,7 +77,7 @@ func durable(t *testing.T, body string, keys ...string) *router.Message {
 	b := amqp10.AppendData(amqp10.AppendHeader(nil, &amqp10.Header{Durable: true, Priority: 4}), []byte(body))
 	w, err := amqp10.ParseMessage(b)
 	require.NoError(t, err)
-	m := router.NewMessage(w)
+	m := router.NewAMQP10Message(w)
 	m.RoutingKeys = keys
 	return m
 }
@@ -273,7 +273,7 @@ func TestAtomicDeadLetterMoveNoLossNoDuplicate(t *testing.T) {
 			require.Len(t, got, n)
 			seen := map[string]bool{}
 			for _, p := range got {
-				body := string(p.Msg.Wire.Bare())
+				body := string(p.Msg.Container.(router.AMQP10).Wire.Bare())
 				require.False(t, seen[body], "duplicate")
 				seen[body] = true
 				h := deathsOf(t, p.Msg)

@@ -59,7 +59,7 @@ func newDLPath(tb testing.TB) *dlPath {
 // one publishes to work, rejects the delivery (dead-lettering it into dlq)
 // and accepts the dead-letter copy's delivery from dlq.
 func (p *dlPath) one(tb testing.TB) {
-	m := router.NewMessage(p.wire)
+	m := router.NewAMQP10Message(p.wire)
 	m.RoutingKeys = p.keys
 	if st, err := p.vh.Publish(router.Publish{Msg: m}); err != nil || st.Outcome.Kind != router.Accepted {
 		tb.Fatalf("publish: %v %v", st, err)
@@ -95,7 +95,7 @@ func BenchmarkDeadLetterPath(b *testing.B) {
 func BenchmarkCopy(b *testing.B) {
 	p := newDLPath(b)
 	src, _ := p.vh.Queue("work")
-	m := router.NewMessage(p.wire)
+	m := router.NewAMQP10Message(p.wire)
 	m.Exchange, m.RoutingKeys = "", p.keys
 	dl := New(Options{})
 	b.Run("first", func(b *testing.B) {

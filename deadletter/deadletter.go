@@ -311,7 +311,7 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		if !ok {
 			hop.Strategy = StrategyDisabled
 			hop.Count = deathCount(dm.Msg.Anns, src.Name(), dm.Reason)
-			_, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Wire, hop)
+			_, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Container, hop)
 		}
 	}
 	if !ok {
@@ -335,7 +335,7 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		if len(h.Deaths) > 0 {
 			hop.Count = h.Deaths[0].Count // Record puts this death's {queue, reason} entry first
 		}
-		ctx, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Wire, hop)
+		ctx, span = d.tr.StartDeadLetter(ctx, dm.Msg.Anns, dm.Msg.Container, hop)
 		// The copy carries this hop's context: its deliveries, and any
 		// further dead-lettering, continue the producer's trace from here.
 		cp.Anns = telemetry.Inject(cp.Anns, span.SpanContext())
@@ -494,7 +494,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		cp = new(router.Message)
 	}
 	*cp = router.Message{
-		Wire:          m.Wire,
+		Container:     m.Container,
 		Header:        hdr,
 		Exchange:      dlx,
 		RoutingKeys:   keys,

@@ -36,13 +36,13 @@ func TestCopy(t *testing.T) {
 	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: "amq.direct"},
 		{Key: "x-dead-letter-routing-key", Value: "dlk"}})
 	wire := amqp10.NewMessage(nil, nil, []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'b'}, nil)
-	m := router.NewMessage(wire)
+	m := router.NewAMQP10Message(wire)
 	m.Header.TTL, m.Header.HasTTL = 500, true
 	m.Exchange, m.RoutingKeys, m.DeliveryCount = "x", []string{"k", "cc"}, 3
 	cp, h := dl.Copy(src, &router.Dead{Msg: *m, Reason: router.ReasonRejected,
 		Error: &router.Error{Condition: "app:e", Description: "d"}}, "amq.direct")
 
-	assert.Same(t, wire, cp.Wire, "the bare message is shared, not copied")
+	assert.Same(t, wire, cp.Container.(router.AMQP10).Wire, "the bare message is shared, not copied")
 	assert.False(t, cp.Header.HasTTL, "the TTL is cleared")
 	assert.Equal(t, "amq.direct", cp.Exchange)
 	assert.Equal(t, []string{"dlk"}, cp.RoutingKeys)
@@ -60,7 +60,7 @@ func TestCopy(t *testing.T) {
 func TestStrictOmitsErrorAnnotations(t *testing.T) {
 	vh, dl := setup(t, true)
 	src := declare(t, vh, "src", value.Map{{Key: "x-dead-letter-exchange", Value: ""}})
-	cp, _ := dl.Copy(src, &router.Dead{Msg: *router.NewMessage(&amqp10.Message{}), Reason: router.ReasonRejected,
+	cp, _ := dl.Copy(src, &router.Dead{Msg: *router.NewAMQP10Message(&amqp10.Message{}), Reason: router.ReasonRejected,
 		Error: &router.Error{Condition: "app:e"}}, "")
 	_, ok := cp.Anns.Get(annotations.KeyLastDeathErrorCond)
 	assert.False(t, ok)
@@ -79,7 +79,7 @@ func TestRoutesAndCountsAndDropsCycles(t *testing.T) {
 	missing := declare(t, vh, "missing", value.Map{{Key: "x-dead-letter-exchange", Value: "nope"}})
 
 	msg := func() *router.Message {
-		m := router.NewMessage(&amqp10.Message{})
+		m := router.NewAMQP10Message(&amqp10.Message{})
 		m.RoutingKeys = []string{"src"}
 		return m
 	}

@@ -266,7 +266,7 @@ func (l *receiverLink) publish(body []byte) {
 		return
 	}
 	m := &in.msg
-	*m = *router.NewMessage(wm)
+	*m = *router.NewAMQP10Message(wm)
 	m.Exchange = exch
 	if len(cc) == 0 {
 		in.key[0] = key
@@ -278,7 +278,7 @@ func (l *receiverLink) publish(body []byte) {
 	opts := &l.s.c.srv.opts
 	var span trace.Span
 	if opts.Tracer != nil {
-		span = opts.Tracer.StartPublish(vh.Name(), exch, key, wm)
+		span = opts.Tracer.StartPublish(vh.Name(), exch, key, m.Container)
 		// The message carries the publish span's context as its hop context
 		// (broker annotations override the publisher's on delivery).
 		m.Anns = telemetry.Inject(m.Anns, span.SpanContext())

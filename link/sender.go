@@ -2,6 +2,7 @@ package link
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -142,7 +143,15 @@ func (s *session) sendDelivery(handle uint32, d *router.Delivery, anns amqp10.Ma
 	b, start := amqp10.BeginFrame(c.wbuf, amqp10.FrameTypeAMQP, s.local)
 	b = s.outTransfer(handle, d.Tag, settled).Append(b)
 	bodyAt := len(b)
-	b, err = d.Msg.Wire.AppendDelivery(b, &d.Header, anns)
+	wire, isAMQP10 := d.Msg.Container.(router.AMQP10)
+	if !isAMQP10 {
+		// Only AMQP 1.0 publishes exist so far; converting another
+		// protocol's container is that protocol's front end's addition.
+		c.wbuf = b[:mark]
+		return 0, false, fmt.Errorf("no AMQP 1.0 form of the message (%T)", d.Msg.Container)
+	}
+	h := router.AMQP10Header(&d.Header)
+	b, err = wire.Wire.AppendDelivery(b, &h, anns)
 	if err != nil {
 		c.wbuf = b[:mark]
 		return 0, false, err

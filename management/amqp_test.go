@@ -112,7 +112,7 @@ func amqpEnqueue(t *testing.T, vh *router.VHost, queue string, n int) {
 	for range n {
 		w, err := amqp10.ParseMessage(amqp10.AppendData(nil, []byte("x")))
 		require.NoError(t, err)
-		m := router.NewMessage(w)
+		m := router.NewAMQP10Message(w)
 		m.RoutingKeys = []string{queue}
 		q.Enqueue(m)
 	}

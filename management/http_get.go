@@ -99,7 +99,7 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 		peeked = q.Peek(n)
 		fit, total := 0, 0
 		for _, p := range peeked {
-			size := len(httpPayload(p.Msg.Wire))
+			size := len(httpPayload(amqp10Wire(p.Msg)))
 			if truncate >= 0 {
 				size = min(size, int(truncate))
 			}
@@ -129,7 +129,8 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 // readable dead-letter history ("deaths", "first_death", "last_death").
 func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) map[string]any {
 	m := p.Msg
-	payload := httpPayload(m.Wire)
+	wire := amqp10Wire(m)
+	payload := httpPayload(wire)
 	out := map[string]any{
 		"payload_bytes":  len(payload),
 		"redelivered":    p.Redelivered,
@@ -160,11 +161,11 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 		props["expiration"] = strconv.FormatUint(uint64(m.Header.TTL), 10)
 	}
 	headers := map[string]any{}
-	if m.Wire != nil {
-		if wp, err := m.Wire.Properties(); err == nil && wp != nil {
+	if wire != nil {
+		if wp, err := wire.Properties(); err == nil && wp != nil {
 			httpAddProperties(props, wp)
 		}
-		if ap, err := m.Wire.ApplicationProperties(); err == nil {
+		if ap, err := wire.ApplicationProperties(); err == nil {
 			for k, v := range httpMapJSON(ap) {
 				headers[k] = v
 			}
@@ -271,6 +272,15 @@ func httpAddProperties(props map[string]any, p *amqp10.Properties) {
 // httpPayload extracts the body: data sections concatenated, an
 // amqp-value string or binary as is, other values and sequences as JSON,
 // and the raw sections when they cannot be decoded.
+// amqp10Wire is m's AMQP 1.0 message, which the get shows; nil for a
+// message another protocol published.
+func amqp10Wire(m *router.Message) *amqp10.Message {
+	if c, ok := m.Container.(router.AMQP10); ok {
+		return c.Wire
+	}
+	return nil
+}
+
 func httpPayload(w *amqp10.Message) []byte {
 	if w == nil {
 		return nil

@@ -80,7 +80,7 @@ func (e *httpEnv) publish(t *testing.T, queue, body string) {
 	raw := amqp10.AppendData(nil, []byte(body))
 	w, err := amqp10.ParseMessage(raw)
 	require.NoError(t, err)
-	m := router.NewMessage(w)
+	m := router.NewAMQP10Message(w)
 	m.RoutingKeys = []string{queue}
 	v, _ := e.b.VHost("/")
 	res, err := v.Publish(router.Publish{Msg: m})

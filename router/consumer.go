@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/seqwin"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -16,8 +15,9 @@ type Delivery struct {
 	// Tag identifies the delivery within its Subscription for Settle.
 	Tag uint64
 	Msg *Message
-	// Header is the header to put on the wire (delivery-count, first-acquirer set).
-	Header amqp10.Header
+	// Header is the header to deliver: the message's, with delivery-count
+	// and first-acquirer set.
+	Header Header
 
 	// What the delivered message-annotations are built from (see
 	// AppendAnnotations): the entry's broker annotations (never modified in

@@ -139,7 +139,7 @@ func TestFirstDeliveryHeader(t *testing.T) {
 			e.publish(t, "", m)
 			_, c := subscribe(t, q, 1)
 			d := c.last(t)
-			assert.Equal(t, amqp10.Header{Durable: true, Priority: 7, FirstAcquirer: true}, d.Header)
+			assert.Equal(t, Header{Durable: true, Priority: 7, FirstAcquirer: true}, d.Header)
 			want := value.Map{
 				{Key: value.Symbol("x-exchange"), Value: ""},
 				{Key: value.Symbol("x-routing-key"), Value: "q"},
@@ -461,7 +461,7 @@ func TestCancel(t *testing.T) {
 				_, c2 := subscribe(t, q, 10)
 				ds := c2.all()
 				require.Len(t, ds, 2)
-				assert.Equal(t, "m2", string(ds[0].Msg.Wire.Bare()))
+				assert.Equal(t, "m2", string(ds[0].Msg.Container.(AMQP10).Wire.Bare()))
 				assert.Equal(t, tt.dc, ds[0].Header.DeliveryCount)
 				assert.False(t, ds[0].Header.FirstAcquirer)
 				assert.True(t, ds[1].Header.FirstAcquirer)
@@ -569,7 +569,7 @@ func BenchmarkSettleOutstanding(b *testing.B) {
 	const outstanding = 1000
 	h := newHotPath(b, "")
 	publish := func() {
-		m := NewMessage(h.wire)
+		m := NewAMQP10Message(h.wire)
 		m.RoutingKeys = h.keys
 		if res, err := h.vh.Publish(Publish{Exchange: "", Msg: m}); err != nil || res.Outcome.Kind != Accepted {
 			b.Fatalf("publish: %v %v", res.Outcome, err)

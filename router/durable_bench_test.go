@@ -19,7 +19,7 @@ func benchMsg(b testing.TB) *Message {
 	raw := amqp10.AppendData(amqp10.AppendHeader(nil, &amqp10.Header{Durable: true, Priority: 4}), body)
 	w, err := amqp10.ParseMessage(raw)
 	require.NoError(b, err)
-	m := NewMessage(w)
+	m := NewAMQP10Message(w)
 	m.RoutingKeys = []string{"q"}
 	return m
 }

@@ -45,14 +45,14 @@ func durableMsg(t *testing.T, body string, keys ...string) *Message {
 	require.NoError(t, err)
 	w, err := amqp10.ParseMessage(append(amqp10.AppendHeader(nil, &amqp10.Header{Durable: true, Priority: 4}), b...))
 	require.NoError(t, err)
-	m := NewMessage(w)
+	m := NewAMQP10Message(w)
 	m.RoutingKeys = keys
 	return m
 }
 
 func bodyOf(t *testing.T, m *Message) string {
 	t.Helper()
-	b, err := m.Wire.Body()
+	b, err := m.Container.Body()
 	require.NoError(t, err)
 	v, _, err := amqp10.ReadValue(b)
 	require.NoError(t, err)

@@ -61,7 +61,7 @@ func (c *fakeConsumer) last(t *testing.T) Delivery {
 func (c *fakeConsumer) bodies() []string {
 	var out []string
 	for _, d := range c.all() {
-		out = append(out, string(d.Msg.Wire.Bare()))
+		out = append(out, string(d.Msg.Container.(AMQP10).Wire.Bare()))
 	}
 	return out
 }
@@ -100,7 +100,7 @@ func (f *fakeDL) n() int {
 func (f *fakeDL) bodies() []string {
 	var out []string
 	for _, d := range f.all() {
-		out = append(out, string(d.Msg.Wire.Bare())+":"+string(d.Reason))
+		out = append(out, string(d.Msg.Container.(AMQP10).Wire.Bare())+":"+string(d.Reason))
 	}
 	return out
 }
@@ -128,8 +128,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 // msg builds a message whose bare section is the body marker (no codec needed).
 func msg(body string, keys ...string) *Message {
 	return &Message{
-		Wire:        amqp10.NewMessage(nil, nil, []byte(body), nil),
-		Header:      amqp10.Header{Priority: 4},
+		Container:   AMQP10{Wire: amqp10.NewMessage(nil, nil, []byte(body), nil)},
+		Header:      Header{Priority: 4},
 		RoutingKeys: keys,
 	}
 }
@@ -159,7 +159,7 @@ func wireMsg(t *testing.T, appProps, anns value.Map, keys ...string) *Message {
 	require.NoError(t, err)
 	w, err := amqp10.ParseMessage(b)
 	require.NoError(t, err)
-	m := NewMessage(w)
+	m := NewAMQP10Message(w)
 	m.RoutingKeys = keys
 	return m
 }

@@ -58,7 +58,7 @@ func newHotPath(tb testing.TB, exchange string) *hotPath {
 
 // one publishes, delivers and settles one message as a link does.
 func (h *hotPath) one(tb testing.TB, exchange string) {
-	m := NewMessage(h.wire)
+	m := NewAMQP10Message(h.wire)
 	m.RoutingKeys = h.keys
 	res, err := h.vh.Publish(Publish{Exchange: exchange, Msg: m})
 	st := res.Outcome
@@ -97,7 +97,7 @@ func BenchmarkPublishDeliverSettleFanout(b *testing.B) {
 // BenchmarkRoute is routing alone (default exchange).
 func BenchmarkRoute(b *testing.B) {
 	h := newHotPath(b, "")
-	m := NewMessage(h.wire)
+	m := NewAMQP10Message(h.wire)
 	m.RoutingKeys = h.keys
 	b.ReportAllocs()
 	for b.Loop() {
@@ -114,7 +114,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	vh, _ := br.VHost("/")
 	q, _, err := vh.DeclareQueue(QueueSpec{Name: "q"})
 	require.NoError(b, err)
-	m := NewMessage(benchWire(b))
+	m := NewAMQP10Message(benchWire(b))
 	m.RoutingKeys = []string{"q"}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -171,10 +171,10 @@ func (d *headerData) appProps() map[string]any {
 		return d.app
 	}
 	d.appDone = true
-	if d.m.Wire == nil {
+	if d.m.Container == nil {
 		return nil
 	}
-	props, err := d.m.Wire.ApplicationProperties()
+	props, err := d.m.Container.RoutingHeaders()
 	if err != nil {
 		return nil
 	}
@@ -201,8 +201,8 @@ func (d *headerData) xAnns() map[string]any {
 			}
 		}
 	}
-	if d.m.Wire != nil && d.m.Wire.Annotations() != nil {
-		if anns, err := d.m.Wire.AnnotationMap(); err == nil {
+	if d.m.Container != nil {
+		if anns, err := d.m.Container.XHeaders(); err == nil {
 			add(anns)
 		}
 	}

@@ -1,47 +1,42 @@
 package router
 
 import (
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
-// Message is a message inside the broker: the wire message plus the state
-// RabbitMQ keeps in its message container. Immutable once enqueued.
+// Message is a message inside the broker: its publisher's encoding (the
+// Container) plus the protocol-neutral state the router keeps for it, as in
+// RabbitMQ's message container. Immutable once enqueued.
 type Message struct {
-	Wire *amqp10.Message
-	// Header is the header to deliver (from the publisher's, or rewritten by dead-lettering).
-	Header amqp10.Header
+	// Container holds the message as the publisher's protocol encoded it.
+	Container Container
+	// Header is the header to deliver: the publisher's (copied from the
+	// container at publish), or rewritten by dead-lettering.
+	Header Header
+	// DeliveryCount carried in from earlier queues (dead-lettering).
+	DeliveryCount uint32
 	// Exchange the message was published to ("" is the default exchange).
 	Exchange string
 	// RoutingKeys: the primary key first, then the x-cc keys.
 	RoutingKeys []string
-	// DeliveryCount carried in from earlier queues (dead-lettering).
-	DeliveryCount uint32
 	// Anns are broker-set message annotations (x-opt-deaths, x-*-death-*,
-	// modified-outcome annotations); on delivery they override the
-	// publisher's annotations with the same keys.
+	// modified-outcome annotations, the trace context); on delivery they
+	// override the publisher's annotations with the same keys.
 	Anns value.Map
 }
 
-// NewMessage wraps a parsed wire message for publishing. The header is the
-// publisher's (priority 4 when it sent none) with delivery-count and
-// first-acquirer cleared: the broker sets those on delivery.
-func NewMessage(w *amqp10.Message) *Message {
-	h := amqp10.Header{Priority: 4}
-	if w != nil && w.HasHeader {
-		h = w.Header
-	}
-	h.DeliveryCount = 0
-	h.FirstAcquirer = false
-	return &Message{Wire: w, Header: h}
+// NewMessage returns the message to publish for a front end's container c:
+// its header is copied from c, so that the router reads it as a field.
+func NewMessage(c Container) *Message {
+	return &Message{Container: c, Header: c.Header()}
 }
 
-// size is the size counted against x-max-length-bytes: bare message plus footer.
+// size is the size counted against x-max-length-bytes.
 func (m *Message) size() int {
-	if m == nil || m.Wire == nil {
+	if m == nil || m.Container == nil {
 		return 0
 	}
-	return m.Wire.Size()
+	return m.Container.Size()
 }
 
 // primaryKey is the first routing key, "" when there is none.

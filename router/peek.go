@@ -1,7 +1,6 @@
 package router
 
 import (
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -39,20 +38,6 @@ func (q *Queue) peekedLocked(e *entry, remaining int) PeekedMessage {
 		Annotations:   decodedRaw(q.deliveryAnnotations(e)),
 		Remaining:     remaining,
 	}
-}
-
-// decodedRaw replaces pre-encoded values (amqp10.Raw, such as the
-// x-opt-deaths the dead-letterer writes) in a fresh map m by their decoded
-// form, so that a peek shows what a consumer decodes.
-func decodedRaw(m value.Map) value.Map {
-	for i := range m {
-		if r, ok := m[i].Value.(amqp10.Raw); ok {
-			if v, _, err := amqp10.ReadValue(r); err == nil {
-				m[i].Value = v
-			}
-		}
-	}
-	return m
 }
 
 // readyPrefixLocked returns up to n ready entries in delivery order (quorum

@@ -10,7 +10,7 @@ import (
 func peekBodies(ps []PeekedMessage) []string {
 	var out []string
 	for _, p := range ps {
-		out = append(out, string(p.Msg.Wire.Bare()))
+		out = append(out, string(p.Msg.Container.(AMQP10).Wire.Bare()))
 	}
 	return out
 }

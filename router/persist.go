@@ -12,12 +12,14 @@ import (
 )
 
 // Store encoding of messages (store.Record.Msg, immutable) and of an entry's
-// mutable state (store.Record.State). Both are small hand-rolled formats with
-// a version byte; AMQP values (annotations, arguments) use the AMQP codec.
+// mutable state (store.Record.State). Both are small hand-rolled formats
+// whose first byte names the format; values (annotations, arguments) are
+// written with the AMQP codec, the value model's encoding (amqp10_store.go).
 //
-// Msg v1:   0x01, header section (router Header), uvarint-prefixed
-//           wire annotations / bare / footer, wire-has-header byte,
-//           exchange, routing keys, delivery-count, Anns (AMQP map or null).
+// Msg:      the first byte names the container's protocol and format; the
+//           rest is the container's and the router's state (0x01: an AMQP
+//           1.0 container, see amqp10_store.go). A second protocol adds its
+//           own tag; records of every tag recover side by side.
 // State v1: 0x01, flags, dc, acquired, deadline (varint unix ns),
 //           [anns map when flagAnns], [reason, death time, error when flagRetained].
 //
@@ -28,7 +30,6 @@ import (
 // delivery-count +1 and acquired-count +1, ready again.
 
 const (
-	msgVersion   = 1
 	stateVersion = 1
 
 	flagDelivered = 1 << 0
@@ -116,102 +117,29 @@ func (r *reader) str() string {
 	return s
 }
 
-func (r *reader) amqpMap() value.Map {
-	if r.err != nil {
-		return nil
-	}
-	if len(r.b) > 0 && r.b[0] == amqp10.TypeNull {
-		r.b = r.b[1:]
-		return nil
-	}
-	m, rest, err := amqp10.ReadMap(r.b)
-	if err != nil {
-		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
-		return nil
-	}
-	r.b = rest
-	return m
-}
-
-func appendMapOrNull(b []byte, m value.Map) ([]byte, error) {
-	if m == nil {
-		return amqp10.AppendNull(b), nil
-	}
-	return amqp10.AppendMap(b, m)
-}
-
-// encodeMessage encodes the immutable part of m for store.Record.Msg.
+// encodeMessage encodes the immutable part of m for store.Record.Msg, in
+// the format of its container's protocol.
 func encodeMessage(m *Message) ([]byte, error) {
-	b := make([]byte, 0, 64+m.size()+len(m.Wire.Annotations()))
-	b = append(b, msgVersion)
-	b = amqp10.AppendHeader(b, &m.Header)
-	w := m.Wire
-	if w == nil {
-		w = &amqp10.Message{}
+	switch c := m.Container.(type) {
+	case AMQP10:
+		return encodeAMQP10Message(m, c)
+	case nil:
+		return encodeAMQP10Message(m, AMQP10{})
 	}
-	b = appendBytes(b, w.Annotations())
-	b = appendBytes(b, w.Bare())
-	b = appendBytes(b, w.Footer())
-	if w.HasHeader {
-		b = append(b, 1)
-		b = amqp10.AppendHeader(b, &w.Header)
-	} else {
-		b = append(b, 0)
-	}
-	b = appendStr(b, m.Exchange)
-	b = binary.AppendUvarint(b, uint64(len(m.RoutingKeys)))
-	for _, k := range m.RoutingKeys {
-		b = appendStr(b, k)
-	}
-	b = binary.AppendUvarint(b, uint64(m.DeliveryCount))
-	return appendMapOrNull(b, m.Anns)
+	return nil, fmt.Errorf("router: no store encoding for a %v message", m.Container.Protocol())
 }
 
-func (r *reader) header() amqp10.Header {
-	var h amqp10.Header
-	if r.err != nil {
-		return h
-	}
-	rest, err := h.Unmarshal(r.b)
-	if err != nil {
-		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
-		return h
-	}
-	r.b = rest
-	return h
-}
-
-// decodeMessage rebuilds a Message from store.Record.Msg (copying what it keeps).
+// decodeMessage rebuilds a Message from store.Record.Msg (copying what it
+// keeps), with the container its first byte names.
 func decodeMessage(b []byte) (*Message, error) {
-	if len(b) == 0 || b[0] != msgVersion {
+	if len(b) == 0 {
 		return nil, errCorrupt
 	}
-	r := &reader{b: b[1:]}
-	m := &Message{}
-	m.Header = r.header()
-	ann, bare, footer := r.view(), r.view(), r.view() // NewMessage copies them
-	var wh *amqp10.Header
-	if r.byte() == 1 {
-		h := r.header()
-		wh = &h
+	switch b[0] {
+	case msgAMQP10:
+		return decodeAMQP10Message(b[1:])
 	}
-	m.Wire = amqp10.NewMessage(wh, ann, bare, footer)
-	m.Exchange = r.str()
-	if n := r.uvarint(); n > 0 && r.err == nil {
-		if n > uint64(len(r.b)) {
-			return nil, errCorrupt
-		}
-		m.RoutingKeys = make([]string, n)
-		for i := range m.RoutingKeys {
-			m.RoutingKeys[i] = r.str()
-		}
-	}
-	m.DeliveryCount = uint32(r.uvarint())
-	m.Anns = r.amqpMap()
-	if r.err != nil {
-		return nil, r.err
-	}
-	return m, nil
+	return nil, errCorrupt
 }
 
 // encodeState encodes e's mutable state for store.Record.State.
@@ -235,7 +163,7 @@ func encodeState(e *entry) []byte {
 	b = binary.AppendVarint(b, e.deadline)
 	if annsChanged {
 		var err error
-		if b, err = appendMapOrNull(b, e.anns()); err != nil {
+		if b, err = appendValueMap(b, e.anns()); err != nil {
 			b = amqp10.AppendNull(b) // unencodable annotations cannot come from the wire
 		}
 	}
@@ -282,7 +210,7 @@ func decodeState(e *entry, b []byte) error {
 	e.acquired = uint32(r.uvarint())
 	e.deadline = r.varint()
 	if f&flagAnns != 0 {
-		e.setAnns(r.amqpMap())
+		e.setAnns(r.valueMap())
 	}
 	if e.retained {
 		x := e.extension()
@@ -324,25 +252,6 @@ func joinKey(prefix string, parts ...string) string {
 }
 
 func seqKey(id store.QueueID) string { return fmt.Sprintf("%s%016x", metaSeq, uint64(id)) }
-
-func encodeList(l value.List) []byte {
-	b, err := amqp10.AppendList(nil, l)
-	if err != nil {
-		panic(fmt.Sprintf("router: encoding metadata: %v", err)) // only broker-validated values get here
-	}
-	return b
-}
-
-func decodeList(b []byte, n int) (value.List, error) {
-	l, _, err := amqp10.ReadList(b)
-	if err != nil {
-		return nil, err
-	}
-	if len(l) < n {
-		return nil, fmt.Errorf("%w: metadata list has %d fields, want %d", errCorrupt, len(l), n)
-	}
-	return l, nil
-}
 
 func mapOrEmpty(m value.Map) value.Map {
 	if m == nil {

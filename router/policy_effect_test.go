@@ -487,7 +487,7 @@ func (a *accessorDL) DeadLetter(src *Queue, dead []Dead) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, d := range dead {
-		a.seen = append(a.seen, fmt.Sprintf("%s:%s:%s/%s", d.Msg.Wire.Bare(), d.Reason, dlxOf(src), dlrkOf(src)))
+		a.seen = append(a.seen, fmt.Sprintf("%s:%s:%s/%s", d.Msg.Container.(AMQP10).Wire.Bare(), d.Reason, dlxOf(src), dlrkOf(src)))
 	}
 }
 

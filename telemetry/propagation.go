@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/router"
 )
 
 // Message-annotation and application-property keys that carry trace context
@@ -128,23 +129,22 @@ func FromAnnotations(anns amqp10.Map) trace.SpanContext {
 	return Parse(tp, ts)
 }
 
-// Extract returns the producer's context carried by wm: the message
-// annotations x-opt-traceparent / x-opt-tracestate, else the
-// application-properties traceparent / tracestate. Sections that do not
-// decode and malformed values are ignored: the result is then invalid, and
-// the broker starts a new trace.
-func Extract(wm *amqp10.Message) trace.SpanContext {
-	if wm == nil {
+// Extract returns the producer's context carried by c: the x- headers
+// x-opt-traceparent / x-opt-tracestate (AMQP 1.0 message annotations), else
+// the application's headers traceparent / tracestate (AMQP 1.0
+// application-properties). Sections that do not decode and malformed
+// values are ignored: the result is then invalid, and the broker starts a
+// new trace.
+func Extract(c router.Container) trace.SpanContext {
+	if c == nil {
 		return trace.SpanContext{}
 	}
-	if wm.Annotations() != nil {
-		if anns, err := wm.AnnotationMap(); err == nil {
-			if sc := FromAnnotations(anns); sc.IsValid() {
-				return sc
-			}
+	if anns, err := c.XHeaders(); err == nil && anns != nil {
+		if sc := FromAnnotations(anns); sc.IsValid() {
+			return sc
 		}
 	}
-	props, err := wm.ApplicationProperties()
+	props, err := c.RoutingHeaders()
 	if err != nil || props == nil {
 		return trace.SpanContext{}
 	}

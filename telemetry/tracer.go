@@ -12,6 +12,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // ScopeName is the instrumentation scope of epitaph's spans and metrics.
@@ -72,12 +73,12 @@ func parentContext(sc trace.SpanContext) context.Context {
 	return trace.ContextWithRemoteSpanContext(context.Background(), sc)
 }
 
-// messageAttrs adds the message id, conversation id and body size of wm.
-func messageAttrs(attrs []attribute.KeyValue, wm *amqp10.Message) []attribute.KeyValue {
-	if wm == nil {
+// messageAttrs adds the message id, conversation id and body size of c.
+func messageAttrs(attrs []attribute.KeyValue, c router.Container) []attribute.KeyValue {
+	if c == nil {
 		return attrs
 	}
-	if p, err := wm.Properties(); err == nil && p != nil {
+	if p, err := c.Properties(); err == nil {
 		if p.MessageID != nil {
 			attrs = append(attrs, semconv.MessagingMessageID(idString(p.MessageID)))
 		}
@@ -85,7 +86,7 @@ func messageAttrs(attrs []attribute.KeyValue, wm *amqp10.Message) []attribute.Ke
 			attrs = append(attrs, semconv.MessagingMessageConversationID(idString(p.CorrelationID)))
 		}
 	}
-	if body, err := wm.Body(); err == nil {
+	if body, err := c.Body(); err == nil {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(body)))
 	}
 	return attrs
@@ -117,11 +118,11 @@ func destination(exchange, key string) string {
 
 // StartPublish starts the span of a message received from a publisher on
 // vhost, to exchange with routing key key. Its parent is the producer's
-// context carried by wm (Extract), or none (a new trace). End it with
+// context carried by c (Extract), or none (a new trace). End it with
 // EndPublish.
-func (t *Tracer) StartPublish(vhost, exchange, key string, wm *amqp10.Message) trace.Span {
+func (t *Tracer) StartPublish(vhost, exchange, key string, c router.Container) trace.Span {
 	dest := destination(exchange, key)
-	_, span := t.t.Start(parentContext(Extract(wm)), "publish "+dest, trace.WithSpanKind(trace.SpanKindServer))
+	_, span := t.t.Start(parentContext(Extract(c)), "publish "+dest, trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 10)
 		attrs = append(attrs, rabbitmq,
@@ -130,7 +131,7 @@ func (t *Tracer) StartPublish(vhost, exchange, key string, wm *amqp10.Message) t
 			semconv.MessagingDestinationName(dest),
 			semconv.MessagingRabbitMQDestinationRoutingKey(key),
 			AttrVHost.String(vhost))
-		span.SetAttributes(messageAttrs(attrs, wm)...)
+		span.SetAttributes(messageAttrs(attrs, c)...)
 	}
 	return span
 }
@@ -190,7 +191,7 @@ func (t *Tracer) StartDeliver(q *router.Queue, d *router.Delivery, link string) 
 			semconv.MessagingRabbitMQMessageDeliveryTag(int(d.Tag)),
 			AttrDeliveryCount.Int64(int64(d.Header.DeliveryCount)),
 			AttrVHost.String(q.VHost().Name()))
-		span.SetAttributes(messageAttrs(attrs, d.Msg.Wire)...)
+		span.SetAttributes(messageAttrs(attrs, d.Msg.Container)...)
 	}
 	return span
 }
@@ -249,7 +250,7 @@ type DeadLetter struct {
 // broker annotations are anns; its parent is the hop context they carry
 // (the publish span, or the previous dead-letter span). Finish it with
 // EndDeadLetter.
-func (t *Tracer) StartDeadLetter(ctx context.Context, anns amqp10.Map, wm *amqp10.Message, dl *DeadLetter) (context.Context, trace.Span) {
+func (t *Tracer) StartDeadLetter(ctx context.Context, anns value.Map, c router.Container, dl *DeadLetter) (context.Context, trace.Span) {
 	parent := FromAnnotations(anns)
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
@@ -276,7 +277,7 @@ func (t *Tracer) StartDeadLetter(ctx context.Context, anns amqp10.Map, wm *amqp1
 				attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(dl.RoutingKeys[0]))
 			}
 		}
-		span.SetAttributes(messageAttrs(attrs, wm)...)
+		span.SetAttributes(messageAttrs(attrs, c)...)
 	}
 	return ctx, span
 }

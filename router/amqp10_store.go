@@ -1,0 +1,142 @@
+package router
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
+)
+
+// The store's AMQP-typed encodings: values (annotations, arguments, policy
+// definitions, metadata records) are written with the AMQP codec, the
+// value model's own encoding, and an AMQP 1.0 message is stored in format
+// msgAMQP10, which is the format every store written before containers
+// existed holds, so that those stores recover unchanged.
+
+// msgAMQP10 tags a stored message whose container is AMQP10:
+//
+//	0x01, header section (the router's Header), uvarint-prefixed wire
+//	annotations / bare / footer, wire-has-header byte [wire header],
+//	exchange, routing keys, delivery-count, Anns (AMQP map or null).
+const msgAMQP10 = 1
+
+// encodeAMQP10Message encodes m, whose container is c, in format msgAMQP10.
+func encodeAMQP10Message(m *Message, c AMQP10) ([]byte, error) {
+	w := c.Wire
+	if w == nil {
+		w = &amqp10.Message{}
+	}
+	b := make([]byte, 0, 64+m.size()+len(w.Annotations()))
+	b = append(b, msgAMQP10)
+	h := AMQP10Header(&m.Header)
+	b = amqp10.AppendHeader(b, &h)
+	b = appendBytes(b, w.Annotations())
+	b = appendBytes(b, w.Bare())
+	b = appendBytes(b, w.Footer())
+	if w.HasHeader {
+		b = append(b, 1)
+		b = amqp10.AppendHeader(b, &w.Header)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendStr(b, m.Exchange)
+	b = binary.AppendUvarint(b, uint64(len(m.RoutingKeys)))
+	for _, k := range m.RoutingKeys {
+		b = appendStr(b, k)
+	}
+	b = binary.AppendUvarint(b, uint64(m.DeliveryCount))
+	return appendValueMap(b, m.Anns)
+}
+
+func (r *reader) header() amqp10.Header {
+	var h amqp10.Header
+	if r.err != nil {
+		return h
+	}
+	rest, err := h.Unmarshal(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
+		return h
+	}
+	r.b = rest
+	return h
+}
+
+// decodeAMQP10Message decodes a record of format msgAMQP10 (b is what
+// follows the tag).
+func decodeAMQP10Message(b []byte) (*Message, error) {
+	r := &reader{b: b}
+	m := &Message{}
+	h := r.header()
+	m.Header = Header{Durable: h.Durable, Priority: h.Priority, TTL: h.TTL, HasTTL: h.HasTTL,
+		FirstAcquirer: h.FirstAcquirer, DeliveryCount: h.DeliveryCount}
+	ann, bare, footer := r.view(), r.view(), r.view() // NewMessage copies them
+	var wh *amqp10.Header
+	if r.byte() == 1 {
+		h := r.header()
+		wh = &h
+	}
+	m.Container = AMQP10{Wire: amqp10.NewMessage(wh, ann, bare, footer)}
+	m.Exchange = r.str()
+	if n := r.uvarint(); n > 0 && r.err == nil {
+		if n > uint64(len(r.b)) {
+			return nil, errCorrupt
+		}
+		m.RoutingKeys = make([]string, n)
+		for i := range m.RoutingKeys {
+			m.RoutingKeys[i] = r.str()
+		}
+	}
+	m.DeliveryCount = uint32(r.uvarint())
+	m.Anns = r.valueMap()
+	if r.err != nil {
+		return nil, r.err
+	}
+	return m, nil
+}
+
+// valueMap reads a map (or null) written by appendValueMap.
+func (r *reader) valueMap() value.Map {
+	if r.err != nil {
+		return nil
+	}
+	if len(r.b) > 0 && r.b[0] == amqp10.TypeNull {
+		r.b = r.b[1:]
+		return nil
+	}
+	m, rest, err := amqp10.ReadMap(r.b)
+	if err != nil {
+		r.err = fmt.Errorf("%w: %w", errCorrupt, err)
+		return nil
+	}
+	r.b = rest
+	return m
+}
+
+// appendValueMap appends m in the AMQP encoding, or null for nil.
+func appendValueMap(b []byte, m value.Map) ([]byte, error) {
+	if m == nil {
+		return amqp10.AppendNull(b), nil
+	}
+	return amqp10.AppendMap(b, m)
+}
+
+func encodeList(l value.List) []byte {
+	b, err := amqp10.AppendList(nil, l)
+	if err != nil {
+		panic(fmt.Sprintf("router: encoding metadata: %v", err)) // only broker-validated values get here
+	}
+	return b
+}
+
+func decodeList(b []byte, n int) (value.List, error) {
+	l, _, err := amqp10.ReadList(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(l) < n {
+		return nil, fmt.Errorf("%w: metadata list has %d fields, want %d", errCorrupt, len(l), n)
+	}
+	return l, nil
+}
