@@ -26,15 +26,16 @@ const root = "epitaph"
 // import, from test files as well as non-test files. The module root
 // package is "epitaph". Anything not listed is forbidden.
 var allowed = map[string][]string{
-	"amqp10":      nil,
-	"annotations": {"amqp10"},
+	"value":       nil,
+	"amqp10":      {"value"},
+	"annotations": {"amqp10", "value"},
 	"config":      nil,
-	"router":      {"amqp10", "annotations"},
-	"telemetry":   {"amqp10", "router"},
-	"deadletter":  {"amqp10", "annotations", "router", "telemetry"},
-	"link":        {"amqp10", "router", "telemetry"},
-	"management":  {"amqp10", "annotations", "router", "deadletter"},
-	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry"},
+	"router":      {"amqp10", "annotations", "value"},
+	"telemetry":   {"amqp10", "router", "value"},
+	"deadletter":  {"amqp10", "annotations", "router", "telemetry", "value"},
+	"link":        {"amqp10", "router", "telemetry", "value"},
+	"management":  {"amqp10", "annotations", "router", "deadletter", "value"},
+	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry", "value"},
 }
 
 // anything lists the top-level directories whose packages may import any
@@ -44,13 +45,14 @@ var anything = []string{"cmd", "e2e"}
 // thirdParty restricts the non-standard-library imports of non-test files.
 // A package missing from this map is not restricted.
 var thirdParty = map[string][]string{
+	"value":  nil, // standard library only
 	"amqp10": nil, // standard library only
 	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {
@@ -187,6 +189,37 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// amqp10Files are the router files that may import amqp10: the AMQP 1.0
+// container (router/amqp10.go) and the store's AMQP-typed encodings
+// (router/amqp10_store.go).
+func amqp10File(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "amqp10")
+}
+
+// TestProtocolNeutralCore pins the message-container rule: the router's
+// data model names no protocol, except in the AMQP 1.0 container's own
+// files; the dead-letterer works on the neutral model only. Test files may
+// import amqp10: they build AMQP 1.0 messages, the container that the
+// front ends publish today.
+func TestProtocolNeutralCore(t *testing.T) {
+	const amqp10Path = module + "/amqp10"
+	var sawContainer bool
+	for _, f := range parseModule(t) {
+		if f.test || (f.pkg != "router" && f.pkg != "deadletter") {
+			continue
+		}
+		imports := slices.Contains(importPaths(f.ast), amqp10Path)
+		switch {
+		case f.pkg == "deadletter" && imports:
+			t.Errorf("%s: deadletter imports amqp10; it works on router.Message's neutral form", f.path)
+		case f.pkg == "router" && imports && !(amqp10File(f.path) && filepath.Dir(f.path) == "router"):
+			t.Errorf("%s: router imports amqp10 outside its AMQP 1.0 container files (router/amqp10*.go)", f.path)
+		}
+		sawContainer = sawContainer || (f.path == "router/amqp10.go" && imports)
+	}
+	require.True(t, sawContainer, "router/amqp10.go (the AMQP 1.0 container) not found or not importing amqp10")
+}
+
 // forbiddenCalls are the package-level functions library code must not call,
 // keyed by import path.
 var forbiddenCalls = map[string]func(name string) bool{
@@ -253,6 +286,9 @@ func TestLayeringSelfCheck(t *testing.T) {
 	require.False(t, ok)
 	require.True(t, isStdlib("net/http"))
 	require.False(t, isStdlib("github.com/spf13/viper"))
+
+	require.True(t, amqp10File("router/amqp10_store.go"))
+	require.False(t, amqp10File("router/vhost.go"))
 
 	var sawAMQP10, sawConfig bool
 	for _, f := range parseModule(t) {

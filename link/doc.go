@@ -9,4 +9,12 @@
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.
+//
+// link is the AMQP 1.0 front end of the protocol-neutral router: a
+// transfer becomes a router.Message with a router.AMQP10 container (the
+// bare message kept byte for byte), the router's outcomes become delivery
+// states (receiver.go: deliveryState) and a consumer's delivery states
+// become router settlements (session.go: settlementOf); a delivery is
+// written from the container's wire message with the router's header and
+// annotations (sender.go).
 package link

@@ -2,6 +2,22 @@
 // (direct, fanout, topic, headers), bindings, queues (classic and quorum) with
 // their consumers, TTL expiry and overflow, users, and policies.
 //
+// The router speaks no protocol. A message is a Message (message.go): the
+// bytes its publisher's protocol encoded, behind the Container interface
+// (container.go), plus a protocol-neutral Header, exchange, routing keys,
+// delivery count and broker annotations (values of package value). Outcomes
+// are router types too (outcome.go): Outcome for a publish, Settlement for
+// a consumer's settlement, Error for a refusal. Each front end converts at
+// its edge: link (AMQP 1.0) builds an AMQP10 container from a transfer and
+// writes the AMQP 1.0 form on delivery. The AMQP 1.0 container
+// (amqp10.go) and the store's AMQP-typed encodings (amqp10_store.go) are
+// the only files of this package that import amqp10.
+//
+// One call publishes: VHost.Publish(Publish{...}) routes a message, enqueues
+// it and returns a PublishResult; with a store, a durable message is
+// confirmed asynchronously through Publish.Confirm, or the call blocks until
+// it is synced.
+//
 // Each Queue owns its state behind its own mutex. Lock order: VHost.mu
 // (topology) before Queue.mu; a queue lock is never held while calling into
 // another queue, the DeadLetterer, or anything that blocks. Consumer.Deliver

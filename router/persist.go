@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -164,7 +163,7 @@ func encodeState(e *entry) []byte {
 	if annsChanged {
 		var err error
 		if b, err = appendValueMap(b, e.anns()); err != nil {
-			b = amqp10.AppendNull(b) // unencodable annotations cannot come from the wire
+			b, _ = appendValueMap(b, nil) // null: unencodable annotations cannot come from the wire
 		}
 	}
 	if e.retained {
