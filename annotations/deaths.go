@@ -83,12 +83,12 @@ type Event struct {
 // an existing {queue, reason} entry gets count+1 and last-time, keeps its
 // other fields and moves to the front; a new one is prepended. First is set
 // only by the first death; Last by every death. h is not modified.
-func Record(h History, ev Event) History { return RecordTo(nil, h, ev) }
+func Record(h History, ev Event) History { return recordTo(nil, h, ev) }
 
-// RecordTo is Record with the deaths written into dst's storage when it has
+// recordTo is Record with the deaths written into dst's storage when it has
 // room (dst must not share storage with h.Deaths): a caller that uses each
 // history only until the next one reuses one slice.
-func RecordTo(dst []Death, h History, ev Event) History {
+func recordTo(dst []Death, h History, ev Event) History {
 	if cap(dst) < len(h.Deaths)+1 {
 		dst = make([]Death, 0, len(h.Deaths)+1)
 	}
@@ -183,13 +183,38 @@ func DeathsValue(h History) *value.Array {
 // are appended in that order, and the error annotations always go last.
 // The result is a new map; anns is not modified.
 func Apply(anns value.Map, h History, strict bool) value.Map {
-	return ApplyInto(nil, anns, h, strict, nil)
+	return applyInto(nil, anns, h, strict, nil)
 }
 
-// Boxer turns the queue and exchange names of the first/last annotations
+// Recorder is Record and Apply for a run of dead-letter copies made by one
+// goroutine, reusing its storage between them so that the hot path of
+// dead-lettering allocates as little as possible. The zero value is ready
+// to use.
+type Recorder struct {
+	deaths []Death // the last history's deaths
+	boxes  boxer
+}
+
+// Record records ev in h and returns the annotations of the dead-letter
+// copy: anns with the updated history applied (as Apply does), written into
+// dst's storage when it has room, else into a new map. The returned history
+// uses r's storage: it is valid until r's next Record or Reset.
+func (r *Recorder) Record(dst, anns value.Map, h History, ev Event, strict bool) (value.Map, History) {
+	h = recordTo(r.deaths, h, ev)
+	r.deaths = h.Deaths
+	return applyInto(dst, anns, h, strict, &r.boxes), h
+}
+
+// Reset drops r's references to the last history.
+func (r *Recorder) Reset() {
+	clear(r.deaths)
+	r.deaths = r.deaths[:0]
+}
+
+// boxer turns the queue and exchange names of the first/last annotations
 // into interface values, reusing the last value of each: a run of deaths in
 // one queue boxes its name once. The zero value is ready to use.
-type Boxer struct {
+type boxer struct {
 	queue, exchange boxed
 }
 
@@ -205,12 +230,12 @@ func (b *boxed) box(s string) any {
 	return b.v
 }
 
-// ApplyInto is Apply writing the new map into dst's storage when it has
+// applyInto is Apply writing the new map into dst's storage when it has
 // room (else a new map), and boxing names through bx (nil: a new value
 // each).
-func ApplyInto(dst, anns value.Map, h History, strict bool, bx *Boxer) value.Map {
+func applyInto(dst, anns value.Map, h History, strict bool, bx *boxer) value.Map {
 	if bx == nil {
-		bx = new(Boxer) // stays on the stack
+		bx = new(boxer) // stays on the stack
 	}
 	// Box each string once: a first death has First == Last.
 	fq, fr, fx := bx.queue.box(h.First.Queue), boxReason(h.First.Reason), bx.exchange.box(h.First.Exchange)

@@ -4,7 +4,10 @@
 // x-last-death-* strings, plus epitaph's x-last-death-error-* additions, and
 // maps the history to AMQP 0.9.1's x-death header.
 //
-// Everything here is a pure function over amqp10 values: no I/O, no state.
+// Everything here is a pure function over the value model's values (package
+// value; the x-opt-deaths array is encoded with amqp10): no I/O, no shared
+// state. Recorder is Record and Apply with storage reused across a run of
+// dead-letter copies, the dead-letterer's hot path.
 // The reference is RabbitMQ 4.3's behaviour (mc_amqp, rabbit_dead_letter and
 // their test suites), pinned here by golden bytes.
 package annotations

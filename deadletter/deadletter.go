@@ -185,7 +185,7 @@ type batch struct {
 	// targets is the last message's routing result, reused for the next.
 	targets []*router.Queue
 	// The last copy's history (valid until the next copy) and boxed names.
-	scratch copyScratch
+	scratch annotations.Recorder
 }
 
 // batches keeps batch values between DeadLetter calls: a call usually
@@ -196,8 +196,7 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // release clears what the batch refers to and returns it to the pool.
 func (b *batch) release() {
 	clear(b.targets)
-	clear(b.scratch.deaths)
-	b.scratch.deaths = b.scratch.deaths[:0]
+	b.scratch.Reset()
 	*b = batch{msgs: b.msgs[:0], targets: b.targets[:0], scratch: b.scratch}
 	batches.Put(b)
 }
@@ -208,12 +207,6 @@ func (b *batch) release() {
 type copyAlloc struct {
 	msg  router.Message
 	anns [7]value.KV
-}
-
-// copyScratch is storage a run of copies reuses.
-type copyScratch struct {
-	deaths []annotations.Death
-	boxes  annotations.Boxer
 }
 
 // tally counts one message's fate under reason and strategy: dead-lettered
@@ -457,9 +450,9 @@ func (d *DeadLetterer) Copy(src *router.Queue, dm *router.Dead, dlx string) (*ro
 // copyAt is Copy with the death recorded at t (for a retained message: its
 // first attempt, kept across retries and restarts). With scratch, the
 // history returned lives in it and is valid until its next use.
-func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time, scratch *copyScratch) (*router.Message, annotations.History) {
+func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time, scratch *annotations.Recorder) (*router.Message, annotations.History) {
 	if scratch == nil {
-		scratch = new(copyScratch)
+		scratch = new(annotations.Recorder)
 	}
 	m := &dm.Msg
 	h, _, err := annotations.Decode(m.Anns)
@@ -468,16 +461,6 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		d.log.Error("unreadable dead-letter history; starting a new one", "queue", src.Name(), "err", err)
 		h = annotations.History{}
 	}
-	h = annotations.RecordTo(scratch.deaths, h, annotations.Event{
-		Queue:       src.Name(),
-		Reason:      string(dm.Reason),
-		Exchange:    m.Exchange,
-		RoutingKeys: m.RoutingKeys,
-		TTL:         m.Header.TTL,
-		HasTTL:      m.Header.HasTTL,
-		Time:        value.Timestamp(t.UnixMilli()),
-		Error:       deathError(dm.Error),
-	})
 	keys := m.RoutingKeys // never modified once published: the copy shares them
 	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
 		keys = []string{dlrk}
@@ -493,15 +476,24 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 	} else {
 		cp = new(router.Message)
 	}
+	anns, h = scratch.Record(anns, m.Anns, h, annotations.Event{
+		Queue:       src.Name(),
+		Reason:      string(dm.Reason),
+		Exchange:    m.Exchange,
+		RoutingKeys: m.RoutingKeys,
+		TTL:         m.Header.TTL,
+		HasTTL:      m.Header.HasTTL,
+		Time:        value.Timestamp(t.UnixMilli()),
+		Error:       deathError(dm.Error),
+	}, d.strict)
 	*cp = router.Message{
 		Container:     m.Container,
 		Header:        hdr,
 		Exchange:      dlx,
 		RoutingKeys:   keys,
 		DeliveryCount: m.DeliveryCount,
-		Anns:          annotations.ApplyInto(anns, m.Anns, h, d.strict, &scratch.boxes),
+		Anns:          anns,
 	}
-	scratch.deaths = h.Deaths
 	return cp, h
 }
 

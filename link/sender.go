@@ -88,7 +88,7 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	if tr := c.srv.opts.Tracer; tr != nil {
 		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
 	}
-	anns := d.AppendAnnotations(c.annBuf, &c.boxes)
+	anns := d.AppendAMQP10Annotations(c.annBuf, &c.boxes)
 	if span != nil {
 		// The consumer sees this delivery's context: its process span, and a
 		// dead-letter consumer's, continue the producer's trace.

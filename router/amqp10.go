@@ -103,3 +103,80 @@ func decodedRaw(m value.Map) value.Map {
 	}
 	return m
 }
+
+// ---- delivery in AMQP 1.0 ----
+
+// AMQP10Annotations returns the message annotations the delivery goes out
+// with over AMQP 1.0, in a new map: AppendAMQP10Annotations(nil, nil).
+func (d Delivery) AMQP10Annotations() value.Map { return d.AppendAMQP10Annotations(nil, nil) }
+
+// BoxCache keeps the last exchange and routing key boxed as interface
+// values, so that delivering a stream of messages that share them boxes
+// nothing. Its owner uses it from one goroutine.
+type BoxCache struct{ exch, key boxedString }
+
+// AppendAMQP10Annotations builds the message-annotations entries an AMQP
+// 1.0 consumer gets, as RabbitMQ writes them, into m[:0] and returns it:
+// x-exchange, x-routing-key, for quorum queues x-acquired-count and (when
+// not zero) x-delivery-count, then the broker annotations, which replace
+// same-named entries in place. bc may be nil.
+func (d Delivery) AppendAMQP10Annotations(m value.Map, bc *BoxCache) value.Map {
+	if bc == nil {
+		bc = new(BoxCache)
+	}
+	m = append(m[:0],
+		value.KV{Key: value.Symbol("x-exchange"), Value: boxString(&bc.exch, d.Msg.Exchange)},
+		value.KV{Key: value.Symbol("x-routing-key"), Value: boxString(&bc.key, d.Msg.primaryKey())})
+	if d.quorum {
+		m = append(m, value.KV{Key: value.Symbol("x-acquired-count"), Value: int64(d.acquired)})
+		if d.Header.DeliveryCount != 0 {
+			m = append(m, value.KV{Key: value.Symbol("x-delivery-count"), Value: int64(d.Header.DeliveryCount)})
+		}
+	}
+	fixed := len(m)
+next:
+	for _, kv := range d.anns {
+		switch k := kv.Key.(type) {
+		case value.Symbol:
+			// The broker annotations' keys are unique: only the fixed
+			// entries can share one.
+			for i := range fixed {
+				if m[i].Key.(value.Symbol) == k {
+					m[i].Value = kv.Value
+					continue next
+				}
+			}
+			m = append(m, kv)
+		case string:
+			m = m.Set(value.Symbol(k), kv.Value)
+		default:
+			m = m.Set(kv.Key, kv.Value)
+		}
+	}
+	return m
+}
+
+// deliveryAnnotations is what e would be delivered with now (peek).
+func (q *Queue) deliveryAnnotations(e *entry) value.Map {
+	h := e.msg.Header
+	h.DeliveryCount = e.dc
+	d := Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}
+	return d.AppendAMQP10Annotations(nil, nil)
+}
+
+// boxedString is a string and the same string as an interface value.
+type boxedString struct {
+	s string
+	v any
+}
+
+// boxString returns s as an interface value, reusing the last one boxed in
+// c when s is the same string: a queue's messages mostly share their
+// exchange and routing key, so delivering them boxes nothing. Called with
+// the owner's lock held.
+func boxString(c *boxedString, s string) any {
+	if c.v == nil || c.s != s {
+		c.s, c.v = s, s
+	}
+	return c.v
+}

@@ -148,7 +148,7 @@ func TestFirstDeliveryHeader(t *testing.T) {
 				want = append(want, value.KV{Key: value.Symbol("x-acquired-count"), Value: int64(0)})
 			}
 			want = append(want, value.KV{Key: value.Symbol("x-custom"), Value: "v"})
-			assert.Equal(t, want, d.Annotations())
+			assert.Equal(t, want, d.AMQP10Annotations())
 
 			// Carried delivery count and deaths clear first-acquirer.
 			m = msg("m2", "q")
@@ -164,7 +164,7 @@ func TestFirstDeliveryHeader(t *testing.T) {
 			assert.Equal(t, uint32(3), ds[0].Header.DeliveryCount)
 			assert.False(t, ds[0].Header.FirstAcquirer)
 			if typ == Quorum {
-				assert.Equal(t, int64(3), ann(ds[0].Annotations(), "x-delivery-count"))
+				assert.Equal(t, int64(3), ann(ds[0].AMQP10Annotations(), "x-delivery-count"))
 			}
 			assert.False(t, ds[1].Header.FirstAcquirer)
 		})
@@ -228,14 +228,14 @@ func TestOutcomes(t *testing.T) {
 					assert.Equal(t, w.dc, d.Header.DeliveryCount)
 					assert.False(t, d.Header.FirstAcquirer)
 					if typ == Quorum {
-						assert.Equal(t, w.acquired, ann(d.Annotations(), "x-acquired-count"))
+						assert.Equal(t, w.acquired, ann(d.AMQP10Annotations(), "x-acquired-count"))
 						if w.dc > 0 {
-							assert.Equal(t, int64(w.dc), ann(d.Annotations(), "x-delivery-count"))
+							assert.Equal(t, int64(w.dc), ann(d.AMQP10Annotations(), "x-delivery-count"))
 						} else {
-							assert.False(t, hasAnn(d.Annotations(), "x-delivery-count"))
+							assert.False(t, hasAnn(d.AMQP10Annotations(), "x-delivery-count"))
 						}
 					} else {
-						assert.False(t, hasAnn(d.Annotations(), "x-acquired-count"))
+						assert.False(t, hasAnn(d.AMQP10Annotations(), "x-acquired-count"))
 					}
 				} else {
 					assert.Equal(t, 1, c.n())
@@ -324,7 +324,7 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 			require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleModify}))
 		}
 		assert.Equal(t, 11, c.n())
-		assert.Equal(t, int64(10), ann(c.last(t).Annotations(), "x-acquired-count"))
+		assert.Equal(t, int64(10), ann(c.last(t).AMQP10Annotations(), "x-acquired-count"))
 		assert.Empty(t, e.dl.all())
 	})
 	t.Run("negative is unlimited", func(t *testing.T) {
@@ -389,16 +389,16 @@ func TestModifiedAnnotations(t *testing.T) {
 		{Key: value.Symbol("x-array"), Value: arr},
 	}}))
 	d := c.last(t)
-	assert.Equal(t, "kept", ann(d.Annotations(), "x-first"))
-	assert.Equal(t, int64(99), ann(d.Annotations(), "x-other"))
-	assert.Equal(t, "s", ann(d.Annotations(), "x-sym"))
-	assert.Equal(t, "b", ann(d.Annotations(), "x-bin"))
-	assert.Equal(t, int64(1234), ann(d.Annotations(), "x-ts"))
-	assert.Equal(t, true, ann(d.Annotations(), "x-bool"))
-	assert.Equal(t, int64(-3), ann(d.Annotations(), "x-byte"))
-	assert.Equal(t, list, ann(d.Annotations(), "x-list"))
-	assert.Equal(t, inner, ann(d.Annotations(), "x-map"))
-	assert.Same(t, arr, ann(d.Annotations(), "x-array"))
+	assert.Equal(t, "kept", ann(d.AMQP10Annotations(), "x-first"))
+	assert.Equal(t, int64(99), ann(d.AMQP10Annotations(), "x-other"))
+	assert.Equal(t, "s", ann(d.AMQP10Annotations(), "x-sym"))
+	assert.Equal(t, "b", ann(d.AMQP10Annotations(), "x-bin"))
+	assert.Equal(t, int64(1234), ann(d.AMQP10Annotations(), "x-ts"))
+	assert.Equal(t, true, ann(d.AMQP10Annotations(), "x-bool"))
+	assert.Equal(t, int64(-3), ann(d.AMQP10Annotations(), "x-byte"))
+	assert.Equal(t, list, ann(d.AMQP10Annotations(), "x-list"))
+	assert.Equal(t, inner, ann(d.AMQP10Annotations(), "x-map"))
+	assert.Same(t, arr, ann(d.AMQP10Annotations(), "x-array"))
 	assert.Equal(t, int64(99), ann(d.Msg.Anns, "x-other"), "Delivery.Msg carries the merged annotations")
 
 	// maps:merge: new values overwrite, nothing is removed.
@@ -406,8 +406,8 @@ func TestModifiedAnnotations(t *testing.T) {
 		{Key: value.Symbol("x-other"), Value: "new"},
 	}}))
 	d = c.last(t)
-	assert.Equal(t, "new", ann(d.Annotations(), "x-other"))
-	assert.Equal(t, "s", ann(d.Annotations(), "x-sym"))
+	assert.Equal(t, "new", ann(d.AMQP10Annotations(), "x-other"))
+	assert.Equal(t, "s", ann(d.AMQP10Annotations(), "x-sym"))
 
 	// Invalid keys: error, delivery untouched.
 	for _, bad := range []any{"x-string-key", value.Symbol("no-prefix"), uint64(1)} {
@@ -436,7 +436,7 @@ func TestClassicIgnoresModifiedAnnotations(t *testing.T) {
 	require.NoError(t, s.Settle(c.last(t).Tag, Settlement{Kind: SettleModify, Annotations: value.Map{
 		{Key: "not-validated", Value: int64(1)}, {Key: value.Symbol("x-a"), Value: int64(1)},
 	}}))
-	assert.False(t, hasAnn(c.last(t).Annotations(), "x-a"))
+	assert.False(t, hasAnn(c.last(t).AMQP10Annotations(), "x-a"))
 }
 
 func TestCancel(t *testing.T) {
@@ -466,7 +466,7 @@ func TestCancel(t *testing.T) {
 				assert.False(t, ds[0].Header.FirstAcquirer)
 				assert.True(t, ds[1].Header.FirstAcquirer)
 				if typ == Quorum {
-					assert.Equal(t, int64(1), ann(ds[0].Annotations(), "x-acquired-count"))
+					assert.Equal(t, int64(1), ann(ds[0].AMQP10Annotations(), "x-acquired-count"))
 				}
 			})
 		}

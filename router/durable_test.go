@@ -109,7 +109,7 @@ func TestDurableRoundTrip(t *testing.T) {
 		require.False(t, ds[2].Header.FirstAcquirer)
 		require.True(t, ds[0].Header.FirstAcquirer)
 		require.True(t, ds[0].Header.Durable)
-		require.Equal(t, "old", ann(ds[2].Annotations(), "x-first-death-queue"))
+		require.Equal(t, "old", ann(ds[2].AMQP10Annotations(), "x-first-death-queue"))
 		require.Equal(t, deaths, ds[2].Msg.Anns)
 		require.Equal(t, name, ds[0].Msg.RoutingKeys[0])
 	}
@@ -137,7 +137,7 @@ func TestDurableUnsettledAtCrashRequeuedWithDeliveryCount(t *testing.T) {
 	require.Equal(t, []string{"0", "2"}, bodiesOf(t, ds))
 	require.Equal(t, uint32(1), ds[0].Header.DeliveryCount)
 	require.False(t, ds[0].Header.FirstAcquirer)
-	require.Equal(t, int64(1), ann(ds[0].Annotations(), "x-acquired-count"))
+	require.Equal(t, int64(1), ann(ds[0].AMQP10Annotations(), "x-acquired-count"))
 	require.Equal(t, uint32(0), ds[1].Header.DeliveryCount)
 	d2.close(t)
 

@@ -228,6 +228,6 @@ func TestPublishSetsExchange(t *testing.T) {
 	assert.Empty(t, m.Exchange, "the caller's message is not mutated")
 	_, c := subscribe(t, q, 1)
 	d := c.last(t)
-	assert.Equal(t, "amq.direct", ann(d.Annotations(), "x-exchange"))
-	assert.Equal(t, "k", ann(d.Annotations(), "x-routing-key"))
+	assert.Equal(t, "amq.direct", ann(d.AMQP10Annotations(), "x-exchange"))
+	assert.Equal(t, "k", ann(d.AMQP10Annotations(), "x-routing-key"))
 }
