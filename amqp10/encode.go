@@ -760,3 +760,16 @@ func appendElemCompound(b []byte, small bool, count int, fill func([]byte) ([]by
 	binary.BigEndian.PutUint32(b[start+4:], uint32(count))
 	return b, nil
 }
+
+// BeginMap starts a map whose entries the caller appends (each key, then
+// its value): it reserves a map32 header and returns where the map starts.
+// EndMap completes it.
+func BeginMap(b []byte) ([]byte, int) {
+	return append(b, TypeMap32, 0, 0, 0, 0, 0, 0, 0, 0), len(b)
+}
+
+// EndMap completes the map begun at start holding count values (two per
+// entry): as map8 when it fits, else map32, the bytes AppendMap writes.
+func EndMap(b []byte, start, count int) []byte {
+	return finishCompound(b, start, count, TypeMap8, TypeMap32)
+}

@@ -645,6 +645,41 @@ func (m *Message) AppendDelivery(b []byte, h *Header, ann Map) ([]byte, error) {
 	return append(b, m.sections[m.annLen:]...), nil
 }
 
+// AnnotationSource writes the broker's message-annotation entries of a
+// delivery straight into bytes (AppendDeliveryFrom).
+type AnnotationSource interface {
+	// AppendEntries appends the entries (each key, then its value) and
+	// returns how many values it appended (two per entry).
+	AppendEntries(b []byte) ([]byte, int, error)
+	// Overrides reports whether an entry with the symbol key (its bytes)
+	// was appended: the publisher's entry with that key is then dropped.
+	Overrides(key []byte) bool
+}
+
+// AppendDeliveryFrom is AppendDelivery with the broker's entries written by
+// src rather than taken from a map.
+func (m *Message) AppendDeliveryFrom(b []byte, h *Header, src AnnotationSource) ([]byte, error) {
+	start := len(b)
+	b = AppendHeader(b, h)
+	annStart := len(b)
+	b = AppendDescriptor(b, DescMessageAnnotations)
+	mapStart := len(b)
+	b = append(b, TypeMap32, 0, 0, 0, 0, 0, 0, 0, 0)
+	b, count, err := src.AppendEntries(b)
+	if err != nil {
+		return b[:start], err
+	}
+	if b, count, err = appendOrigAnnotations(b, count, m.Annotations(), src.Overrides); err != nil {
+		return b[:start], err
+	}
+	if count == 0 {
+		b = b[:annStart]
+	} else {
+		b = finishCompound(b, mapStart, count, TypeMap8, TypeMap32)
+	}
+	return append(b, m.sections[m.annLen:]...), nil
+}
+
 // appendMergedAnnotations appends a message-annotations section with the
 // entries of ann followed by the raw entries of the section orig whose keys
 // are not in ann. Nothing is appended when the result would be empty.
@@ -663,36 +698,48 @@ func appendMergedAnnotations(b []byte, ann Map, orig []byte) ([]byte, error) {
 		}
 	}
 	count := 2 * len(ann)
-	if orig != nil {
-		val, err := sectionValue(orig)
-		if err != nil {
-			return b[:start], err
-		}
-		n, body, _, err := rawMap(val)
-		if err != nil {
-			return b[:start], err
-		}
-		for i := 0; i < n; i += 2 {
-			entry := body
-			key, rest, err := annotationKey(body)
-			if err != nil {
-				return b[:start], err
-			}
-			if rest, err = skipValue(rest, 1); err != nil {
-				return b[:start], err
-			}
-			body = rest
-			if annHasKey(ann, key) {
-				continue
-			}
-			b = append(b, entry[:len(entry)-len(rest)]...)
-			count += 2
-		}
+	b, count, err = appendOrigAnnotations(b, count, orig, func(key []byte) bool { return annHasKey(ann, key) })
+	if err != nil {
+		return b[:start], err
 	}
 	if count == 0 {
 		return b[:start], nil
 	}
 	return finishCompound(b, mapStart, count, TypeMap8, TypeMap32), nil
+}
+
+// appendOrigAnnotations appends the raw entries of the message-annotations
+// section orig (nil: none) whose keys overridden does not report, and
+// returns count plus two per entry appended.
+func appendOrigAnnotations(b []byte, count int, orig []byte, overridden func(key []byte) bool) ([]byte, int, error) {
+	if orig == nil {
+		return b, count, nil
+	}
+	val, err := sectionValue(orig)
+	if err != nil {
+		return b, count, err
+	}
+	n, body, _, err := rawMap(val)
+	if err != nil {
+		return b, count, err
+	}
+	for i := 0; i < n; i += 2 {
+		entry := body
+		key, rest, err := annotationKey(body)
+		if err != nil {
+			return b, count, err
+		}
+		if rest, err = skipValue(rest, 1); err != nil {
+			return b, count, err
+		}
+		body = rest
+		if overridden(key) {
+			continue
+		}
+		b = append(b, entry[:len(entry)-len(rest)]...)
+		count += 2
+	}
+	return b, count, nil
 }
 
 func annHasKey(ann Map, key []byte) bool {

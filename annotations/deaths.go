@@ -186,31 +186,6 @@ func Apply(anns value.Map, h History, strict bool) value.Map {
 	return applyInto(nil, anns, h, strict, nil)
 }
 
-// Recorder is Record and Apply for a run of dead-letter copies made by one
-// goroutine, reusing its storage between them so that the hot path of
-// dead-lettering allocates as little as possible. The zero value is ready
-// to use.
-type Recorder struct {
-	deaths []Death // the last history's deaths
-	boxes  boxer
-}
-
-// Record records ev in h and returns the annotations of the dead-letter
-// copy: anns with the updated history applied (as Apply does), written into
-// dst's storage when it has room, else into a new map. The returned history
-// uses r's storage: it is valid until r's next Record or Reset.
-func (r *Recorder) Record(dst, anns value.Map, h History, ev Event, strict bool) (value.Map, History) {
-	h = recordTo(r.deaths, h, ev)
-	r.deaths = h.Deaths
-	return applyInto(dst, anns, h, strict, &r.boxes), h
-}
-
-// Reset drops r's references to the last history.
-func (r *Recorder) Reset() {
-	clear(r.deaths)
-	r.deaths = r.deaths[:0]
-}
-
 // boxer turns the queue and exchange names of the first/last annotations
 // into interface values, reusing the last value of each: a run of deaths in
 // one queue boxes its name once. The zero value is ready to use.

@@ -6,8 +6,9 @@
 //
 // Everything here is a pure function over the value model's values (package
 // value; the x-opt-deaths array is encoded with amqp10): no I/O, no shared
-// state. Recorder is Record and Apply with storage reused across a run of
-// dead-letter copies, the dead-letterer's hot path.
+// state. A message carries its history in the neutral form (neutral.go:
+// a *History among its broker annotations); the AMQP 1.0 form is written
+// from it on delivery and into the store.
 // The reference is RabbitMQ 4.3's behaviour (mc_amqp, rabbit_dead_letter and
 // their test suites), pinned here by golden bytes.
 package annotations

@@ -104,10 +104,9 @@ func srcArgs(extra ...any) value.Map {
 
 func deathsOf(t *testing.T, m *router.Message) annotations.History {
 	t.Helper()
-	h, ok, err := annotations.Decode(m.Anns)
-	require.NoError(t, err)
+	h, ok := annotations.HistoryOf(m.Anns)
 	require.True(t, ok)
-	return h
+	return *h
 }
 
 // DLX missing: retained (counted, not ready), then delivered once the

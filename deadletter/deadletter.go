@@ -184,8 +184,6 @@ type batch struct {
 	msgs     []*router.Message
 	// targets is the last message's routing result, reused for the next.
 	targets []*router.Queue
-	// The last copy's history (valid until the next copy) and boxed names.
-	scratch annotations.Recorder
 }
 
 // batches keeps batch values between DeadLetter calls: a call usually
@@ -196,17 +194,16 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // release clears what the batch refers to and returns it to the pool.
 func (b *batch) release() {
 	clear(b.targets)
-	b.scratch.Reset()
-	*b = batch{msgs: b.msgs[:0], targets: b.targets[:0], scratch: b.scratch}
+	*b = batch{msgs: b.msgs[:0], targets: b.targets[:0]}
 	batches.Put(b)
 }
 
-// copyAlloc is a dead-letter copy with room for the seven annotations of a
-// first death of a message without broker annotations (a rejection's error
-// adds two, which then take a map of their own).
+// copyAlloc is a dead-letter copy with room for the broker annotations of
+// a first death of a message without any: the history entry and the error
+// entry of a rejection that carries one.
 type copyAlloc struct {
 	msg  router.Message
-	anns [7]value.KV
+	anns [2]value.KV
 }
 
 // tally counts one message's fate under reason and strategy: dead-lettered
@@ -322,7 +319,7 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 			at = d.now()
 		}
 	}
-	cp, h := d.copyAt(src, dm, dlx, at, &b.scratch)
+	cp, h := d.copyAt(src, dm, dlx, at)
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {
@@ -425,8 +422,8 @@ func dropCycles(h annotations.History, targets []*router.Queue, keep bool) (rest
 // is recorded (for the span of a message dropped without a DLX, which gets
 // no copy).
 func deathCount(anns value.Map, queue string, reason router.Reason) uint64 {
-	h, _, err := annotations.Decode(anns)
-	if err != nil {
+	h, ok := annotations.HistoryOf(anns)
+	if !ok {
 		return 1
 	}
 	for _, d := range h.Deaths {
@@ -442,25 +439,17 @@ func deathCount(anns value.Map, queue string, reason router.Reason) uint64 {
 // byte for byte; the header loses its TTL (kept in the death's ttl); the
 // exchange becomes dlx; the routing keys become the dead-letter routing key
 // or else all the original keys (x-cc included); the delivery count is
-// carried; x-opt-deaths and the x-*-death-* annotations are written.
+// carried; the death is recorded in the copy's history (the neutral form
+// of x-opt-deaths and the x-*-death-* annotations, which the front ends
+// write on delivery).
 func (d *DeadLetterer) Copy(src *router.Queue, dm *router.Dead, dlx string) (*router.Message, annotations.History) {
-	return d.copyAt(src, dm, dlx, d.now(), nil)
+	return d.copyAt(src, dm, dlx, d.now())
 }
 
 // copyAt is Copy with the death recorded at t (for a retained message: its
-// first attempt, kept across retries and restarts). With scratch, the
-// history returned lives in it and is valid until its next use.
-func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time, scratch *annotations.Recorder) (*router.Message, annotations.History) {
-	if scratch == nil {
-		scratch = new(annotations.Recorder)
-	}
+// first attempt, kept across retries and restarts).
+func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t time.Time) (*router.Message, annotations.History) {
 	m := &dm.Msg
-	h, _, err := annotations.Decode(m.Anns)
-	if err != nil {
-		// Only the broker writes Anns, so this is a bug; start afresh rather than lose the message.
-		d.log.Error("unreadable dead-letter history; starting a new one", "queue", src.Name(), "err", err)
-		h = annotations.History{}
-	}
 	keys := m.RoutingKeys // never modified once published: the copy shares them
 	if dlrk, ok := src.DeadLetterRoutingKey(); ok {
 		keys = []string{dlrk}
@@ -476,7 +465,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 	} else {
 		cp = new(router.Message)
 	}
-	anns, h = scratch.Record(anns, m.Anns, h, annotations.Event{
+	anns, h := annotations.RecordIn(anns, m.Anns, annotations.Event{
 		Queue:       src.Name(),
 		Reason:      string(dm.Reason),
 		Exchange:    m.Exchange,
@@ -494,7 +483,7 @@ func (d *DeadLetterer) copyAt(src *router.Queue, dm *router.Dead, dlx string, t 
 		DeliveryCount: m.DeliveryCount,
 		Anns:          anns,
 	}
-	return cp, h
+	return cp, *h
 }
 
 // deathError is the consumer's rejected error as the history records it.

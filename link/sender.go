@@ -2,7 +2,6 @@ package link
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -88,15 +87,15 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	if tr := c.srv.opts.Tracer; tr != nil {
 		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
 	}
-	anns := d.AppendAMQP10Annotations(c.annBuf, &c.boxes)
+	extra := c.annBuf[:0]
 	if span != nil {
 		// The consumer sees this delivery's context: its process span, and a
 		// dead-letter consumer's, continue the producer's trace.
-		anns = telemetry.Inject(anns, span.SpanContext())
+		extra = telemetry.Inject(extra, span.SpanContext())
 	}
-	id, ok, err := s.sendDelivery(l.handle, d, anns, l.preSettled)
-	clear(anns) // keep no message's values reachable from the scratch map
-	c.annBuf = anns[:0]
+	id, ok, err := s.sendDelivery(l.handle, d, extra, l.preSettled)
+	clear(extra) // keep no message's values reachable from the scratch map
+	c.annBuf = extra[:0]
 	if err != nil {
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
 		_ = l.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
@@ -128,12 +127,13 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	return true
 }
 
-// sendDelivery writes delivery d with message annotations anns on handle.
+// sendDelivery writes delivery d on handle, with extra message annotations
+// set over the ones the router gives it (router.AppendAMQP10Delivery).
 // A delivery that fits one frame, nearly all of them, is encoded straight
 // into the connection's output behind its transfer; a larger one is
 // encoded aside and split by sendMessage. ok is false when the peer's
 // session window is too small for it now (nothing is written then).
-func (s *session) sendDelivery(handle uint32, d *router.Delivery, anns amqp10.Map, settled bool) (id uint32, ok bool, err error) {
+func (s *session) sendDelivery(handle uint32, d *router.Delivery, extra amqp10.Map, settled bool) (id uint32, ok bool, err error) {
 	if s.remoteIncomingWindow == 0 {
 		return 0, false, nil // no frame may go now, one or many
 	}
@@ -143,15 +143,7 @@ func (s *session) sendDelivery(handle uint32, d *router.Delivery, anns amqp10.Ma
 	b, start := amqp10.BeginFrame(c.wbuf, amqp10.FrameTypeAMQP, s.local)
 	b = s.outTransfer(handle, d.Tag, settled).Append(b)
 	bodyAt := len(b)
-	wire, isAMQP10 := d.Msg.Container.(router.AMQP10)
-	if !isAMQP10 {
-		// Only AMQP 1.0 publishes exist so far; converting another
-		// protocol's container is that protocol's front end's addition.
-		c.wbuf = b[:mark]
-		return 0, false, fmt.Errorf("no AMQP 1.0 form of the message (%T)", d.Msg.Container)
-	}
-	h := router.AMQP10Header(&d.Header)
-	b, err = wire.Wire.AppendDelivery(b, &h, anns)
+	b, err = router.AppendAMQP10Delivery(b, d, extra, &c.boxes)
 	if err != nil {
 		c.wbuf = b[:mark]
 		return 0, false, err

@@ -173,8 +173,7 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 	}
 	out["message_annotations"] = httpMapJSON(p.Annotations)
 
-	h, ok, err := annotations.Decode(m.Anns)
-	if ok && err == nil {
+	if h, ok := annotations.HistoryOf(m.Anns); ok {
 		deaths := make([]map[string]any, len(h.Deaths))
 		for i, d := range h.Deaths {
 			deaths[i] = httpDeathJSON(d)
@@ -186,7 +185,7 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 			out["last_death_error"] = map[string]string{"condition": string(h.LastError.Condition), "description": h.LastError.Description}
 		}
 		// AMQP 0.9.1's view, as RabbitMQ's management UI shows it.
-		xd := annotations.ToXDeath(h)
+		xd := annotations.ToXDeath(*h)
 		xdeath := make([]map[string]any, len(xd))
 		for i, d := range xd {
 			e := map[string]any{"count": d.Count, "reason": d.Reason, "queue": d.Queue, "time": d.Time,

@@ -1,7 +1,10 @@
 package router
 
 import (
+	"fmt"
+
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -106,36 +109,59 @@ func decodedRaw(m value.Map) value.Map {
 
 // ---- delivery in AMQP 1.0 ----
 
+// The fixed message annotations RabbitMQ gives an AMQP 1.0 delivery.
+const (
+	annExchange      = value.Symbol("x-exchange")
+	annRoutingKey    = value.Symbol("x-routing-key")
+	annAcquiredCount = value.Symbol("x-acquired-count")
+	annDeliveryCount = value.Symbol("x-delivery-count")
+)
+
 // AMQP10Annotations returns the message annotations the delivery goes out
 // with over AMQP 1.0, in a new map: AppendAMQP10Annotations(nil, nil).
 func (d Delivery) AMQP10Annotations() value.Map { return d.AppendAMQP10Annotations(nil, nil) }
 
-// BoxCache keeps the last exchange and routing key boxed as interface
+// BoxCache is a consumer connection's scratch for writing deliveries in
+// AMQP 1.0: it keeps the last exchange and routing key boxed as interface
 // values, so that delivering a stream of messages that share them boxes
-// nothing. Its owner uses it from one goroutine.
-type BoxCache struct{ exch, key boxedString }
+// nothing, and writes a delivery's annotations (AppendAMQP10Delivery). Its
+// owner uses it from one goroutine.
+type BoxCache struct {
+	exch, key boxedString
+
+	// The delivery being written (AppendAMQP10Delivery).
+	d       *Delivery
+	extra   value.Map
+	history *annotations.History
+	scratch value.Map
+}
 
 // AppendAMQP10Annotations builds the message-annotations entries an AMQP
 // 1.0 consumer gets, as RabbitMQ writes them, into m[:0] and returns it:
 // x-exchange, x-routing-key, for quorum queues x-acquired-count and (when
-// not zero) x-delivery-count, then the broker annotations, which replace
-// same-named entries in place. bc may be nil.
+// not zero) x-delivery-count, then the broker annotations in their AMQP
+// 1.0 form (annotations.ExpandAMQP10), which replace same-named entries in
+// place. bc may be nil.
 func (d Delivery) AppendAMQP10Annotations(m value.Map, bc *BoxCache) value.Map {
 	if bc == nil {
 		bc = new(BoxCache)
 	}
 	m = append(m[:0],
-		value.KV{Key: value.Symbol("x-exchange"), Value: boxString(&bc.exch, d.Msg.Exchange)},
-		value.KV{Key: value.Symbol("x-routing-key"), Value: boxString(&bc.key, d.Msg.primaryKey())})
+		value.KV{Key: annExchange, Value: boxString(&bc.exch, d.Msg.Exchange)},
+		value.KV{Key: annRoutingKey, Value: boxString(&bc.key, d.Msg.primaryKey())})
 	if d.quorum {
-		m = append(m, value.KV{Key: value.Symbol("x-acquired-count"), Value: int64(d.acquired)})
+		m = append(m, value.KV{Key: annAcquiredCount, Value: int64(d.acquired)})
 		if d.Header.DeliveryCount != 0 {
-			m = append(m, value.KV{Key: value.Symbol("x-delivery-count"), Value: int64(d.Header.DeliveryCount)})
+			m = append(m, value.KV{Key: annDeliveryCount, Value: int64(d.Header.DeliveryCount)})
 		}
 	}
 	fixed := len(m)
+	anns := d.anns
+	if _, ok := annotations.HistoryOf(anns); ok {
+		anns = annotations.ExpandAMQP10(nil, anns)
+	}
 next:
-	for _, kv := range d.anns {
+	for _, kv := range anns {
 		switch k := kv.Key.(type) {
 		case value.Symbol:
 			// The broker annotations' keys are unique: only the fixed
@@ -154,6 +180,240 @@ next:
 		}
 	}
 	return m
+}
+
+// AppendAMQP10Delivery appends d as an AMQP 1.0 message: its header, the
+// message annotations of AppendAMQP10Annotations with the entries of extra
+// set over them (replacing same-named ones in place), then the publisher's
+// other annotations, and the bare message and footer byte for byte. The
+// annotations are written straight into b: the dead-letter history is
+// encoded from its neutral form (annotations.AppendHistoryAMQP10), and
+// nothing is boxed. bc must not be nil.
+func AppendAMQP10Delivery(b []byte, d *Delivery, extra value.Map, bc *BoxCache) ([]byte, error) {
+	c, ok := d.Msg.Container.(AMQP10)
+	if !ok || c.Wire == nil {
+		// Only AMQP 1.0 publishes exist so far; converting another
+		// protocol's container is that protocol's front end's addition.
+		return b, fmt.Errorf("router: no AMQP 1.0 form of the message (%T)", d.Msg.Container)
+	}
+	h := AMQP10Header(&d.Header)
+	if !symbolKeysOnly(d.anns, false) || !symbolKeysOnly(extra, true) {
+		// Keys of other types (not written by the broker today), or extra
+		// entries over the history's, take the general path, which sets
+		// them one by one.
+		m := d.AppendAMQP10Annotations(bc.scratch, bc)
+		for _, kv := range extra {
+			m = m.Set(kv.Key, kv.Value)
+		}
+		b, err := c.Wire.AppendDelivery(b, &h, m)
+		clear(m)
+		bc.scratch = m[:0]
+		return b, err
+	}
+	bc.d, bc.extra = d, extra
+	bc.history, _ = annotations.HistoryOf(d.anns)
+	b, err := c.Wire.AppendDeliveryFrom(b, &h, bc)
+	bc.d, bc.extra, bc.history = nil, nil, nil
+	return b, err
+}
+
+// symbolKeysOnly reports whether every key of m is a symbol (with
+// noDeathKeys, none of the history's AMQP 1.0 keys) or the history's
+// entries.
+func symbolKeysOnly(m value.Map, noDeathKeys bool) bool {
+	for i := range m {
+		switch k := m[i].Key.(type) {
+		case value.Symbol:
+			if noDeathKeys && annotations.IsDeathKey(k) {
+				return false
+			}
+		case annotations.HistoryKey, annotations.ErrorKey:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// appendAMQP10Entries appends the broker annotations anns as AMQP map
+// entries, the history in its AMQP 1.0 form (the entries of
+// annotations.ExpandAMQP10), and returns how many values it appended.
+func appendAMQP10Entries(b []byte, anns value.Map) ([]byte, int, error) {
+	h, hasHistory := annotations.HistoryOf(anns)
+	n := 0
+	var err error
+	for _, kv := range anns {
+		switch k := kv.Key.(type) {
+		case annotations.HistoryKey:
+			if hasHistory {
+				b = annotations.AppendHistoryAMQP10(b, h)
+				n += 14
+			}
+			continue
+		case annotations.ErrorKey:
+			var m int
+			b, m = annotations.AppendErrorAMQP10(b, h)
+			n += m
+			continue
+		case value.Symbol:
+			if hasHistory && annotations.IsDeathKey(k) {
+				continue
+			}
+		}
+		if b, err = amqp10.AppendValue(b, kv.Key); err != nil {
+			return b, n, err
+		}
+		if b, err = amqp10.AppendValue(b, kv.Value); err != nil {
+			return b, n, err
+		}
+		n += 2
+	}
+	return b, n, nil
+}
+
+// lookupSymbol returns the value of the symbol key k in m.
+func lookupSymbol(m value.Map, k value.Symbol) (any, bool) {
+	for i := range m {
+		if s, ok := m[i].Key.(value.Symbol); ok && s == k {
+			return m[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// fixedKey reports whether k is one of the fixed annotations of bc's delivery.
+func (bc *BoxCache) fixedKey(k value.Symbol) bool {
+	switch k {
+	case annExchange, annRoutingKey:
+		return true
+	case annAcquiredCount:
+		return bc.d.quorum
+	case annDeliveryCount:
+		return bc.d.quorum && bc.d.Header.DeliveryCount != 0
+	}
+	return false
+}
+
+// broker reports whether the broker annotation with symbol key k is written
+// among the broker entries (not a fixed one, not hidden by the history).
+func (bc *BoxCache) broker(k value.Symbol) bool {
+	return !bc.fixedKey(k) && (bc.history == nil || !annotations.IsDeathKey(k))
+}
+
+// appendFixed appends the fixed entry k: extra's value, else the broker
+// annotations', else v (appended by appendV).
+func (bc *BoxCache) appendFixed(b []byte, k value.Symbol, appendV func([]byte) []byte) ([]byte, error) {
+	b = amqp10.AppendSymbol(b, k)
+	if v, ok := lookupSymbol(bc.extra, k); ok {
+		return amqp10.AppendValue(b, v)
+	}
+	if v, ok := lookupSymbol(bc.d.anns, k); ok {
+		return amqp10.AppendValue(b, v)
+	}
+	return appendV(b), nil
+}
+
+// AppendEntries implements amqp10.AnnotationSource: the entries
+// AppendAMQP10Annotations builds, with extra set over them, as bytes.
+func (bc *BoxCache) AppendEntries(b []byte) ([]byte, int, error) {
+	d := bc.d
+	var err error
+	if b, err = bc.appendFixed(b, annExchange, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.Exchange) }); err != nil {
+		return b, 0, err
+	}
+	if b, err = bc.appendFixed(b, annRoutingKey, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.primaryKey()) }); err != nil {
+		return b, 0, err
+	}
+	n := 4
+	if d.quorum {
+		if b, err = bc.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.acquired)) }); err != nil {
+			return b, 0, err
+		}
+		n += 2
+		if d.Header.DeliveryCount != 0 {
+			if b, err = bc.appendFixed(b, annDeliveryCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.Header.DeliveryCount)) }); err != nil {
+				return b, 0, err
+			}
+			n += 2
+		}
+	}
+	for _, kv := range d.anns {
+		switch k := kv.Key.(type) {
+		case annotations.HistoryKey:
+			if bc.history != nil {
+				b = annotations.AppendHistoryAMQP10(b, bc.history)
+				n += 14
+			}
+		case annotations.ErrorKey:
+			var m int
+			b, m = annotations.AppendErrorAMQP10(b, bc.history)
+			n += m
+		case value.Symbol:
+			if !bc.broker(k) {
+				continue
+			}
+			v := kv.Value
+			if x, ok := lookupSymbol(bc.extra, k); ok {
+				v = x
+			}
+			if b, err = amqp10.AppendValue(amqp10.AppendSymbol(b, k), v); err != nil {
+				return b, 0, err
+			}
+			n += 2
+		}
+	}
+	for _, kv := range bc.extra {
+		k := kv.Key.(value.Symbol)
+		if bc.fixedKey(k) {
+			continue
+		}
+		if _, ok := lookupSymbol(d.anns, k); ok && bc.broker(k) {
+			continue // set in place
+		}
+		if b, err = amqp10.AppendValue(amqp10.AppendSymbol(b, k), kv.Value); err != nil {
+			return b, 0, err
+		}
+		n += 2
+	}
+	return b, n, nil
+}
+
+// Overrides implements amqp10.AnnotationSource: whether AppendEntries wrote
+// an entry with the symbol key.
+func (bc *BoxCache) Overrides(key []byte) bool {
+	k := value.Symbol(key)
+	if bc.fixedKey(k) {
+		return true
+	}
+	if _, ok := lookupSymbol(bc.extra, k); ok {
+		return true
+	}
+	if h := bc.history; h != nil {
+		switch k {
+		case annotations.KeyLastDeathErrorCond, annotations.KeyLastDeathErrorDescr:
+			if h.LastError != nil && hasErrorEntry(bc.d.anns) {
+				return true
+			}
+		default:
+			if annotations.IsDeathKey(k) {
+				return true
+			}
+		}
+	}
+	if _, ok := lookupSymbol(bc.d.anns, k); ok && bc.broker(k) {
+		return true
+	}
+	return false
+}
+
+// hasErrorEntry reports whether anns marks where the history's error goes.
+func hasErrorEntry(anns value.Map) bool {
+	for i := range anns {
+		if _, ok := anns[i].Key.(annotations.ErrorKey); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // deliveryAnnotations is what e would be delivered with now (peek).

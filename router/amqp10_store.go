@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -46,7 +47,7 @@ func encodeAMQP10Message(m *Message, c AMQP10) ([]byte, error) {
 		b = appendStr(b, k)
 	}
 	b = binary.AppendUvarint(b, uint64(m.DeliveryCount))
-	return appendValueMap(b, m.Anns)
+	return appendAnns(b, m.Anns)
 }
 
 func (r *reader) header() amqp10.Header {
@@ -89,14 +90,21 @@ func decodeAMQP10Message(b []byte) (*Message, error) {
 		}
 	}
 	m.DeliveryCount = uint32(r.uvarint())
-	m.Anns = r.valueMap()
+	m.Anns = r.anns()
 	if r.err != nil {
 		return nil, r.err
 	}
 	return m, nil
 }
 
-// valueMap reads a map (or null) written by appendValueMap.
+// anns reads broker annotations written by appendAnns: the dead-letter
+// history comes back in its neutral form (a store written before that form
+// existed holds the AMQP 1.0 form, which is read the same way).
+func (r *reader) anns() value.Map {
+	return annotations.LiftAMQP10(r.valueMap())
+}
+
+// valueMap reads a map (or null).
 func (r *reader) valueMap() value.Map {
 	if r.err != nil {
 		return nil
@@ -114,12 +122,21 @@ func (r *reader) valueMap() value.Map {
 	return m
 }
 
-// appendValueMap appends m in the AMQP encoding, or null for nil.
-func appendValueMap(b []byte, m value.Map) ([]byte, error) {
+// appendAnns appends broker annotations as an AMQP map, or null for nil,
+// with the dead-letter history in its AMQP 1.0 form: the bytes of
+// amqp10.AppendMap(annotations.ExpandAMQP10(nil, m)), the format every
+// store holds.
+func appendAnns(b []byte, m value.Map) ([]byte, error) {
 	if m == nil {
 		return amqp10.AppendNull(b), nil
 	}
-	return amqp10.AppendMap(b, m)
+	start := len(b)
+	b, mapStart := amqp10.BeginMap(b)
+	b, n, err := appendAMQP10Entries(b, m)
+	if err != nil {
+		return b[:start], err
+	}
+	return amqp10.EndMap(b, mapStart, n), nil
 }
 
 func encodeList(l value.List) []byte {

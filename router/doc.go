@@ -11,7 +11,10 @@
 // its edge: link (AMQP 1.0) builds an AMQP10 container from a transfer and
 // writes the AMQP 1.0 form on delivery. The AMQP 1.0 container
 // (amqp10.go) and the store's AMQP-typed encodings (amqp10_store.go) are
-// the only files of this package that import amqp10.
+// the only files of this package that import amqp10. The dead-letter
+// history travels in the broker annotations in its neutral form (package
+// annotations: HistoryKey); the AMQP 1.0 delivery writer (amqp10.go:
+// AppendAMQP10Delivery) and the store write its AMQP 1.0 form.
 //
 // One call publishes: VHost.Publish(Publish{...}) routes a message, enqueues
 // it and returns a PublishResult; with a store, a durable message is

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -206,7 +207,13 @@ func (d *headerData) xAnns() map[string]any {
 			add(anns)
 		}
 	}
-	add(d.m.Anns)
+	if _, ok := annotations.HistoryOf(d.m.Anns); ok {
+		// The history's x-*-death-* strings are matched as the annotations
+		// they are written as.
+		add(annotations.ExpandAMQP10(nil, d.m.Anns))
+	} else {
+		add(d.m.Anns)
+	}
 	return d.x
 }
 

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/value"
 )
 
@@ -61,10 +62,13 @@ func (m *Message) stateCopy(dc uint32, anns value.Map) Message {
 	return c
 }
 
-// hasDeaths reports whether anns records an earlier dead-lettering.
+// hasDeaths reports whether anns records an earlier dead-lettering: a
+// history (annotations.HistoryKey), or an x-opt-deaths annotation.
 func hasDeaths(anns value.Map) bool {
 	for _, kv := range anns {
 		switch k := kv.Key.(type) {
+		case annotations.HistoryKey:
+			return true
 		case value.Symbol:
 			if k == "x-opt-deaths" {
 				return true

@@ -162,8 +162,8 @@ func encodeState(e *entry) []byte {
 	b = binary.AppendVarint(b, e.deadline)
 	if annsChanged {
 		var err error
-		if b, err = appendValueMap(b, e.anns()); err != nil {
-			b, _ = appendValueMap(b, nil) // null: unencodable annotations cannot come from the wire
+		if b, err = appendAnns(b, e.anns()); err != nil {
+			b, _ = appendAnns(b, nil) // null: unencodable annotations cannot come from the wire
 		}
 	}
 	if e.retained {
@@ -209,7 +209,7 @@ func decodeState(e *entry, b []byte) error {
 	e.acquired = uint32(r.uvarint())
 	e.deadline = r.varint()
 	if f&flagAnns != 0 {
-		e.setAnns(r.valueMap())
+		e.setAnns(r.anns())
 	}
 	if e.retained {
 		x := e.extension()
