@@ -94,7 +94,7 @@ func (c AMQP10) Body() ([]byte, error) {
 }
 
 // decodedRaw replaces pre-encoded values (amqp10.Raw, such as the
-// x-opt-deaths the dead-letterer writes) in a fresh map m by their decoded
+// x-opt-deaths the history is written as) in a fresh map m by their decoded
 // form, so that a peek shows what a consumer decodes.
 func decodedRaw(m value.Map) value.Map {
 	for i := range m {

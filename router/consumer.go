@@ -29,8 +29,9 @@ type Delivery struct {
 }
 
 // BrokerAnnotations are the broker-set annotations the message carries
-// (x-opt-deaths, the trace context, modified-outcome annotations), without
-// the per-delivery ones. Callers must not modify them.
+// (the dead-letter history in its neutral form, the trace context,
+// modified-outcome annotations), without the per-delivery ones. Callers
+// must not modify them.
 func (d Delivery) BrokerAnnotations() value.Map { return d.anns }
 
 // Consumer receives deliveries from a queue. Both methods are called with the

@@ -20,9 +20,11 @@ type Message struct {
 	Exchange string
 	// RoutingKeys: the primary key first, then the x-cc keys.
 	RoutingKeys []string
-	// Anns are broker-set message annotations (x-opt-deaths, x-*-death-*,
-	// modified-outcome annotations, the trace context); on delivery they
-	// override the publisher's annotations with the same keys.
+	// Anns are broker-set message annotations: the dead-letter history in
+	// its neutral form (annotations.HistoryKey), modified-outcome
+	// annotations, the trace context. On delivery a front end writes them
+	// in its protocol's form, over the publisher's annotations with the
+	// same keys.
 	Anns value.Map
 }
 

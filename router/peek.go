@@ -8,7 +8,8 @@ import (
 // message with the state the queue keeps for it.
 type PeekedMessage struct {
 	// Msg is a copy of the message carrying the queue's current delivery
-	// count and annotations (x-opt-deaths, modified-outcome annotations).
+	// count and annotations (the dead-letter history, modified-outcome
+	// annotations).
 	Msg *Message
 	// DeliveryCount is the message's delivery-count (failed deliveries).
 	DeliveryCount uint32

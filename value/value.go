@@ -100,14 +100,6 @@ func (m Map) Delete(key any) Map {
 	return m
 }
 
-// Clone returns a copy of m's entries (nil for nil); the values are shared.
-func (m Map) Clone() Map {
-	if m == nil {
-		return nil
-	}
-	return append(Map(nil), m...)
-}
-
 // Array is an array: every element has the same type.
 //
 // Type is the AMQP 1.0 element constructor an encoder writes (for example
