@@ -128,12 +128,16 @@ func (d Delivery) AMQP10Annotations() value.Map { return d.AppendAMQP10Annotatio
 // owner uses it from one goroutine.
 type BoxCache struct {
 	exch, key boxedString
+	src       annotationSource
+	scratch   value.Map // the general path's map
+}
 
-	// The delivery being written (AppendAMQP10Delivery).
+// annotationSource writes the annotations of one delivery
+// (amqp10.AnnotationSource) for AppendAMQP10Delivery.
+type annotationSource struct {
 	d       *Delivery
 	extra   value.Map
 	history *annotations.History
-	scratch value.Map
 }
 
 // AppendAMQP10Annotations builds the message-annotations entries an AMQP
@@ -210,10 +214,11 @@ func AppendAMQP10Delivery(b []byte, d *Delivery, extra value.Map, bc *BoxCache) 
 		bc.scratch = m[:0]
 		return b, err
 	}
-	bc.d, bc.extra = d, extra
-	bc.history, _ = annotations.HistoryOf(d.anns)
-	b, err := c.Wire.AppendDeliveryFrom(b, &h, bc)
-	bc.d, bc.extra, bc.history = nil, nil, nil
+	src := &bc.src
+	src.d, src.extra = d, extra
+	src.history, _ = annotations.HistoryOf(d.anns)
+	b, err := c.Wire.AppendDeliveryFrom(b, &h, src)
+	*src = annotationSource{}
 	return b, err
 }
 
@@ -281,33 +286,33 @@ func lookupSymbol(m value.Map, k value.Symbol) (any, bool) {
 	return nil, false
 }
 
-// fixedKey reports whether k is one of the fixed annotations of bc's delivery.
-func (bc *BoxCache) fixedKey(k value.Symbol) bool {
+// fixedKey reports whether k is one of the fixed annotations of the delivery.
+func (src *annotationSource) fixedKey(k value.Symbol) bool {
 	switch k {
 	case annExchange, annRoutingKey:
 		return true
 	case annAcquiredCount:
-		return bc.d.quorum
+		return src.d.quorum
 	case annDeliveryCount:
-		return bc.d.quorum && bc.d.Header.DeliveryCount != 0
+		return src.d.quorum && src.d.Header.DeliveryCount != 0
 	}
 	return false
 }
 
 // broker reports whether the broker annotation with symbol key k is written
 // among the broker entries (not a fixed one, not hidden by the history).
-func (bc *BoxCache) broker(k value.Symbol) bool {
-	return !bc.fixedKey(k) && (bc.history == nil || !annotations.IsDeathKey(k))
+func (src *annotationSource) broker(k value.Symbol) bool {
+	return !src.fixedKey(k) && (src.history == nil || !annotations.IsDeathKey(k))
 }
 
 // appendFixed appends the fixed entry k: extra's value, else the broker
 // annotations', else v (appended by appendV).
-func (bc *BoxCache) appendFixed(b []byte, k value.Symbol, appendV func([]byte) []byte) ([]byte, error) {
+func (src *annotationSource) appendFixed(b []byte, k value.Symbol, appendV func([]byte) []byte) ([]byte, error) {
 	b = amqp10.AppendSymbol(b, k)
-	if v, ok := lookupSymbol(bc.extra, k); ok {
+	if v, ok := lookupSymbol(src.extra, k); ok {
 		return amqp10.AppendValue(b, v)
 	}
-	if v, ok := lookupSymbol(bc.d.anns, k); ok {
+	if v, ok := lookupSymbol(src.d.anns, k); ok {
 		return amqp10.AppendValue(b, v)
 	}
 	return appendV(b), nil
@@ -315,23 +320,23 @@ func (bc *BoxCache) appendFixed(b []byte, k value.Symbol, appendV func([]byte) [
 
 // AppendEntries implements amqp10.AnnotationSource: the entries
 // AppendAMQP10Annotations builds, with extra set over them, as bytes.
-func (bc *BoxCache) AppendEntries(b []byte) ([]byte, int, error) {
-	d := bc.d
+func (src *annotationSource) AppendEntries(b []byte) ([]byte, int, error) {
+	d := src.d
 	var err error
-	if b, err = bc.appendFixed(b, annExchange, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.Exchange) }); err != nil {
+	if b, err = src.appendFixed(b, annExchange, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.Exchange) }); err != nil {
 		return b, 0, err
 	}
-	if b, err = bc.appendFixed(b, annRoutingKey, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.primaryKey()) }); err != nil {
+	if b, err = src.appendFixed(b, annRoutingKey, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.primaryKey()) }); err != nil {
 		return b, 0, err
 	}
 	n := 4
 	if d.quorum {
-		if b, err = bc.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.acquired)) }); err != nil {
+		if b, err = src.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.acquired)) }); err != nil {
 			return b, 0, err
 		}
 		n += 2
 		if d.Header.DeliveryCount != 0 {
-			if b, err = bc.appendFixed(b, annDeliveryCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.Header.DeliveryCount)) }); err != nil {
+			if b, err = src.appendFixed(b, annDeliveryCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.Header.DeliveryCount)) }); err != nil {
 				return b, 0, err
 			}
 			n += 2
@@ -340,20 +345,20 @@ func (bc *BoxCache) AppendEntries(b []byte) ([]byte, int, error) {
 	for _, kv := range d.anns {
 		switch k := kv.Key.(type) {
 		case annotations.HistoryKey:
-			if bc.history != nil {
-				b = annotations.AppendHistoryAMQP10(b, bc.history)
+			if src.history != nil {
+				b = annotations.AppendHistoryAMQP10(b, src.history)
 				n += 14
 			}
 		case annotations.ErrorKey:
 			var m int
-			b, m = annotations.AppendErrorAMQP10(b, bc.history)
+			b, m = annotations.AppendErrorAMQP10(b, src.history)
 			n += m
 		case value.Symbol:
-			if !bc.broker(k) {
+			if !src.broker(k) {
 				continue
 			}
 			v := kv.Value
-			if x, ok := lookupSymbol(bc.extra, k); ok {
+			if x, ok := lookupSymbol(src.extra, k); ok {
 				v = x
 			}
 			if b, err = amqp10.AppendValue(amqp10.AppendSymbol(b, k), v); err != nil {
@@ -362,12 +367,12 @@ func (bc *BoxCache) AppendEntries(b []byte) ([]byte, int, error) {
 			n += 2
 		}
 	}
-	for _, kv := range bc.extra {
+	for _, kv := range src.extra {
 		k := kv.Key.(value.Symbol)
-		if bc.fixedKey(k) {
+		if src.fixedKey(k) {
 			continue
 		}
-		if _, ok := lookupSymbol(d.anns, k); ok && bc.broker(k) {
+		if _, ok := lookupSymbol(d.anns, k); ok && src.broker(k) {
 			continue // set in place
 		}
 		if b, err = amqp10.AppendValue(amqp10.AppendSymbol(b, k), kv.Value); err != nil {
@@ -380,18 +385,18 @@ func (bc *BoxCache) AppendEntries(b []byte) ([]byte, int, error) {
 
 // Overrides implements amqp10.AnnotationSource: whether AppendEntries wrote
 // an entry with the symbol key.
-func (bc *BoxCache) Overrides(key []byte) bool {
+func (src *annotationSource) Overrides(key []byte) bool {
 	k := value.Symbol(key)
-	if bc.fixedKey(k) {
+	if src.fixedKey(k) {
 		return true
 	}
-	if _, ok := lookupSymbol(bc.extra, k); ok {
+	if _, ok := lookupSymbol(src.extra, k); ok {
 		return true
 	}
-	if h := bc.history; h != nil {
+	if h := src.history; h != nil {
 		switch k {
 		case annotations.KeyLastDeathErrorCond, annotations.KeyLastDeathErrorDescr:
-			if h.LastError != nil && hasErrorEntry(bc.d.anns) {
+			if h.LastError != nil && hasErrorEntry(src.d.anns) {
 				return true
 			}
 		default:
@@ -400,7 +405,7 @@ func (bc *BoxCache) Overrides(key []byte) bool {
 			}
 		}
 	}
-	if _, ok := lookupSymbol(bc.d.anns, k); ok && bc.broker(k) {
+	if _, ok := lookupSymbol(src.d.anns, k); ok && src.broker(k) {
 		return true
 	}
 	return false
