@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"bytes"
@@ -17,25 +17,25 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-type httpEnv struct {
+type testEnv struct {
 	b   *router.Broker
 	srv *httptest.Server
 }
 
-func newHTTPEnv(t *testing.T) *httpEnv {
+func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC) }
 	dl := deadletter.New(deadletter.Options{Now: now})
 	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
 	t.Cleanup(b.Close)
 	b.SeedDefaults() // guest on "/", as at a broker's first start
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Router: b, DeadLetters: dl, ProductVersion: "test"}))
+	srv := httptest.NewServer(NewHandler(Options{Router: b, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
-	return &httpEnv{b: b, srv: srv}
+	return &testEnv{b: b, srv: srv}
 }
 
 // call sends body (a string, or JSON-encoded) as user:pass ("" user: no auth).
-func (e *httpEnv) call(t *testing.T, method, path, user, pass string, body any) (int, []byte, http.Header) {
+func (e *testEnv) call(t *testing.T, method, path, user, pass string, body any) (int, []byte, http.Header) {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -61,7 +61,7 @@ func (e *httpEnv) call(t *testing.T, method, path, user, pass string, body any) 
 }
 
 // guest calls as the default user and checks the status.
-func (e *httpEnv) guest(t *testing.T, method, path string, body any, want int) []byte {
+func (e *testEnv) guest(t *testing.T, method, path string, body any, want int) []byte {
 	t.Helper()
 	st, out, _ := e.call(t, method, path, "guest", "guest", body)
 	require.Equal(t, want, st, "%s %s: %s", method, path, out)
@@ -75,7 +75,7 @@ func decodeJSON[T any](t *testing.T, b []byte) T {
 	return v
 }
 
-func (e *httpEnv) publish(t *testing.T, queue, body string) {
+func (e *testEnv) publish(t *testing.T, queue, body string) {
 	t.Helper()
 	raw := amqp10.AppendData(nil, []byte(body))
 	w, err := amqp10.ParseMessage(raw)
@@ -96,8 +96,8 @@ func requireError(t *testing.T, b []byte) map[string]string {
 	return m
 }
 
-func TestHTTPAuth(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestAuth(t *testing.T) {
+	e := newTestEnv(t)
 	st, out, h := e.call(t, "GET", "/api/overview", "", "", nil)
 	require.Equal(t, http.StatusUnauthorized, st)
 	require.Contains(t, h.Get("WWW-Authenticate"), "Basic")
@@ -146,8 +146,8 @@ func TestHTTPAuth(t *testing.T) {
 	require.Equal(t, "guest", who["name"])
 }
 
-func TestHTTPRoutingErrors(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestRoutingErrors(t *testing.T) {
+	e := newTestEnv(t)
 	st, out, _ := e.call(t, "GET", "/api/nothing", "guest", "guest", nil)
 	require.Equal(t, 404, st)
 	requireError(t, out)
@@ -161,8 +161,8 @@ func TestHTTPRoutingErrors(t *testing.T) {
 	require.Equal(t, 404, st)
 }
 
-func TestHTTPQueues(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestQueues(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}}, 204)
 	out := e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 4}}, 400)
@@ -202,8 +202,8 @@ func TestHTTPQueues(t *testing.T) {
 	require.Equal(t, "a/b", q["vhost"])
 }
 
-func TestHTTPSeedPolicy(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestSeedPolicy(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/queues/%2f/work", nil, 201)
 	e.guest(t, "PUT", "/api/policies/%2f/DLX",
 		`{"pattern": ".*", "definition": {"dead-letter-exchange":"my-dlx"}, "priority": 7, "apply-to": "queues"}`, 201)
@@ -229,8 +229,8 @@ func TestHTTPSeedPolicy(t *testing.T) {
 	require.NotContains(t, q, "dead_letter_exchange")
 }
 
-func TestHTTPExchangesAndBindings(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestExchangesAndBindings(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 201)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 204)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "fanout"}, 400)
@@ -273,8 +273,8 @@ func TestHTTPExchangesAndBindings(t *testing.T) {
 	e.guest(t, "DELETE", "/api/exchanges/%2f/x", nil, 404)
 }
 
-func TestHTTPPermissionMatrix(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestPermissionMatrix(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/users/u", map[string]any{"password": "pw", "tags": "management"}, 201)
 	dlxQueue := map[string]any{"arguments": map[string]any{"x-dead-letter-exchange": "dlx"}}
@@ -321,8 +321,8 @@ func TestHTTPPermissionMatrix(t *testing.T) {
 	e.guest(t, "GET", "/api/queues/v2", nil, 200)
 }
 
-func TestHTTPGetPeekAndDeaths(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestGetPeekAndDeaths(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/dlq", nil, 201)
 	e.guest(t, "POST", "/api/bindings/%2f/e/dlx/q/dlq", map[string]any{}, 201)
@@ -387,8 +387,8 @@ func TestHTTPGetPeekAndDeaths(t *testing.T) {
 	e.guest(t, "POST", "/api/queues/%2f/missing/get", map[string]any{}, 404)
 }
 
-func TestHTTPDefinitionsRoundTrip(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestDefinitionsRoundTrip(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/my-dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/dlq", nil, 201)
 	e.guest(t, "POST", "/api/bindings/%2f/e/my-dlx/q/dlq", map[string]any{"routing_key": "k"}, 201)
@@ -423,8 +423,8 @@ func TestHTTPDefinitionsRoundTrip(t *testing.T) {
 }
 
 // TestHTTPBadBodiesNever500 sends malformed bodies to every writing endpoint.
-func TestHTTPBadBodiesNever500(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestBadBodiesNever500(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/q", nil, 201)
 	paths := []struct{ method, path string }{
