@@ -1,9 +1,5 @@
 package amqpnode
 
-// RabbitMQ 4's AMQP 1.0 management node ("HTTP over AMQP" on the
-// /management link pair), modelled on rabbit_amqp_management.erl and shaped
-// for github.com/rabbitmq/rabbitmq-amqp-go-client.
-//
 import (
 	"errors"
 	"fmt"
