@@ -15,7 +15,7 @@ import (
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
-// Options configure an Node.
+// Options configure a Node.
 type Options struct {
 	// Router is the data model; it also authorises users. Nil refuses every
 	// request (500).
