@@ -172,7 +172,7 @@ func decodeBinding(body any) (bindingBody, error) {
 // bindingChecks is binding_checks: no default exchange as source or
 // destination (403), no CR/LF in the names (400), write on the
 // destination and read on the source (403).
-func (n *Node) bindingChecks(r *request, b bindingBody) error {
+func bindingChecks(r *request, b bindingBody) error {
 	if err := checkDefaultExchange(b.source); err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (n *Node) bind(r *request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if err := n.bindingChecks(r, b); err != nil {
+	if err := bindingChecks(r, b); err != nil {
 		return "", nil, err
 	}
 	err = r.VHost.Bind(router.Binding{Source: b.source, Destination: b.destination,
@@ -236,7 +236,7 @@ func (n *Node) unbind(r *request, segment string) (string, any, error) {
 	}
 	b := bindingBody{source: dec[0], destination: dec[1], key: dec[2], toExchange: sub[2] == "e", hasDest: true}
 	hash := sub[5]
-	if err := n.bindingChecks(r, b); err != nil {
+	if err := bindingChecks(r, b); err != nil {
 		return "", nil, err
 	}
 	for _, o := range r.VHost.Bindings() {
