@@ -429,23 +429,12 @@ func (s *server) listPolicies(req *request) error {
 	if err := req.requireTag("policymaker"); err != nil {
 		return err
 	}
-	var vhosts []*router.VHost
-	if len(req.args) == 1 {
-		v, err := s.vhost(req, req.args[0])
-		if err != nil {
-			return err
-		}
-		vhosts = []*router.VHost{v}
-	} else {
-		vhosts = s.visibleVHosts(req)
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
 		for _, p := range v.Policies() {
 			out = append(out, policyJSON(p))
 		}
-	}
-	return req.ok(out)
+		return out
+	})
 }
 
 func (s *server) getPolicy(req *request) error {

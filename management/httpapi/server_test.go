@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -455,5 +456,48 @@ func TestBadBodiesNever500(t *testing.T) {
 				requireError(t, out)
 			}
 		}
+	}
+}
+
+// The list endpoints answer the path's vhost, or every vhost the user may
+// see; an unknown vhost is a 404, one the user may not use a 403, and an
+// empty list is [] (not null).
+func TestListsAreScopedByVHost(t *testing.T) {
+	e := newTestEnv(t)
+	e.guest(t, "PUT", "/api/vhosts/v2", nil, 201) // guest gets full access to it
+	for _, vh := range []string{"%2f", "v2"} {
+		e.guest(t, "PUT", "/api/queues/"+vh+"/q", nil, 201)
+		e.guest(t, "PUT", "/api/exchanges/"+vh+"/x", map[string]any{"type": "fanout"}, 201)
+		e.guest(t, "POST", "/api/bindings/"+vh+"/e/x/q/q", map[string]any{"routing_key": "k"}, 201)
+		e.guest(t, "PUT", "/api/policies/"+vh+"/p", `{"pattern": "^q$", "definition": {"max-length": 5}}`, 201)
+	}
+	e.guest(t, "PUT", "/api/users/m", map[string]any{"password": "pw", "tags": "management,policymaker"}, 201)
+	e.guest(t, "PUT", "/api/permissions/v2/m", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, 201)
+
+	// vhostsOf lists the vhosts the items of a list answer are in.
+	vhostsOf := func(user, pass, path string) []string {
+		t.Helper()
+		st, out, _ := e.call(t, "GET", path, user, pass, nil)
+		require.Equal(t, 200, st, "%s: %s", path, out)
+		var vhosts []string
+		for _, item := range decodeJSON[[]map[string]any](t, out) {
+			vhosts = append(vhosts, item["vhost"].(string))
+		}
+		slices.Sort(vhosts)
+		return slices.Compact(vhosts) // each vhost once
+	}
+	for _, kind := range []string{"queues", "exchanges", "bindings", "policies"} {
+		require.Equal(t, []string{"/", "v2"}, vhostsOf("guest", "guest", "/api/"+kind), kind)
+		require.Equal(t, []string{"v2"}, vhostsOf("guest", "guest", "/api/"+kind+"/v2"), kind)
+		require.Equal(t, []string{"v2"}, vhostsOf("m", "pw", "/api/"+kind), kind)
+		st, out, _ := e.call(t, "GET", "/api/"+kind+"/%2f", "m", "pw", nil)
+		require.Equal(t, 403, st, "%s: %s", kind, out)
+		st, out, _ = e.call(t, "GET", "/api/"+kind+"/nosuchvhost", "guest", "guest", nil)
+		require.Equal(t, 404, st, "%s: %s", kind, out)
+	}
+
+	e.guest(t, "PUT", "/api/vhosts/empty", nil, 201)
+	for _, kind := range []string{"queues", "bindings", "policies"} {
+		require.Equal(t, "[]", string(e.guest(t, "GET", "/api/"+kind+"/empty", nil, 200)), kind)
 	}
 }

@@ -79,15 +79,24 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 }
 
 func (s *server) listQueues(req *request) error {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
+		for _, q := range v.Queues() {
+			out = append(out, s.queueJSON(q))
+		}
+		return out
+	})
+}
+
+// listInScope answers one JSON list (empty, not null, when there is
+// nothing) of what add appends for each vhost of the request's scope.
+func (s *server) listInScope(req *request, add func(v *router.VHost, out []map[string]any) []map[string]any) error {
 	vhosts, err := s.scope(req)
 	if err != nil {
 		return err
 	}
 	out := []map[string]any{}
 	for _, v := range vhosts {
-		for _, q := range v.Queues() {
-			out = append(out, s.queueJSON(q))
-		}
+		out = add(v, out)
 	}
 	return req.ok(out)
 }
@@ -239,17 +248,12 @@ func exchangeJSON(x router.ExchangeInfo) map[string]any {
 }
 
 func (s *server) listExchanges(req *request) error {
-	vhosts, err := s.scope(req)
-	if err != nil {
-		return err
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
 		for _, x := range v.Exchanges() {
 			out = append(out, exchangeJSON(x))
 		}
-	}
-	return req.ok(out)
+		return out
+	})
 }
 
 func (s *server) getExchange(req *request) error {
@@ -394,15 +398,9 @@ func bindingsJSON(v *router.VHost, keep func(router.Binding) bool) []map[string]
 }
 
 func (s *server) listBindings(req *request) error {
-	vhosts, err := s.scope(req)
-	if err != nil {
-		return err
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
-		out = append(out, bindingsJSON(v, func(router.Binding) bool { return true })...)
-	}
-	return req.ok(out)
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
+		return append(out, bindingsJSON(v, func(router.Binding) bool { return true })...)
+	})
 }
 
 // endpoints resolves the path's vhost, source exchange and destination,
