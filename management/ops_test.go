@@ -8,15 +8,23 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Each operation needs exactly the permissions RabbitMQ asks for: granted
-// all of them it is allowed, and missing any one of them it is refused with
-// router.ErrAccessRefused naming the resource that was refused.
-func TestOperatorPermissionRules(t *testing.T) {
+// newRouter is a router with its default vhost and guest, as at a broker's
+// first start.
+func newRouter(t *testing.T) (*router.Broker, *router.VHost) {
+	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
 	rt.SeedDefaults()
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
+	return rt, vh
+}
+
+// Each operation needs exactly the permissions RabbitMQ asks for: granted
+// all of them it is allowed, and missing any one of them it is refused with
+// router.ErrAccessRefused naming the resource that was refused.
+func TestOperatorPermissionRules(t *testing.T) {
+	rt, vh := newRouter(t)
 	hash, err := router.HashPassword("", "pw")
 	require.NoError(t, err)
 	require.NoError(t, rt.PutUser(router.User{Name: "u", PasswordHash: hash}))
@@ -73,11 +81,7 @@ func TestOperatorPermissionRules(t *testing.T) {
 
 // A user without any permission on the vhost is refused every operation.
 func TestOperatorWithoutVHostAccess(t *testing.T) {
-	rt := router.New(router.Options{})
-	t.Cleanup(rt.Close)
-	rt.SeedDefaults()
-	vh, ok := rt.VHost("/")
-	require.True(t, ok)
+	rt, vh := newRouter(t)
 	op := Operator{Broker: rt, User: "stranger", VHost: vh}
 	for _, err := range []error{
 		op.MayConfigureQueue("q"), op.MayReadQueue("q"), op.MayDeadLetterTo("q", "dlx"),

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -126,6 +127,19 @@ func (s *server) queue(req *request) (*router.VHost, *router.Queue, error) {
 	return v, q, nil
 }
 
+// queueWith is queue, and then the permission check may (a
+// management.Operator method) on the queue.
+func (s *server) queueWith(req *request, may func(management.Operator, string) error) (*router.VHost, *router.Queue, error) {
+	v, q, err := s.queue(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := forbidden(may(s.operator(req, v), q.Name())); err != nil {
+		return nil, nil, err
+	}
+	return v, q, nil
+}
+
 func (s *server) getQueue(req *request) error {
 	_, q, err := s.queue(req)
 	if err != nil {
@@ -185,11 +199,8 @@ func (s *server) putQueue(req *request) error {
 }
 
 func (s *server) deleteQueue(req *request) error {
-	v, q, err := s.queue(req)
+	v, q, err := s.queueWith(req, management.Operator.MayConfigureQueue)
 	if err != nil {
-		return err
-	}
-	if err := forbidden(s.operator(req, v).MayConfigureQueue(q.Name())); err != nil {
 		return err
 	}
 	query := req.r.URL.Query()
@@ -209,11 +220,8 @@ func (s *server) deleteQueue(req *request) error {
 }
 
 func (s *server) purgeQueue(req *request) error {
-	v, q, err := s.queue(req)
+	_, q, err := s.queueWith(req, management.Operator.MayReadQueue)
 	if err != nil {
-		return err
-	}
-	if err := forbidden(s.operator(req, v).MayReadQueue(q.Name())); err != nil {
 		return err
 	}
 	q.Purge()
