@@ -272,6 +272,14 @@ func TestExchangesAndBindings(t *testing.T) {
 	require.Len(t, all, 1)
 	e.guest(t, "DELETE", "/api/exchanges/%2f/x", nil, 204)
 	e.guest(t, "DELETE", "/api/exchanges/%2f/x", nil, 404)
+	out := e.guest(t, "GET", "/api/exchanges/%2f/x/bindings/source", nil, 404)
+	require.Equal(t, "no exchange 'x' in vhost '/'", requireError(t, out)["reason"])
+	e.guest(t, "GET", "/api/exchanges/nosuchvhost/x/bindings/destination", nil, 404)
+	e.guest(t, "DELETE", "/api/exchanges/nosuchvhost/x", nil, 404)
+	// amq.default in a path is the default exchange, which binds every queue
+	fromDefault := decodeJSON[[]map[string]any](t, e.guest(t, "GET", "/api/exchanges/%2f/amq.default/bindings/source", nil, 200))
+	require.NotEmpty(t, fromDefault)
+	require.Equal(t, "", fromDefault[0]["source"])
 }
 
 func TestPermissionMatrix(t *testing.T) {

@@ -322,14 +322,24 @@ func (s *server) putExchange(req *request) error {
 	return req.created(created)
 }
 
-func (s *server) deleteExchange(req *request) error {
+// exchange resolves the path's vhost and the name of an existing exchange
+// ("" for amq.default).
+func (s *server) exchange(req *request) (*router.VHost, string, error) {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	name := exchangeName(req.args[1])
 	if !v.HasExchange(name) {
-		return errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+		return nil, "", errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return v, name, nil
+}
+
+func (s *server) deleteExchange(req *request) error {
+	v, name, err := s.exchange(req)
+	if err != nil {
+		return err
 	}
 	if err := forbidden(s.operator(req, v).MayConfigureExchange(name)); err != nil {
 		return err
@@ -349,13 +359,9 @@ func (s *server) deleteExchange(req *request) error {
 
 func (s *server) exchangeBindings(source bool) handlerFunc {
 	return func(req *request) error {
-		v, err := s.vhost(req, req.args[0])
+		v, name, err := s.exchange(req)
 		if err != nil {
 			return err
-		}
-		name := exchangeName(req.args[1])
-		if !v.HasExchange(name) {
-			return errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
 		}
 		return req.ok(bindingsJSON(v, func(b router.Binding) bool {
 			if source {
