@@ -16,9 +16,16 @@
 // router.Broker.Authorize), and Clip for client-supplied values in log
 // records. Each front end decodes its own requests, applies its own name
 // rules and turns errors into its own statuses and texts, since those are
-// part of its protocol. Operations a new front end or tool needs (peeking at
-// and redriving dead letters, dead-letter events, a web console) belong
-// here, as Operator methods, so every front end exposes the same behaviour.
+// part of its protocol. Declaring, deleting, purging and binding are each
+// one router.VHost call, and the checks around that call differ between the
+// two RabbitMQ modules mirrored here, in order as well as in text (the HTTP
+// API answers 404 for a missing queue before it checks a permission, the
+// node checks first; the HTTP API checks the dead-letter exchange rule on
+// every declaration, the node only for a new queue), so they stay in each
+// front end. Operations with more to them than one router call, which a new
+// front end or tool also needs (peeking at and redriving dead letters,
+// dead-letter events, a web console), belong here as Operator methods, so
+// every front end exposes the same behaviour.
 //
 // The front ends import this package, router (and router/ratelog),
 // deadletter, annotations and amqp10; this package imports only router, and
