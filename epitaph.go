@@ -20,7 +20,8 @@ import (
 
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/link"
-	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/management/amqpnode"
+	"github.com/epitaph-mq/epitaph/management/httpapi"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/telemetry"
@@ -401,7 +402,7 @@ func Start(opts Options) (*Broker, error) {
 		MaxUnfinishedBytes:    opts.MaxUnfinishedBytes,
 		MaxUnsettledIncoming:  opts.MaxUnsettledIncoming,
 		AutoCreateQueues:      opts.AutoCreateQueues,
-		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
+		Management: amqpnode.New(amqpnode.Options{Router: rt, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
@@ -428,7 +429,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 		b.httpS = &http.Server{
-			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
+			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes}),
 			ReadHeaderTimeout: 10 * time.Second,

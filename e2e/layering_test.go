@@ -37,6 +37,37 @@ var allowed = map[string][]string{
 	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry"},
 }
 
+// apart lists groups of sub-packages of one layer that must not import each
+// other (nor each other's sub-packages), from test files as well as
+// non-test files. The management front ends each speak one protocol; what
+// they share lives in management itself.
+var apart = [][]string{
+	{"management/httpapi", "management/amqpnode"},
+}
+
+// apartViolation reports which package of its group the file at path (a
+// module-relative file path) may not import with imp, if any.
+func apartViolation(path, imp string) (string, bool) {
+	rest, ok := strings.CutPrefix(imp, module+"/")
+	if !ok {
+		return "", false
+	}
+	within := func(p, pkg string) bool { return p == pkg || strings.HasPrefix(p, pkg+"/") }
+	for _, group := range apart {
+		for _, own := range group {
+			if !within(path, own) {
+				continue
+			}
+			for _, other := range group {
+				if other != own && within(rest, other) {
+					return other, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
 // anything lists the top-level directories whose packages may import any
 // module package: commands and end-to-end tests.
 var anything = []string{"cmd", "e2e"}
@@ -169,6 +200,9 @@ func TestLayering(t *testing.T) {
 			continue
 		}
 		for _, imp := range importPaths(f.ast) {
+			if other, bad := apartViolation(f.path, imp); bad {
+				t.Errorf("%s: imports %s; it must stay apart from %s", f.path, imp, other)
+			}
 			if dep, inModule := layerOf(imp); inModule {
 				if dep != f.pkg && !slices.Contains(ok, dep) {
 					t.Errorf("%s: %s imports %s; %s may import only %v", f.path, f.pkg, imp, f.pkg, ok)
@@ -253,6 +287,18 @@ func TestLayeringSelfCheck(t *testing.T) {
 	require.False(t, ok)
 	require.True(t, isStdlib("net/http"))
 	require.False(t, isStdlib("github.com/spf13/viper"))
+
+	other, bad := apartViolation("management/httpapi/server.go", module+"/management/amqpnode")
+	require.True(t, bad)
+	require.Equal(t, "management/amqpnode", other)
+	_, bad = apartViolation("management/amqpnode/node.go", module+"/management/httpapi/sub")
+	require.True(t, bad)
+	_, bad = apartViolation("management/amqpnode/node.go", module+"/management")
+	require.False(t, bad)
+	_, bad = apartViolation("management/httpapi/server.go", module+"/management/httpapi")
+	require.False(t, bad)
+	_, bad = apartViolation("management/httpapix/x.go", module+"/management/amqpnode")
+	require.False(t, bad)
 
 	var sawAMQP10, sawConfig bool
 	for _, f := range parseModule(t) {

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
-	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/management/httpapi"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -70,7 +70,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 	}
 	t.Log("no non-loopback interface: driving the handler with a remote RemoteAddr")
 	b := startBroker(t, "")
-	h := management.NewHTTPHandler(management.HTTPOptions{Router: b.Router()})
+	h := httpapi.NewHandler(httpapi.Options{Router: b.Router()})
 	for remote, want := range map[string]int{"192.0.2.7:40000": http.StatusUnauthorized,
 		"[2001:db8::1]:40000": http.StatusUnauthorized, "127.0.0.1:40000": http.StatusOK, "[::1]:40000": http.StatusOK} {
 		req := httptest.NewRequest(http.MethodGet, "/api/whoami", nil)
@@ -318,15 +318,15 @@ func TestHTTPGetIsBounded(t *testing.T) {
 	}
 	resp, msgs := get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"base64"}`)
 	require.Len(t, msgs, 16, "16 MiB of 1 MiB payloads")
-	require.Equal(t, strconv.Itoa(16<<20), resp.Header.Get(management.HeaderGetTruncated))
+	require.Equal(t, strconv.Itoa(16<<20), resp.Header.Get(httpapi.HeaderGetTruncated))
 
 	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"auto","truncate":1000}`)
 	require.Len(t, msgs, 20, "truncated payloads all fit")
-	require.Empty(t, resp.Header.Get(management.HeaderGetTruncated))
+	require.Empty(t, resp.Header.Get(httpapi.HeaderGetTruncated))
 
 	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_false","encoding":"base64"}`)
 	require.Len(t, msgs, 16)
-	require.NotEmpty(t, resp.Header.Get(management.HeaderGetTruncated))
+	require.NotEmpty(t, resp.Header.Get(httpapi.HeaderGetTruncated))
 	require.Equal(t, n-16, queueLen(t, b, "big"), "only what was answered was taken")
 }
 
