@@ -169,10 +169,7 @@ func Start(opts Options) (*Broker, error) {
 	var certs *link.TLSCerts
 	if opts.TLSCertFile != "" {
 		var err error
-		certs, err = link.NewTLSCerts(link.TLSOptions{CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile,
-			CAFile: opts.TLSCAFile, VerifyPeer: opts.TLSVerifyPeer, FailIfNoPeerCert: opts.TLSFailIfNoPeerCert,
-			HandshakeTimeout: opts.TLSHandshakeTimeout, CertLoginFrom: opts.SSLCertLoginFrom,
-			CertLoginSANType: opts.SSLCertLoginSANType, CertLoginSANIndex: opts.SSLCertLoginSANIndex})
+		certs, err = link.NewTLSCerts(opts.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}

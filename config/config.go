@@ -102,6 +102,14 @@ const (
 	CertLoginSAN               = "subject_alternative_name"
 )
 
+// Values of ssl-cert-login-san-type, as RabbitMQ's ssl_cert_login_san_type.
+const (
+	SANTypeDNS   = "dns"
+	SANTypeIP    = "ip"
+	SANTypeEmail = "email"
+	SANTypeURI   = "uri"
+)
+
 // Values of plain-without-tls.
 const (
 	PlainWithoutTLSLoopback = "loopback"
@@ -277,28 +285,36 @@ type AMQP struct {
 	ManagementPendingBytes int `mapstructure:"management-pending-bytes"`
 }
 
-// TLS is the amqps listener's and the HTTPS API's settings.
+// TLS is the amqps listener's and the HTTPS API's settings, with the
+// semantics of RabbitMQ's ssl_options and rabbitmq_auth_mechanism_ssl.
+// link.NewTLSCerts takes it.
 type TLS struct {
 	// TLSListen is the amqps listen address, used when TLSCertFile is set;
 	// without it, anything but DefaultTLSListen is refused.
 	TLSListen string `mapstructure:"tls-listen"`
-	// TLSCertFile and TLSKeyFile (PEM) turn the amqps listener on; empty
-	// means no TLS.
+	// TLSCertFile and TLSKeyFile are the server's PEM certificate chain and
+	// key; setting them turns the amqps listener on, empty means no TLS.
 	TLSCertFile string `mapstructure:"tls-cert-file"`
 	TLSKeyFile  string `mapstructure:"tls-key-file"`
-	// TLSCAFile (PEM) verifies client certificates.
+	// TLSCAFile holds the PEM certificates client certificates are
+	// verified against; required by TLSVerifyPeer.
 	TLSCAFile string `mapstructure:"tls-ca-file"`
-	// TLSVerifyPeer requests and verifies client certificates.
+	// TLSVerifyPeer asks clients for a certificate and verifies any they
+	// send (ssl_options.verify = verify_peer). Without it no client
+	// certificate is requested and SASL EXTERNAL is never offered.
 	TLSVerifyPeer bool `mapstructure:"tls-verify-peer"`
-	// TLSFailIfNoPeerCert refuses TLS clients without a certificate.
+	// TLSFailIfNoPeerCert refuses the handshake of a client that sends no
+	// certificate (ssl_options.fail_if_no_peer_cert); needs TLSVerifyPeer.
 	TLSFailIfNoPeerCert bool `mapstructure:"tls-fail-if-no-peer-cert"`
-	// TLSHandshakeTimeout bounds the TLS handshake.
+	// TLSHandshakeTimeout bounds the TLS handshake (RabbitMQ's
+	// ssl_handshake_timeout, 5s); positive.
 	TLSHandshakeTimeout time.Duration `mapstructure:"tls-handshake-timeout"`
-	// SSLCertLoginFrom names the SASL EXTERNAL user: distinguished_name,
-	// common_name or subject_alternative_name.
+	// SSLCertLoginFrom names the user of a SASL EXTERNAL login:
+	// distinguished_name, common_name or subject_alternative_name.
 	SSLCertLoginFrom string `mapstructure:"ssl-cert-login-from"`
-	// SSLCertLoginSANType and SSLCertLoginSANIndex pick the subject
-	// alternative name for subject_alternative_name (index 0 is the first).
+	// SSLCertLoginSANType (dns, ip, email or uri) and SSLCertLoginSANIndex
+	// (0 is the first name of that type) pick the subject alternative name
+	// for subject_alternative_name.
 	SSLCertLoginSANType  string `mapstructure:"ssl-cert-login-san-type"`
 	SSLCertLoginSANIndex int    `mapstructure:"ssl-cert-login-san-index"`
 	// HTTPTLS serves the management API over HTTPS with the TLS certificate.
@@ -382,7 +398,7 @@ func Default() Config {
 			TLSListen:           DefaultTLSListen,
 			TLSHandshakeTimeout: 5 * time.Second,
 			SSLCertLoginFrom:    CertLoginDistinguishedName,
-			SSLCertLoginSANType: "dns",
+			SSLCertLoginSANType: SANTypeDNS,
 		},
 		Telemetry: Telemetry{Tracing: TracingAuto, Metrics: true},
 		Process:   Process{GCHeapFloor: 32 << 20, LogLevel: "info", LogFormat: LogFormatText},
@@ -695,48 +711,57 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// validateTLS checks the TLS keys.
+// validateTLS checks the TLS keys and the settings that depend on TLS.
 func (c *Config) validateTLS() error {
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return invalid(KeyTLSKeyFile, c.TLSKeyFile, "tls-cert-file and tls-key-file go together")
-	}
-	if c.TLSCertFile != "" {
-		if err := validAddr(KeyTLSListen, c.TLSListen); err != nil {
-			return err
-		}
-	} else if c.TLSListen != DefaultTLSListen {
-		// An address of one's own choosing says TLS was meant to be on.
-		return invalid(KeyTLSListen, c.TLSListen, "needs tls-cert-file")
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.HTTPTLS && c.TLSCertFile == "" {
 		return invalid(KeyHTTPTLS, c.HTTPTLS, "needs tls-cert-file")
-	}
-	if c.TLSVerifyPeer && c.TLSCAFile == "" {
-		return invalid(KeyTLSCAFile, c.TLSCAFile, "tls-verify-peer needs a CA file")
-	}
-	if c.TLSFailIfNoPeerCert && !c.TLSVerifyPeer {
-		return invalid(KeyTLSFailIfNoPeerCert, c.TLSFailIfNoPeerCert, "needs tls-verify-peer")
-	}
-	if c.TLSHandshakeTimeout <= 0 {
-		return invalid(KeyTLSHandshakeTimeout, c.TLSHandshakeTimeout, "want a positive duration")
-	}
-	switch c.SSLCertLoginFrom {
-	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
-	default:
-		return invalid(KeySSLCertLoginFrom, c.SSLCertLoginFrom, "want distinguished_name, common_name or subject_alternative_name")
-	}
-	switch c.SSLCertLoginSANType {
-	case "dns", "ip", "email", "uri":
-	default:
-		return invalid(KeySSLCertLoginSANType, c.SSLCertLoginSANType, "want dns, ip, email or uri")
-	}
-	if c.SSLCertLoginSANIndex < 0 {
-		return invalid(KeySSLCertLoginSANIndex, c.SSLCertLoginSANIndex, "want 0 or more")
 	}
 	switch c.PlainWithoutTLS {
 	case PlainWithoutTLSLoopback, PlainWithoutTLSAll:
 	default:
 		return invalid(KeyPlainWithoutTLS, c.PlainWithoutTLS, "want loopback or all")
+	}
+	return nil
+}
+
+// Validate reports the first invalid TLS setting, wrapping ErrInvalid.
+func (t *TLS) Validate() error {
+	if (t.TLSCertFile == "") != (t.TLSKeyFile == "") {
+		return invalid(KeyTLSKeyFile, t.TLSKeyFile, "tls-cert-file and tls-key-file go together")
+	}
+	if t.TLSCertFile != "" {
+		if err := validAddr(KeyTLSListen, t.TLSListen); err != nil {
+			return err
+		}
+	} else if t.TLSListen != DefaultTLSListen {
+		// An address of one's own choosing says TLS was meant to be on.
+		return invalid(KeyTLSListen, t.TLSListen, "needs tls-cert-file")
+	}
+	if t.TLSVerifyPeer && t.TLSCAFile == "" {
+		return invalid(KeyTLSCAFile, t.TLSCAFile, "tls-verify-peer needs a CA file")
+	}
+	if t.TLSFailIfNoPeerCert && !t.TLSVerifyPeer {
+		// Erlang's ssl refuses the same combination.
+		return invalid(KeyTLSFailIfNoPeerCert, t.TLSFailIfNoPeerCert, "needs tls-verify-peer")
+	}
+	if t.TLSHandshakeTimeout <= 0 {
+		return invalid(KeyTLSHandshakeTimeout, t.TLSHandshakeTimeout, "want a positive duration")
+	}
+	switch t.SSLCertLoginFrom {
+	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
+	default:
+		return invalid(KeySSLCertLoginFrom, t.SSLCertLoginFrom, "want distinguished_name, common_name or subject_alternative_name")
+	}
+	switch t.SSLCertLoginSANType {
+	case SANTypeDNS, SANTypeIP, SANTypeEmail, SANTypeURI:
+	default:
+		return invalid(KeySSLCertLoginSANType, t.SSLCertLoginSANType, "want dns, ip, email or uri")
+	}
+	if t.SSLCertLoginSANIndex < 0 {
+		return invalid(KeySSLCertLoginSANIndex, t.SSLCertLoginSANIndex, "want 0 or more")
 	}
 	return nil
 }
