@@ -59,8 +59,9 @@ type Options struct {
 	// Definitions is a RabbitMQ definitions JSON document applied at start,
 	// after the file named by DefinitionsFile if both are set.
 	Definitions []byte
-	// ShutdownTimeout bounds Close's wait for connections to finish; 0
-	// does not wait. Default 5s.
+	// ShutdownTimeout bounds Close's wait for connections to finish; after
+	// it their sockets are closed and Close reports the time-out. Default
+	// 5s; positive.
 	ShutdownTimeout time.Duration
 	// TracerProvider, when set, receives the broker's spans (tests inject
 	// an SDK provider with an in-memory exporter); it overrides
@@ -161,6 +162,9 @@ func Start(opts Options) (*Broker, error) {
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if opts.ShutdownTimeout <= 0 {
+		return nil, fmt.Errorf("%w: shutdown timeout %v (want a positive duration)", ErrInvalidOptions, opts.ShutdownTimeout)
 	}
 	defs, err := opts.definitions()
 	if err != nil {

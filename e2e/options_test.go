@@ -27,6 +27,11 @@ func TestStartRefusesZeroOptions(t *testing.T) {
 	require.ErrorIs(t, err, epitaph.ErrInvalidOptions)
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorContains(t, err, config.KeyListen)
+
+	noShutdownTimeout := testOptions()
+	noShutdownTimeout.ShutdownTimeout = 0
+	_, err = epitaph.Start(noShutdownTimeout)
+	require.ErrorIs(t, err, epitaph.ErrInvalidOptions)
 }
 
 // What only this module's tests may replace (the alarms' readings) is not
