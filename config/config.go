@@ -449,7 +449,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyMaxLinksPerConnection, d.MaxLinksPerConnection, "most links attached on one connection, over all its sessions")
 	fs.Int64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
 	fs.Int(KeyMaxUnsettledIncoming, d.MaxUnsettledIncoming, "most rcv-settle-mode second publishes per session awaiting the client's settlement")
-	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set")
+	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set (another address without it is refused)")
 	fs.String(KeyTLSCertFile, d.TLSCertFile, "PEM certificate (chain) `file`; turns the amqps listener on (reloaded on SIGHUP)")
 	fs.String(KeyTLSKeyFile, d.TLSKeyFile, "PEM private key `file` of tls-cert-file")
 	fs.String(KeyTLSCAFile, d.TLSCAFile, "PEM CA `file` client certificates are verified against")

@@ -135,3 +135,14 @@ func TestZeroOfEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// A tls-listen of one's own choosing without a certificate is refused (TLS
+// was meant to be on); the default address alone is not.
+func TestTLSListenWithoutCertificate(t *testing.T) {
+	clearEnv(t)
+	_, err := Load([]string{"--tls-listen", "127.0.0.1:5999"})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, KeyTLSListen)
+	_, err = Load([]string{"--tls-listen", DefaultTLSListen})
+	require.NoError(t, err)
+}
