@@ -13,24 +13,6 @@ import (
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
-// TelemetryOptions configure tracing and metrics (the README's "Tracing and
-// metrics" section). The zero value has tracing follow the standard
-// OTEL_* environment variables (off unless OTEL_TRACES_EXPORTER=otlp) and
-// metrics off.
-type TelemetryOptions struct {
-	// Tracing is "auto" (or ""), "on" or "off".
-	Tracing string
-	// OTLPEndpoint is the collector's base URL; "" follows OTEL_EXPORTER_OTLP_ENDPOINT.
-	OTLPEndpoint string
-	// OTLPProtocol is "grpc" or "http/protobuf"; "" follows OTEL_EXPORTER_OTLP_PROTOCOL.
-	OTLPProtocol string
-	// Metrics collects metrics and serves them as Prometheus text at
-	// /metrics on the HTTP listener.
-	Metrics bool
-	// OTLPMetrics also pushes metrics over OTLP (as does OTEL_METRICS_EXPORTER=otlp).
-	OTLPMetrics bool
-}
-
 // setupTelemetry builds the providers from opts and returns the tracer (nil:
 // off) and the link counters (nil: no metrics). It wraps the logger so that
 // records logged with a span's context carry trace_id and span_id.

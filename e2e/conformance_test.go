@@ -20,6 +20,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/internal/testhooks"
 )
 
 // The malformed-input corpus: each row reaches a
@@ -79,7 +80,7 @@ var confBrokers = map[string]func(*epitaph.Options){
 	"fast-idle":      func(o *epitaph.Options) { o.IdleTimeout = 300 * time.Millisecond },
 	"alarm": func(o *epitaph.Options) {
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = func() uint64 { return 1 << 31 }
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: func() uint64 { return 1 << 31 }})
 	},
 	"small": func(o *epitaph.Options) {
 		o.MaxMessageSize = 1000
@@ -661,7 +662,7 @@ func TestWindowViolationAfterAlarm(t *testing.T) {
 	used.Store(1 << 20)
 	b := startBroker(t, confDefs, func(o *epitaph.Options) {
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = used.Load
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: used.Load})
 	})
 	r := rawDial(t, b)
 	r.reach(stLink)

@@ -29,12 +29,13 @@ var allowed = map[string][]string{
 	"amqp10":      nil,
 	"annotations": {"amqp10"},
 	"config":      nil,
+	"internal":    nil, // test hooks only this module can reach (internal/testhooks)
 	"router":      {"amqp10", "annotations"},
 	"telemetry":   {"amqp10", "router"},
 	"deadletter":  {"amqp10", "annotations", "router", "telemetry"},
-	"link":        {"amqp10", "router", "telemetry"},
+	"link":        {"amqp10", "config", "router", "telemetry"},
 	"management":  {"amqp10", "annotations", "router", "deadletter"},
-	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry"},
+	root:          {"amqp10", "annotations", "config", "internal", "router", "deadletter", "link", "management", "telemetry"},
 }
 
 // apart lists groups of sub-packages of one layer that must not import each
@@ -81,7 +82,7 @@ var thirdParty = map[string][]string{
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
+var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

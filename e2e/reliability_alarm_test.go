@@ -18,6 +18,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/internal/testhooks"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -26,7 +27,7 @@ import (
 // incoming-window 0: a go-amqp Send waits, it gets no error outcome) while
 // consumers, on the same session too, keep receiving; publishing resumes on
 // its own once the condition clears. The in-process tests drive the
-// readings through Options.DiskFree / Options.MemoryUsed; the binary tests
+// readings through internal/testhooks.SetAlarms; the binary tests
 // set the limits beyond reach (the blocked half only).
 
 // pendingSend publishes m in the background and returns the channel of its
@@ -173,7 +174,7 @@ func TestAlarmDiskBlocksPublishersUntilSpaceReturns(t *testing.T) {
 		o.InMemory = false
 		o.DataDir = t.TempDir()
 		o.DiskFreeLimit = 1 << 30
-		o.DiskFree = func(string) (uint64, error) { return free.Load(), nil }
+		testhooks.SetAlarms(o, testhooks.Alarms{DiskFree: func(string) (uint64, error) { return free.Load(), nil }})
 	})
 	declareQueue(t, b, "q", router.Classic, nil)
 	alarmScenario(t, b, func(on bool) {
@@ -192,7 +193,7 @@ func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
 		o.InMemory = false
 		o.DataDir = t.TempDir()
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = used.Load
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: used.Load})
 	})
 	declareQueue(t, b, "q", router.Quorum, nil)
 	alarmScenario(t, b, func(on bool) {
@@ -316,7 +317,7 @@ func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
 	b := startBroker(t, `{"queues":[{"name":"fill","vhost":"/","durable":false,"arguments":{}}]}`,
 		func(o *epitaph.Options) {
 			o.MemoryHighWatermark = watermark
-			o.AlarmInterval = time.Hour
+			testhooks.SetAlarms(o, testhooks.Alarms{Interval: time.Hour})
 		})
 	c := dial(t, b, nil)
 	snd := sender(t, session(t, c), "/queues/fill",
@@ -373,14 +374,13 @@ func TestAlarmDiskBlocksPublisherPromptly(t *testing.T) {
 			o.InMemory = false
 			o.DataDir = dir
 			o.DiskFreeLimit = limit
-			o.AlarmInterval = time.Hour
-			o.DiskFree = func(d string) (uint64, error) {
+			testhooks.SetAlarms(o, testhooks.Alarms{Interval: time.Hour, DiskFree: func(d string) (uint64, error) {
 				c := capacity.Load()
 				if c == 0 {
 					return 1 << 40, nil // not yet sized
 				}
 				return c - min(c, dirBytes(d)), nil
-			}
+			}})
 		})
 	start := dirBytes(dir)
 	capacity.Store(start + limit + headroom)

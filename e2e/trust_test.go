@@ -190,8 +190,8 @@ func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
 // default is not granted again at the next start of the same store.
 func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	dir := t.TempDir()
-	opts := func(o *epitaph.Options) { o.InMemory = false; o.DataDir = dir; o.NoDiskAlarm = true; withHTTP(o) }
-	o := epitaph.Options{Listen: "127.0.0.1:0"}
+	opts := func(o *epitaph.Options) { o.InMemory = false; o.DataDir = dir; o.DiskFreeLimit = 0; withHTTP(o) }
+	o := testOptions()
 	opts(&o)
 	b, err := epitaph.Start(o)
 	require.NoError(t, err)

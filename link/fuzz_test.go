@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -610,8 +611,10 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 	synctest.Test(t, func(t *testing.T) {
 		rb := newFuzzBroker(t)
 		defer rb.Close()
-		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout,
-			Management: echoManagement{}, Counters: NewCounters(), AutoCreateQueues: p.flags&flagAutoQ != 0})
+		settings := config.Default().AMQP
+		settings.HandshakeTimeout, settings.IdleTimeout = fuzzHandshakeTimeout, fuzzIdleTimeout
+		settings.AutoCreateQueues = p.flags&flagAutoQ != 0
+		srv := NewServer(Options{AMQP: settings, Router: rb, Management: echoManagement{}, Counters: NewCounters()})
 		client, server := net.Pipe()
 		remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 		if p.flags&flagRemote != 0 {
