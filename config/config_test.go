@@ -88,8 +88,9 @@ log-format: json
 `)
 	c, err := Load([]string{"--config", p})
 	require.NoError(t, err)
-	// Built field by field: the fields live in squashed groups (AMQP, TLS, ...).
-	var want Config
+	// The defaults, and field by field what the test sets (the fields live
+	// in squashed groups: AMQP, TLS, ...).
+	want := Default()
 	want.Listen = "127.0.0.1:5673"
 	want.HTTPListen = ""
 	want.DefinitionsFile = "/etc/epitaph/definitions.json"
@@ -104,28 +105,13 @@ log-format: json
 	want.MaxMessageSize = 1 << 20
 	want.HandshakeTimeout = 2 * time.Second
 	want.MaxConnections = 0
-	want.AuthFailureDelay = 3 * time.Second
-	want.AuthFailureSources = 10000
-	want.HTTPGetMaxCount = 10000
-	want.HTTPGetMaxBytes = 16 << 20
-	want.ManagementPendingBytes = 1 << 20
 	want.GCHeapFloor = 0
-	want.DiskFreeLimit = 100 << 20
-	want.DeadLetterRetryInterval = 180 * time.Second
 	want.LogLevel = "debug"
 	want.LogFormat = "json"
-	want.Tracing = TracingAuto
-	want.Metrics = true
-	want.WriteTimeout = 30 * time.Second
 	want.InitialFrameMax = 4096
 	want.MaxLinksPerConnection = 100
 	want.MaxUnfinishedBytes = 2 << 20
 	want.MaxUnsettledIncoming = 50
-	want.TLSListen = ":5671"
-	want.TLSHandshakeTimeout = 5 * time.Second
-	want.SSLCertLoginFrom = CertLoginDistinguishedName
-	want.SSLCertLoginSANType = "dns"
-	want.PlainWithoutTLS = PlainWithoutTLSLoopback
 	require.Equal(t, &want, c)
 }
 
@@ -176,8 +162,9 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_MAX_UNSETTLED_INCOMING", "3")
 	c, err := Load(nil)
 	require.NoError(t, err)
-	// Built field by field: the fields live in squashed groups (AMQP, TLS, ...).
-	var want Config
+	// The defaults, and field by field what the test sets (the fields live
+	// in squashed groups: AMQP, TLS, ...).
+	want := Default()
 	want.Listen = "127.0.0.1:0"
 	want.HTTPListen = ""
 	want.DefinitionsFile = "defs.json"
@@ -192,28 +179,13 @@ func TestEnv(t *testing.T) {
 	want.MaxMessageSize = 2048
 	want.HandshakeTimeout = 500 * time.Millisecond
 	want.MaxConnections = 20000
-	want.AuthFailureDelay = 3 * time.Second
-	want.AuthFailureSources = 10000
-	want.HTTPGetMaxCount = 10000
-	want.HTTPGetMaxBytes = 16 << 20
-	want.ManagementPendingBytes = 1 << 20
 	want.GCHeapFloor = 16 << 20
-	want.DiskFreeLimit = 100 << 20
-	want.DeadLetterRetryInterval = 180 * time.Second
 	want.LogLevel = "warn"
 	want.LogFormat = "json"
-	want.Tracing = TracingAuto
-	want.Metrics = true
-	want.WriteTimeout = 30 * time.Second
 	want.InitialFrameMax = 1024
 	want.MaxLinksPerConnection = 7
 	want.MaxUnfinishedBytes = 4096
 	want.MaxUnsettledIncoming = 3
-	want.TLSListen = ":5671"
-	want.TLSHandshakeTimeout = 5 * time.Second
-	want.SSLCertLoginFrom = CertLoginDistinguishedName
-	want.SSLCertLoginSANType = "dns"
-	want.PlainWithoutTLS = PlainWithoutTLSLoopback
 	require.Equal(t, &want, c)
 }
 
