@@ -27,9 +27,10 @@ const root = "epitaph"
 // package is "epitaph". Anything not listed is forbidden.
 var allowed = map[string][]string{
 	"amqp10":      nil,
+	"alarm":       nil,
 	"annotations": {"amqp10"},
 	"config":      nil,
-	"router":      {"amqp10", "annotations"},
+	"router":      {"amqp10", "annotations", "alarm"},
 	"telemetry":   {"amqp10", "router"},
 	"deadletter":  {"amqp10", "annotations", "router", "telemetry"},
 	"link":        {"amqp10", "router", "telemetry"},
@@ -45,12 +46,13 @@ var anything = []string{"cmd", "e2e"}
 // A package missing from this map is not restricted.
 var thirdParty = map[string][]string{
 	"amqp10": nil, // standard library only
+	"alarm":  nil, // standard library only
 	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
+var noPrint = []string{"amqp10", "alarm", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

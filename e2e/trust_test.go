@@ -87,7 +87,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 func TestHTTPHealthAlarmsFailDuringAlarm(t *testing.T) {
 	b := startBroker(t, "", withHTTP, func(o *epitaph.Options) { o.MemoryHighWatermark = 1 })
 	base := apiServer(t, b)
-	require.True(t, b.Router().Alarms().Memory, "a 1-byte watermark is exceeded")
+	require.True(t, b.Router().Alarms().State().Memory, "a 1-byte watermark is exceeded")
 	for _, c := range []struct{ path, reason string }{
 		{"/api/health/checks/alarms", "There are alarms in effect in the cluster"},
 		{"/api/health/checks/local-alarms", "There are alarms in effect on the node"},

@@ -46,7 +46,7 @@ const httpNodeName = "epitaph@localhost"
 // wording of the path asked).
 func (s *httpServer) httpHealthAlarms(reason string) httpHandlerFunc {
 	return func(req *httpReq) error {
-		cur := s.b.Alarms()
+		cur := s.b.Alarms().State()
 		alarms := []map[string]string{}
 		if cur.Memory {
 			alarms = append(alarms, map[string]string{"resource": "memory", "node": httpNodeName})

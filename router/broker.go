@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/alarm"
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/router/store"
@@ -33,7 +34,7 @@ type Options struct {
 	// dead_letter_worker_publisher_confirm_timeout); 0 means 180 s.
 	DeadLetterRetryInterval time.Duration
 
-	// Alarms (alarm.go). DiskFreeLimit: publishers are blocked while the
+	// Resource alarms (package alarm). DiskFreeLimit: publishers are blocked while the
 	// free space of DataDir's filesystem is below it (0: no disk alarm).
 	// MemoryHighWatermark: blocked while the process's memory is above it
 	// in bytes (0: no memory alarm). AlarmInterval: how often both are
@@ -119,7 +120,7 @@ type Broker struct {
 	retryTimer *time.Timer
 	retryEvery time.Duration
 
-	alarms   alarmState
+	alarms   alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
 	authFail *authFailures
 
 	mu     sync.RWMutex
@@ -161,7 +162,9 @@ func New(opts Options) *Broker {
 	}
 	b.authFail = newAuthFailures(opts.AuthFailureDelay, opts.AuthFailureSources)
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
-	b.startAlarms()
+	b.alarms.Start(alarm.Options{Logger: b.log, DataDir: opts.DataDir, DiskFreeLimit: opts.DiskFreeLimit,
+		MemoryHighWatermark: opts.MemoryHighWatermark, Interval: opts.AlarmInterval,
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed})
 	return b
 }
 
@@ -185,6 +188,9 @@ func (b *Broker) deadLetterer() DeadLetterer {
 	return nil
 }
 
+// Alarms returns the broker's resource alarms, which every publish feeds.
+func (b *Broker) Alarms() *alarm.Monitor { return &b.alarms }
+
 // Logger returns the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.log }
 
@@ -199,7 +205,7 @@ func (b *Broker) Close() {
 		b.retryTimer.Stop()
 	}
 	b.retryMu.Unlock()
-	b.stopAlarms()
+	b.alarms.Stop()
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()
