@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management"
@@ -215,6 +216,7 @@ type Broker struct {
 	httpLn net.Listener
 	httpS  *http.Server
 	router *router.Broker
+	auth   *auth.Registry
 	store  *store.Pebble // nil in memory mode
 	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
@@ -347,7 +349,13 @@ func Start(opts Options) (*Broker, error) {
 	}
 	rt := router.New(ropts)
 	b.router = rt
+	users := auth.New(rt)
+	b.auth = users
 	if err := rt.Recover(); err != nil {
+		b.abort()
+		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)
+	}
+	if err := users.Recover(); err != nil {
 		b.abort()
 		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)
 	}
@@ -357,7 +365,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
-	rt.SeedDefaults()
+	users.SeedDefaults()
 	var ln net.Listener
 	if !opts.NoPlainListener {
 		var err error
@@ -385,6 +393,7 @@ func Start(opts Options) (*Broker, error) {
 	srv := link.NewServer(link.Options{
 		Logger:           opts.Logger.With("component", "amqp"),
 		Router:           rt,
+		Auth:             users,
 		Anonymous:        string(opts.Anonymous),
 		PlainWithoutTLS:  opts.PlainWithoutTLS,
 		MaxFrameSize:     opts.MaxFrameSize,
@@ -401,7 +410,7 @@ func Start(opts Options) (*Broker, error) {
 		MaxUnfinishedBytes:    opts.MaxUnfinishedBytes,
 		MaxUnsettledIncoming:  opts.MaxUnsettledIncoming,
 		AutoCreateQueues:      opts.AutoCreateQueues,
-		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, DeadLetters: dl,
+		Management: management.NewAMQPNode(management.AMQPOptions{Router: rt, Auth: users, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
@@ -428,7 +437,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 		b.httpS = &http.Server{
-			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, DeadLetters: dl,
+			Handler: management.NewHTTPHandler(management.HTTPOptions{Router: rt, Auth: users, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes}),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -522,6 +531,9 @@ func (b *Broker) HTTPAddr() net.Addr {
 // Router returns the data model, for embedding programs and tests that
 // change topology at run time.
 func (b *Broker) Router() *router.Broker { return b.router }
+
+// Auth returns the broker's users and permissions.
+func (b *Broker) Auth() *auth.Registry { return b.auth }
 
 // DeadLetters returns the dead-letter component, whose counters say what
 // died where and what was dropped.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -688,6 +689,7 @@ func (l remoteAddrListener) Accept() (net.Conn, error) {
 func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 	rt := router.New(router.Options{})
 	defer rt.Close()
+	users := auth.New(rt)
 	require.NoError(t, rt.LoadDefinitions([]byte(`{"users":[{"name":"app","password":"secret","tags":[]}],
 		"permissions":[{"user":"app","vhost":"/","configure":".*","write":".*","read":".*"}]}`)))
 	remote := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 77), Port: 40000}
@@ -703,7 +705,7 @@ func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 		t.Run("policy="+tc.policy, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
-			srv := link.NewServer(link.Options{Router: rt, PlainWithoutTLS: tc.policy})
+			srv := link.NewServer(link.Options{Router: rt, Auth: users, PlainWithoutTLS: tc.policy})
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(remoteAddrListener{Listener: ln, remote: remote}) }() // exits when ln closes
 			defer func() {

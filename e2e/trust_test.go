@@ -70,7 +70,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 	}
 	t.Log("no non-loopback interface: driving the handler with a remote RemoteAddr")
 	b := startBroker(t, "")
-	h := management.NewHTTPHandler(management.HTTPOptions{Router: b.Router()})
+	h := management.NewHTTPHandler(management.HTTPOptions{Router: b.Router(), Auth: b.Auth()})
 	for remote, want := range map[string]int{"192.0.2.7:40000": http.StatusUnauthorized,
 		"[2001:db8::1]:40000": http.StatusUnauthorized, "127.0.0.1:40000": http.StatusOK, "[::1]:40000": http.StatusOK} {
 		req := httptest.NewRequest(http.MethodGet, "/api/whoami", nil)
@@ -168,7 +168,7 @@ func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
 	base := apiServer(t, b)
 	st, out := apiCallAs(t, base, "admin", "pw", "DELETE", "/api/users/app", "")
 	require.Equal(t, http.StatusNoContent, st, "%s", out)
-	require.Empty(t, b.Router().Permissions())
+	require.Empty(t, b.Auth().Permissions())
 
 	requireVHostRefused(t, "amqp://"+b.Addr().String()) // anonymous: user guest
 	requireVHostRefused(t, "amqp://admin:pw@"+b.Addr().String())
@@ -208,7 +208,7 @@ func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	again := startBroker(t, "", opts)
-	require.Empty(t, again.Router().Permissions(), "the revoked default stays revoked")
+	require.Empty(t, again.Auth().Permissions(), "the revoked default stays revoked")
 	requireVHostRefused(t, "amqp://"+again.Addr().String())
 }
 

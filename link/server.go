@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
@@ -34,6 +35,9 @@ const (
 type Options struct {
 	Logger *slog.Logger
 	Router *router.Broker
+	// Auth holds the users and their permissions: who may log in and what
+	// they may use (required).
+	Auth *auth.Registry
 	// Anonymous: "loopback" (default), "all" or "none": from where ANONYMOUS
 	// and no-SASL connections are accepted (as the guest user).
 	Anonymous string

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
@@ -23,9 +24,12 @@ import (
 
 // AMQPOptions configure an AMQPNode.
 type AMQPOptions struct {
-	// Router is the data model; it also authorises users. Nil refuses every
+	// Router is the data model. Nil refuses every
 	// request (500).
 	Router *router.Broker
+	// Auth holds the users and their permissions. Nil refuses every
+	// request (500).
+	Auth *auth.Registry
 	// DeadLetters is the dead-letter component (reserved; not used today).
 	DeadLetters *deadletter.DeadLetterer
 	// Logger receives a warning per failed request; nil discards.
@@ -39,6 +43,7 @@ type AMQPOptions struct {
 // implements link.ManagementNode and is safe for concurrent use.
 type AMQPNode struct {
 	rt   *router.Broker
+	auth *auth.Registry
 	log  *slog.Logger
 	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
@@ -46,7 +51,7 @@ type AMQPNode struct {
 
 // NewAMQPNode returns a management node serving opts.Router.
 func NewAMQPNode(opts AMQPOptions) *AMQPNode {
-	n := &AMQPNode{rt: opts.Router, log: opts.Logger, node: opts.Node}
+	n := &AMQPNode{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +141,8 @@ func (n *AMQPNode) handle(owner any, user string, vh *router.VHost, props *amqp1
 			return amqpStatusBadRequest, fmt.Sprintf("reply-to must be \"$me\", got %q", *props.ReplyTo)
 		case n.rt == nil || vh == nil:
 			return amqpStatusServerError, "management node has no virtual host"
+		case n.auth == nil:
+			return amqpStatusServerError, "management node has no user registry"
 		}
 		r := &amqpRequest{owner: owner, user: user, vh: vh, method: method}
 		if f := r.parseTarget(target); f != nil {
@@ -304,8 +311,8 @@ func amqpEncode(corr any, status string, body any) ([]byte, error) {
 
 // authorize checks r's user may access a resource (RabbitMQ's
 // check_resource_access): 403 on refusal.
-func (n *AMQPNode) authorize(r *amqpRequest, kind, name string, a router.Access) error {
-	if err := n.rt.Authorize(r.user, r.vh.Name(), kind, name, a); err != nil {
+func (n *AMQPNode) authorize(r *amqpRequest, kind, name string, a auth.Access) error {
+	if err := n.auth.Authorize(r.user, r.vh.Name(), kind, name, a); err != nil {
 		return amqpFail(amqpStatusForbidden, "%s", amqpExplain(err))
 	}
 	return nil

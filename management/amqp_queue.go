@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -157,7 +158,7 @@ func amqpLocked(r *amqpRequest, q *router.Queue) error {
 // getQueue: GET /queues/{q} → 200 + queue map, or 404. Any user with
 // access to the vhost may read it (RabbitMQ checks no resource permission).
 func (n *AMQPNode) getQueue(r *amqpRequest, name string) (string, any, error) {
-	if !n.rt.CanAccessVHost(r.user, r.vh.Name()) {
+	if !n.auth.CanAccessVHost(r.user, r.vh.Name()) {
 		return "", nil, amqpFail(amqpStatusForbidden, "access to vhost '%s' refused for user '%s'", r.vh.Name(), r.user)
 	}
 	q, ok := r.vh.Queue(name)
@@ -188,7 +189,7 @@ func (n *AMQPNode) declareQueue(r *amqpRequest, name string) (string, any, error
 	if err := amqpCheckReserved("queue", name, vhost); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceQueue, name, router.Configure); err != nil {
+	if err := n.authorize(r, auth.ResourceQueue, name, auth.Configure); err != nil {
 		return "", nil, err
 	}
 	if body.exclusive && r.owner == nil {
@@ -228,10 +229,10 @@ func (n *AMQPNode) checkDeadLetterExchange(r *amqpRequest, queue string, args am
 	if !ok {
 		return amqpFail(amqpStatusBadRequest, "invalid type '%s' for arg 'x-dead-letter-exchange'", amqpTypeName(v))
 	}
-	if err := n.authorize(r, router.ResourceQueue, queue, router.Read); err != nil {
+	if err := n.authorize(r, auth.ResourceQueue, queue, auth.Read); err != nil {
 		return err
 	}
-	return n.authorize(r, router.ResourceExchange, dlx, router.Write)
+	return n.authorize(r, auth.ResourceExchange, dlx, auth.Write)
 }
 
 // deleteQueue: DELETE /queues/{q} → 200 + {"message_count": ulong}; a
@@ -240,7 +241,7 @@ func (n *AMQPNode) deleteQueue(r *amqpRequest, name string) (string, any, error)
 	if err := amqpCheckName(name); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceQueue, name, router.Configure); err != nil {
+	if err := n.authorize(r, auth.ResourceQueue, name, auth.Configure); err != nil {
 		return "", nil, err
 	}
 	if q, ok := r.vh.Queue(name); ok {
@@ -258,7 +259,7 @@ func (n *AMQPNode) deleteQueue(r *amqpRequest, name string) (string, any, error)
 // purgeQueue: DELETE /queues/{q}/messages → 200 + {"message_count":
 // ulong}; read permission; a missing queue is a 400, as in RabbitMQ.
 func (n *AMQPNode) purgeQueue(r *amqpRequest, name string) (string, any, error) {
-	if err := n.authorize(r, router.ResourceQueue, name, router.Read); err != nil {
+	if err := n.authorize(r, auth.ResourceQueue, name, auth.Read); err != nil {
 		return "", nil, err
 	}
 	q, ok := r.vh.Queue(name)

@@ -8,25 +8,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
 // amqpTestEnv is a router with its default vhost and a management node.
 type amqpTestEnv struct {
-	rt   *router.Broker
-	vh   *router.VHost
-	node *AMQPNode
-	user string
+	rt    *router.Broker
+	users *auth.Registry
+	vh    *router.VHost
+	node  *AMQPNode
+	user  string
 }
 
 func amqpNewTestEnv(t *testing.T) *amqpTestEnv {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
-	rt.SeedDefaults() // guest on "/", as at a broker's first start
+	users := auth.New(rt)
+	users.SeedDefaults() // guest on "/", as at a broker's first start
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
-	return &amqpTestEnv{rt: rt, vh: vh, node: NewAMQPNode(AMQPOptions{Router: rt, Node: "epitaph@test"}), user: "guest"}
+	return &amqpTestEnv{rt: rt, users: users, vh: vh, node: NewAMQPNode(AMQPOptions{Router: rt, Auth: users, Node: "epitaph@test"}), user: "guest"}
 }
 
 // amqpTestResp is a decoded response.
@@ -469,15 +472,15 @@ func amqpPtr[T any](v T) *T { return &v }
 
 func TestAMQPPermissions(t *testing.T) {
 	e := amqpNewTestEnv(t)
-	hash, err := router.HashPassword("", "pw")
+	hash, err := auth.HashPassword("", "pw")
 	require.NoError(t, err)
 	for _, u := range []string{"admin", "u"} {
-		require.NoError(t, e.rt.PutUser(router.User{Name: u, PasswordHash: hash}))
+		require.NoError(t, e.users.PutUser(auth.User{Name: u, PasswordHash: hash}))
 	}
-	require.NoError(t, e.rt.SetPermission(router.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
+	require.NoError(t, e.users.SetPermission(auth.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
 	set := func(c, w, r string) {
 		t.Helper()
-		require.NoError(t, e.rt.SetPermission(router.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
+		require.NoError(t, e.users.SetPermission(auth.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
 	}
 	as := func(user, method, path string, body any) amqpTestResp {
 		t.Helper()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -68,7 +69,7 @@ func (n *AMQPNode) declareExchange(r *amqpRequest, name string) (string, any, er
 	if err := amqpCheckDefaultExchange(name); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceExchange, name, router.Configure); err != nil {
+	if err := n.authorize(r, auth.ResourceExchange, name, auth.Configure); err != nil {
 		return "", nil, err
 	}
 	cur, exists := r.vh.Exchange(name)
@@ -115,7 +116,7 @@ func (n *AMQPNode) deleteExchange(r *amqpRequest, name string) (string, any, err
 	if err := amqpCheckReserved("exchange", name, r.vh.Name()); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceExchange, name, router.Configure); err != nil {
+	if err := n.authorize(r, auth.ResourceExchange, name, auth.Configure); err != nil {
 		return "", nil, err
 	}
 	if err := r.vh.DeleteExchange(name); err != nil && !errors.Is(err, router.ErrNotFound) {
@@ -186,14 +187,14 @@ func (n *AMQPNode) bindingChecks(r *amqpRequest, b amqpBindingBody) error {
 			return err
 		}
 	}
-	kind := router.ResourceQueue
+	kind := auth.ResourceQueue
 	if b.toExchange {
-		kind = router.ResourceExchange
+		kind = auth.ResourceExchange
 	}
-	if err := n.authorize(r, kind, b.destination, router.Write); err != nil {
+	if err := n.authorize(r, kind, b.destination, auth.Write); err != nil {
 		return err
 	}
-	return n.authorize(r, router.ResourceExchange, b.source, router.Read)
+	return n.authorize(r, auth.ResourceExchange, b.source, auth.Read)
 }
 
 // bind: POST /bindings → 204 + null; a missing source or destination is a
@@ -277,14 +278,14 @@ func (n *AMQPNode) listBindings(r *amqpRequest) (string, any, error) {
 	default:
 		return "", nil, amqpFail(amqpStatusBadRequest, "missing 'dste' or 'dstq' in query: %s", q.Encode())
 	}
-	kind := router.ResourceQueue
+	kind := auth.ResourceQueue
 	if b.toExchange {
-		kind = router.ResourceExchange
+		kind = auth.ResourceExchange
 	}
-	if err := n.authorize(r, router.ResourceExchange, b.source, router.Read); err != nil {
+	if err := n.authorize(r, auth.ResourceExchange, b.source, auth.Read); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, kind, b.destination, router.Read); err != nil {
+	if err := n.authorize(r, kind, b.destination, auth.Read); err != nil {
 		return "", nil, err
 	}
 	out := amqp10.List{}

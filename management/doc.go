@@ -8,7 +8,8 @@
 //     shapes, which epitaphctl talks to (http*.go).
 //
 // Both check RabbitMQ's configure/write/read permissions through
-// router.Broker.Authorize. It sits beside link as a front end of the data
-// model: it imports router (and router/ratelog), deadletter, annotations and
-// amqp10, and link reaches it only through link.ManagementNode.
+// auth.Registry.Authorize. It sits beside link as a front end of the data
+// model: it imports router (and router/ratelog), auth, deadletter,
+// annotations and amqp10, and link reaches it only through
+// link.ManagementNode.
 package management

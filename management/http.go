@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
@@ -23,6 +24,8 @@ import (
 type HTTPOptions struct {
 	// Router is the broker's data model (required).
 	Router *router.Broker
+	// Auth holds the users and their permissions (required).
+	Auth *auth.Registry
 	// DeadLetters supplies the per-queue dead-letter counters; nil leaves
 	// them out.
 	DeadLetters *deadletter.DeadLetterer
@@ -51,6 +54,7 @@ const httpMaxBody = 32 << 20
 // httpServer serves the management HTTP API.
 type httpServer struct {
 	b       *router.Broker
+	auth    *auth.Registry
 	dl      *deadletter.DeadLetterer
 	log     *slog.Logger
 	version string
@@ -115,7 +119,7 @@ func httpErrorf(status int, format string, a ...any) *httpError {
 // HTTP basic authentication against the broker's users. Its paths, JSON
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
 func NewHTTPHandler(opts HTTPOptions) http.Handler {
-	s := &httpServer{b: opts.Router, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
+	s := &httpServer{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -287,7 +291,7 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		return httpErrorf(http.StatusUnauthorized, "User can only log in via localhost")
 	}
-	if !ok || !s.b.Authenticate(user, pass) {
+	if !ok || !s.auth.Authenticate(user, pass) {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		if !ok {
 			return httpErrorf(http.StatusUnauthorized, "Not_Authorized")
@@ -296,9 +300,9 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		return httpErrorf(http.StatusUnauthorized, "Login failed")
 	}
 	req.user = user
-	if u, found := s.b.User(user); found {
+	if u, found := s.auth.User(user); found {
 		req.tags = u.Tags
-	} else if user == "guest" && len(s.b.Users()) == 0 {
+	} else if user == "guest" && len(s.auth.Users()) == 0 {
 		req.tags = []string{"administrator"} // the implicit default user
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
@@ -381,7 +385,7 @@ func (s *httpServer) vhost(req *httpReq, name string) (*router.VHost, error) {
 	if !ok {
 		return nil, httpErrorf(http.StatusNotFound, "vhost_not_found: no vhost '%s'", name)
 	}
-	if !s.b.CanAccessVHost(req.user, name) {
+	if !s.auth.CanAccessVHost(req.user, name) {
 		return nil, httpErrorf(http.StatusForbidden, "User '%s' not authorised to access virtual host '%s'", req.user, name)
 	}
 	return v, nil
@@ -393,7 +397,7 @@ func (s *httpServer) visibleVHosts(req *httpReq) []*router.VHost {
 	var out []*router.VHost
 	for _, n := range s.b.VHosts() {
 		v, ok := s.b.VHost(n)
-		if !ok || (!req.admin && !s.b.CanAccessVHost(req.user, n)) {
+		if !ok || (!req.admin && !s.auth.CanAccessVHost(req.user, n)) {
 			continue
 		}
 		out = append(out, v)
@@ -401,9 +405,9 @@ func (s *httpServer) visibleVHosts(req *httpReq) []*router.VHost {
 	return out
 }
 
-// authorize is router.Authorize with the refusal as a 403.
-func (s *httpServer) authorize(req *httpReq, vhost, kind, name string, a router.Access) error {
-	if err := s.b.Authorize(req.user, vhost, kind, name, a); err != nil {
+// authorize is auth.Registry.Authorize with the refusal as a 403.
+func (s *httpServer) authorize(req *httpReq, vhost, kind, name string, a auth.Access) error {
+	if err := s.auth.Authorize(req.user, vhost, kind, name, a); err != nil {
 		return httpErrorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), router.ErrAccessRefused.Error()+": "))
 	}
 	return nil

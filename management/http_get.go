@@ -10,6 +10,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/annotations"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -86,7 +87,7 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 	default:
 		return httpErrorf(http.StatusBadRequest, "ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false, not %q", body.AckMode)
 	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
+	if err := s.authorize(req, v.Name(), auth.ResourceQueue, q.Name(), auth.Read); err != nil {
 		return err
 	}
 	// How many messages fit the byte bound, seen by a peek (which changes

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -149,7 +150,7 @@ func (s *httpServer) httpPutQueue(req *httpReq) error {
 		return err
 	}
 	vh := v.Name()
-	if err := s.authorize(req, vh, router.ResourceQueue, name, router.Configure); err != nil {
+	if err := s.authorize(req, vh, auth.ResourceQueue, name, auth.Configure); err != nil {
 		return err
 	}
 	if dlxArg, ok := args.Get("x-dead-letter-exchange"); ok {
@@ -160,10 +161,10 @@ func (s *httpServer) httpPutQueue(req *httpReq) error {
 		if !isStr {
 			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - invalid arg 'x-dead-letter-exchange' for queue '%s' in vhost '%s': must be a string", name, vh)
 		}
-		if err := s.authorize(req, vh, router.ResourceQueue, name, router.Read); err != nil {
+		if err := s.authorize(req, vh, auth.ResourceQueue, name, auth.Read); err != nil {
 			return err
 		}
-		if err := s.authorize(req, vh, router.ResourceExchange, dlx, router.Write); err != nil {
+		if err := s.authorize(req, vh, auth.ResourceExchange, dlx, auth.Write); err != nil {
 			return err
 		}
 	}
@@ -182,7 +183,7 @@ func (s *httpServer) httpDeleteQueue(req *httpReq) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Configure); err != nil {
+	if err := s.authorize(req, v.Name(), auth.ResourceQueue, q.Name(), auth.Configure); err != nil {
 		return err
 	}
 	query := req.r.URL.Query()
@@ -206,7 +207,7 @@ func (s *httpServer) httpPurgeQueue(req *httpReq) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
+	if err := s.authorize(req, v.Name(), auth.ResourceQueue, q.Name(), auth.Read); err != nil {
 		return err
 	}
 	q.Purge()
@@ -293,16 +294,16 @@ func (s *httpServer) httpPutExchange(req *httpReq) error {
 		return err
 	}
 	vh := v.Name()
-	if err := s.authorize(req, vh, router.ResourceExchange, name, router.Configure); err != nil {
+	if err := s.authorize(req, vh, auth.ResourceExchange, name, auth.Configure); err != nil {
 		return err
 	}
 	if ae, ok := args.Get("alternate-exchange"); ok {
 		// As rabbit_channel does: read on the exchange, write on its alternate.
 		aeName, _ := ae.(string)
-		if err := s.authorize(req, vh, router.ResourceExchange, name, router.Read); err != nil {
+		if err := s.authorize(req, vh, auth.ResourceExchange, name, auth.Read); err != nil {
 			return err
 		}
-		if err := s.authorize(req, vh, router.ResourceExchange, aeName, router.Write); err != nil {
+		if err := s.authorize(req, vh, auth.ResourceExchange, aeName, auth.Write); err != nil {
 			return err
 		}
 	}
@@ -325,7 +326,7 @@ func (s *httpServer) httpDeleteExchange(req *httpReq) error {
 	if !v.HasExchange(name) {
 		return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
-	if err := s.authorize(req, v.Name(), router.ResourceExchange, name, router.Configure); err != nil {
+	if err := s.authorize(req, v.Name(), auth.ResourceExchange, name, auth.Configure); err != nil {
 		return err
 	}
 	if req.r.URL.Query().Get("if-unused") == "true" {
@@ -449,14 +450,14 @@ func (s *httpServer) httpBindingsBetween(toExchange bool) httpHandlerFunc {
 // checkBindPermissions is RabbitMQ's rule: write on the destination, read
 // on the source.
 func (s *httpServer) checkBindPermissions(req *httpReq, vh, src, dst string, toExchange bool) error {
-	kind := router.ResourceQueue
+	kind := auth.ResourceQueue
 	if toExchange {
-		kind = router.ResourceExchange
+		kind = auth.ResourceExchange
 	}
-	if err := s.authorize(req, vh, kind, dst, router.Write); err != nil {
+	if err := s.authorize(req, vh, kind, dst, auth.Write); err != nil {
 		return err
 	}
-	return s.authorize(req, vh, router.ResourceExchange, src, router.Read)
+	return s.authorize(req, vh, auth.ResourceExchange, src, auth.Read)
 }
 
 func (s *httpServer) httpPostBinding(toExchange bool) httpHandlerFunc {
