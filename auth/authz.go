@@ -65,10 +65,9 @@ func (r *Registry) Authorize(user, vhost, kind, name string, a Access) error {
 		name = "amq.default"
 	}
 	r.mu.RLock()
-	vhostOK := r.vhostExists(vhost)
 	p, has := r.perms[user][vhost]
 	r.mu.RUnlock()
-	if vhostOK && has {
+	if has && r.vhostExists(vhost) {
 		var pattern string
 		switch a {
 		case Configure:
@@ -92,10 +91,7 @@ func (r *Registry) Authorize(user, vhost, kind, name string, a Access) error {
 // SeedDefaults).
 func (r *Registry) CanAccessVHost(user, vhost string) bool {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if !r.vhostExists(vhost) {
-		return false
-	}
 	_, ok := r.perms[user][vhost]
-	return ok
+	r.mu.RUnlock()
+	return ok && r.vhostExists(vhost)
 }

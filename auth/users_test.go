@@ -6,6 +6,7 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"hash"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -212,5 +213,44 @@ func TestRecoverCorruptRecord(t *testing.T) {
 		err := New(b).Recover()
 		require.ErrorIs(t, err, store.ErrCorrupt, key)
 		b.Close()
+	}
+}
+
+// An anonymous-relay publisher is authorized per message: a granted check
+// allocates nothing.
+func TestAuthorizeGrantedAllocatesNothing(t *testing.T) {
+	r, _ := newRegistry(t, nil)
+	r.SeedDefaults()
+	require.NoError(t, r.Authorize("guest", "/", ResourceExchange, "amq.topic", Write))
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = r.Authorize("guest", "/", ResourceExchange, "amq.topic", Write)
+	}))
+}
+
+// A permission granted while its vhost is being deleted never outlives the
+// vhost: SetPermission checks the vhost under the registry's lock, and the
+// router's DeleteVHost drops the vhost's permissions under the same lock
+// after the vhost is gone.
+func TestPermissionNeverOutlivesItsVHost(t *testing.T) {
+	r, b := newRegistry(t, store.NewMemory())
+	require.NoError(t, r.PutUser(User{Name: "u"}))
+	for i := range 50 {
+		b.AddVHost("v")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20 {
+				_ = r.SetPermission(Permission{User: "u", VHost: "v", Read: ".*"})
+			}
+		}()
+		if i%2 == 0 {
+			runtime.Gosched()
+		}
+		require.NoError(t, b.DeleteVHost("v"))
+		<-done
+		for _, p := range r.Permissions() {
+			_, ok := b.VHost(p.VHost)
+			require.True(t, ok, "permission %+v for a deleted vhost", p)
+		}
 	}
 }
