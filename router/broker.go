@@ -35,12 +35,12 @@ type Options struct {
 	// dead_letter_worker_publisher_confirm_timeout); 0 means 180 s.
 	DeadLetterRetryInterval time.Duration
 
-	// Resource alarms (package alarm). DiskFreeLimit: publishers are blocked while the
-	// free space of DataDir's filesystem is below it (0: no disk alarm).
-	// MemoryHighWatermark: blocked while the process's memory is above it
-	// in bytes (0: no memory alarm). AlarmInterval: how often both are
-	// checked (0 means 1 s). DiskFree and MemoryUsed replace the readers
-	// (tests).
+	// Resource alarms (package alarm, Broker.Alarms). DiskFreeLimit:
+	// publishers are blocked while the free space of DataDir's filesystem
+	// is below it (0: no disk alarm). MemoryHighWatermark: blocked while the
+	// process's memory is above it in bytes (0: no memory alarm).
+	// AlarmInterval: how often both are checked (0 means 1 s). DiskFree and
+	// MemoryUsed replace the readers (tests).
 	DataDir             string
 	DiskFreeLimit       uint64
 	MemoryHighWatermark uint64
