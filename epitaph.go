@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/internal/testhooks"
@@ -98,6 +99,7 @@ type Broker struct {
 	httpLn net.Listener
 	httpS  *http.Server
 	router *router.Broker
+	auth   *auth.Registry
 	store  *store.Pebble // nil in memory mode
 	dl     *deadletter.DeadLetterer
 	log    *slog.Logger
@@ -222,7 +224,13 @@ func Start(opts Options) (*Broker, error) {
 	}
 	rt := router.New(ropts)
 	b.router = rt
+	users := auth.New(rt)
+	b.auth = users
 	if err := rt.Recover(); err != nil {
+		b.abort()
+		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)
+	}
+	if err := users.Recover(); err != nil {
 		b.abort()
 		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)
 	}
@@ -232,7 +240,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("load definitions: %w", err)
 		}
 	}
-	rt.SeedDefaults()
+	users.SeedDefaults()
 	var ln net.Listener
 	if opts.Listen != "" {
 		var err error
@@ -261,7 +269,8 @@ func Start(opts Options) (*Broker, error) {
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
-		Management: amqpnode.New(amqpnode.Options{Router: rt, DeadLetters: dl,
+		Auth:   users,
+		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, DeadLetters: dl,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
@@ -286,7 +295,7 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 		b.httpS = &http.Server{
-			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, DeadLetters: dl,
+			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, Auth: users, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes}),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -380,6 +389,9 @@ func (b *Broker) HTTPAddr() net.Addr {
 // Router returns the data model, for embedding programs and tests that
 // change topology at run time.
 func (b *Broker) Router() *router.Broker { return b.router }
+
+// Auth returns the broker's users and permissions.
+func (b *Broker) Auth() *auth.Registry { return b.auth }
 
 // DeadLetters returns the dead-letter component, whose counters say what
 // died where and what was dropped.

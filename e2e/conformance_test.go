@@ -444,7 +444,7 @@ func TestConformanceCorpus(t *testing.T) {
 		slowFail := func(o *epitaph.Options) { o.AuthFailureDelay = 100 * time.Millisecond }
 		b := startBroker(t, confDefs, slowFail, mod)
 		if name == "alarm" {
-			eventually(t, "memory alarm", func() bool { return b.Router().Alarms().Memory })
+			eventually(t, "memory alarm", func() bool { return b.Router().Alarms().State().Memory })
 		}
 		brokers[name] = b
 	}
@@ -697,7 +697,7 @@ func TestWindowViolationAfterAlarm(t *testing.T) {
 	}
 	assert.Equal(t, 1, queueLen(t, b, "q"), "only the message within the window was taken")
 	used.Store(1 << 20)
-	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().Memory })
+	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().State().Memory })
 	brokerStillServesPlain(t, b)
 }
 

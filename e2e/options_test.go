@@ -63,13 +63,13 @@ func TestOptionsDiskFreeLimitZeroTurnsTheAlarmOff(t *testing.T) {
 		o.InMemory, o.DataDir = false, t.TempDir()
 		testhooks.SetAlarms(o, full)
 	})
-	require.True(t, withDefault.Router().CheckAlarms().Disk, "the default limit with no free space")
+	require.True(t, withDefault.Router().Alarms().Check().Disk, "the default limit with no free space")
 
 	off := startBroker(t, oneQueue, func(o *epitaph.Options) {
 		o.InMemory, o.DataDir, o.DiskFreeLimit = false, t.TempDir(), 0
 		testhooks.SetAlarms(o, full)
 	})
-	require.False(t, off.Router().CheckAlarms().Disk)
+	require.False(t, off.Router().Alarms().Check().Disk)
 	snd := sender(t, session(t, dial(t, off, nil)), "/queues/q", nil)
 	require.IsType(t, &amqp.StateAccepted{}, send(t, snd, amqp.NewMessage([]byte("m"))))
 }

@@ -183,7 +183,7 @@ func TestAlarmDiskBlocksPublishersUntilSpaceReturns(t *testing.T) {
 		} else {
 			free.Store(1 << 40)
 		}
-	}, func() bool { return b.Router().Alarms().Disk })
+	}, func() bool { return b.Router().Alarms().State().Disk })
 }
 
 func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
@@ -202,7 +202,7 @@ func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
 		} else {
 			used.Store(1 << 20)
 		}
-	}, func() bool { return b.Router().Alarms().Memory })
+	}, func() bool { return b.Router().Alarms().State().Memory })
 }
 
 // The built broker with a limit it cannot satisfy (free disk below 2^64-1
@@ -326,9 +326,9 @@ func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
 	sent := floodUntilBlocked(t, c, snd, size, limit, false)
 	n := settled(t, "the publisher", sent.Load)
 	require.Less(t, n*size, int64(limit), "the publisher was never blocked")
-	require.True(t, b.Router().Alarms().Memory, "the memory alarm")
+	require.True(t, b.Router().Alarms().State().Memory, "the memory alarm")
 	queued := settled(t, "the queue", func() int64 { return int64(queueLen(t, b, "fill")) })
-	used := b.Router().CheckAlarms().MemoryUsed
+	used := b.Router().Alarms().Check().MemoryUsed
 	t.Logf("watermark %d MiB; blocked after %d MiB published; memory %d MiB", watermark>>20, queued*size>>20, used>>20)
 	assert.LessOrEqual(t, used, watermark+margin, "memory overshot the watermark")
 	assert.LessOrEqual(t, queued*size, int64(headroom+margin), "bytes taken in past the headroom")
@@ -395,7 +395,7 @@ func TestAlarmDiskBlocksPublisherPromptly(t *testing.T) {
 	var peak uint64
 	deadline := time.Now().Add(30 * time.Second)
 	last, since := sent.Load(), time.Now()
-	for time.Since(since) < 300*time.Millisecond || !b.Router().Alarms().Disk {
+	for time.Since(since) < 300*time.Millisecond || !b.Router().Alarms().State().Disk {
 		require.True(t, time.Now().Before(deadline), "the publisher was never blocked")
 		peak = max(peak, dirBytes(dir)-start)
 		time.Sleep(10 * time.Millisecond) // sampling interval

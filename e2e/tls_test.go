@@ -28,6 +28,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
@@ -691,6 +692,7 @@ func (l remoteAddrListener) Accept() (net.Conn, error) {
 func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 	rt := router.New(router.Options{})
 	defer rt.Close()
+	users := auth.New(rt)
 	require.NoError(t, rt.LoadDefinitions([]byte(`{"users":[{"name":"app","password":"secret","tags":[]}],
 		"permissions":[{"user":"app","vhost":"/","configure":".*","write":".*","read":".*"}]}`)))
 	remote := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 77), Port: 40000}
@@ -710,7 +712,7 @@ func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 			if tc.policy != "" { // "": the default
 				settings.PlainWithoutTLS = tc.policy
 			}
-			srv := link.NewServer(link.Options{AMQP: settings, Router: rt})
+			srv := link.NewServer(link.Options{AMQP: settings, Router: rt, Auth: users})
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(remoteAddrListener{Listener: ln, remote: remote}) }() // exits when ln closes
 			defer func() {

@@ -70,7 +70,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 	}
 	t.Log("no non-loopback interface: driving the handler with a remote RemoteAddr")
 	b := startBroker(t, "")
-	h := httpapi.NewHandler(httpapi.Options{Router: b.Router()})
+	h := httpapi.NewHandler(httpapi.Options{Router: b.Router(), Auth: b.Auth()})
 	for remote, want := range map[string]int{"192.0.2.7:40000": http.StatusUnauthorized,
 		"[2001:db8::1]:40000": http.StatusUnauthorized, "127.0.0.1:40000": http.StatusOK, "[::1]:40000": http.StatusOK} {
 		req := httptest.NewRequest(http.MethodGet, "/api/whoami", nil)
@@ -87,7 +87,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 func TestHTTPHealthAlarmsFailDuringAlarm(t *testing.T) {
 	b := startBroker(t, "", withHTTP, func(o *epitaph.Options) { o.MemoryHighWatermark = 1 })
 	base := apiServer(t, b)
-	require.True(t, b.Router().Alarms().Memory, "a 1-byte watermark is exceeded")
+	require.True(t, b.Router().Alarms().State().Memory, "a 1-byte watermark is exceeded")
 	for _, c := range []struct{ path, reason string }{
 		{"/api/health/checks/alarms", "There are alarms in effect in the cluster"},
 		{"/api/health/checks/local-alarms", "There are alarms in effect on the node"},
@@ -168,7 +168,7 @@ func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
 	base := apiServer(t, b)
 	st, out := apiCallAs(t, base, "admin", "pw", "DELETE", "/api/users/app", "")
 	require.Equal(t, http.StatusNoContent, st, "%s", out)
-	require.Empty(t, b.Router().Permissions())
+	require.Empty(t, b.Auth().Permissions())
 
 	requireVHostRefused(t, "amqp://"+b.Addr().String()) // anonymous: user guest
 	requireVHostRefused(t, "amqp://admin:pw@"+b.Addr().String())
@@ -208,7 +208,7 @@ func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	again := startBroker(t, "", opts)
-	require.Empty(t, again.Router().Permissions(), "the revoked default stays revoked")
+	require.Empty(t, again.Auth().Permissions(), "the revoked default stays revoked")
 	requireVHostRefused(t, "amqp://"+again.Addr().String())
 }
 

@@ -363,7 +363,7 @@ func (c *conn) loop() {
 	}()
 	force := c.force
 	var alarmC <-chan struct{}
-	c.blocked, alarmC = c.srv.opts.Router.PublishBlocked()
+	c.blocked, alarmC = c.srv.opts.Router.Alarms().PublishBlocked()
 	burst := 0
 	for {
 		// While output waits for the socket, deliveries stay in the mailbox
@@ -378,7 +378,7 @@ func (c *conn) loop() {
 		select {
 		case <-alarmC:
 			var blocked bool
-			blocked, alarmC = c.srv.opts.Router.PublishBlocked()
+			blocked, alarmC = c.srv.opts.Router.Alarms().PublishBlocked()
 			if blocked != c.blocked && !c.closeSent {
 				c.blocked = blocked
 				c.log.Info("resource alarm: publishers", "blocked", blocked)

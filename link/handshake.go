@@ -274,7 +274,7 @@ func (c *conn) sasl() error {
 		if user == "guest" && !c.loopback {
 			return refused("user guest may only connect from loopback")
 		}
-		if !c.srv.opts.Router.UserExists(user) {
+		if !c.srv.opts.Auth.UserExists(user) {
 			return refused("EXTERNAL: no user %q", user)
 		}
 		c.user = user
@@ -291,7 +291,7 @@ func (c *conn) sasl() error {
 		if user == "guest" && !c.loopback {
 			return refused("user guest may only connect from loopback")
 		}
-		if !c.srv.opts.Router.Authenticate(user, pass) {
+		if !c.srv.opts.Auth.Authenticate(user, pass) {
 			return refused("invalid credentials for user %q", user)
 		}
 		c.user = user
@@ -339,7 +339,7 @@ func (c *conn) open() error {
 			fmt.Errorf("%w: connection limit (%d) reached", errRefused, opts.MaxConnections))
 	}
 	vh, ok := opts.Router.VHost(vhost)
-	if !ok || !opts.Router.CanAccessVHost(c.user, vhost) {
+	if !ok || !opts.Auth.CanAccessVHost(c.user, vhost) {
 		// Do not reveal whether the vhost exists (RabbitMQ's check_vhost_exists).
 		return c.refuse(amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess,
 			"access to vhost '%s' refused for user '%s'", vhost, c.user),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
@@ -42,6 +43,9 @@ type Options struct {
 
 	Logger *slog.Logger
 	Router *router.Broker
+	// Auth holds the users and their permissions: who may log in and what
+	// they may use (required).
+	Auth *auth.Registry
 	// Management serves the /management node; nil refuses attaches to it.
 	Management ManagementNode
 	// Product and Version ("epitaph", our release) go into the open frame's

@@ -13,7 +13,7 @@
 // This package holds what they share and what does not depend on a wire
 // format: Operator, one user acting on one vhost, with the permission each
 // operation needs (RabbitMQ's configure/write/read rules, checked through
-// router.Broker.Authorize), and Clip for client-supplied values in log
+// auth.Registry.Authorize), and Clip for client-supplied values in log
 // records. Each front end decodes its own requests, applies its own name
 // rules and turns errors into its own statuses and texts, since those are
 // part of its protocol. Declaring, deleting, purging and binding are each
@@ -27,7 +27,7 @@
 // dead-letter events, a web console), belong here as Operator methods, so
 // every front end exposes the same behaviour.
 //
-// The front ends import this package, router (and router/ratelog),
-// deadletter, annotations and amqp10; this package imports only router, and
+// The front ends import this package, auth, router (and router/ratelog),
+// deadletter, annotations and amqp10; this package imports only auth and router, and
 // neither front end imports the other.
 package management

@@ -5,30 +5,32 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// newRouter is a router with its default vhost and guest, as at a broker's
-// first start.
-func newRouter(t *testing.T) (*router.Broker, *router.VHost) {
+// newRegistry is a router's user registry with the default vhost and
+// guest, as at a broker's first start.
+func newRegistry(t *testing.T) (*auth.Registry, *router.VHost) {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
-	rt.SeedDefaults()
+	users := auth.New(rt)
+	users.SeedDefaults()
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
-	return rt, vh
+	return users, vh
 }
 
 // Each operation needs exactly the permissions RabbitMQ asks for: granted
 // all of them it is allowed, and missing any one of them it is refused with
 // router.ErrAccessRefused naming the resource that was refused.
 func TestOperatorPermissionRules(t *testing.T) {
-	rt, vh := newRouter(t)
-	hash, err := router.HashPassword("", "pw")
+	users, vh := newRegistry(t)
+	hash, err := auth.HashPassword("", "pw")
 	require.NoError(t, err)
-	require.NoError(t, rt.PutUser(router.User{Name: "u", PasswordHash: hash}))
-	op := Operator{Broker: rt, User: "u", VHost: vh}
+	require.NoError(t, users.PutUser(auth.User{Name: "u", PasswordHash: hash}))
+	op := Operator{Auth: users, User: "u", VHost: vh}
 
 	type grant struct{ configure, write, read string }
 	// refusal is a grant that misses one permission, and the resource
@@ -64,7 +66,7 @@ func TestOperatorPermissionRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			set := func(g grant) {
 				t.Helper()
-				require.NoError(t, rt.SetPermission(router.Permission{User: "u", VHost: "/",
+				require.NoError(t, users.SetPermission(auth.Permission{User: "u", VHost: "/",
 					Configure: g.configure, Write: g.write, Read: g.read}))
 			}
 			set(tc.needs)
@@ -81,8 +83,8 @@ func TestOperatorPermissionRules(t *testing.T) {
 
 // A user without any permission on the vhost is refused every operation.
 func TestOperatorWithoutVHostAccess(t *testing.T) {
-	rt, vh := newRouter(t)
-	op := Operator{Broker: rt, User: "stranger", VHost: vh}
+	users, vh := newRegistry(t)
+	op := Operator{Auth: users, User: "stranger", VHost: vh}
 	for _, err := range []error{
 		op.MayConfigureQueue("q"), op.MayReadQueue("q"), op.MayDeadLetterTo("q", "dlx"),
 		op.MayConfigureExchange("x"), op.MayUseAlternateExchange("x", "ae"),

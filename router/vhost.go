@@ -549,7 +549,7 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 	if exchange == "amq.default" {
 		exchange = ""
 	}
-	v.b.consumed(m.size())
+	v.b.alarms.Consumed(m.size())
 	queues, err := v.route(dst, exchange, m)
 	if err != nil {
 		return amqp10.DeliveryState{}, nil, false, err

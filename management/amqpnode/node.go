@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
@@ -17,9 +18,12 @@ import (
 
 // Options configure a Node.
 type Options struct {
-	// Router is the data model; it also authorises users. Nil refuses every
+	// Router is the data model. Nil refuses every
 	// request (500).
 	Router *router.Broker
+	// Auth holds the users and their permissions. Nil refuses every
+	// request (500).
+	Auth *auth.Registry
 	// DeadLetters is the dead-letter component (reserved; not used today).
 	DeadLetters *deadletter.DeadLetterer
 	// Logger receives a warning per failed request; nil discards.
@@ -33,6 +37,7 @@ type Options struct {
 // implements link.ManagementNode and is safe for concurrent use.
 type Node struct {
 	rt   *router.Broker
+	auth *auth.Registry
 	log  *slog.Logger
 	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
@@ -40,7 +45,7 @@ type Node struct {
 
 // New returns a management node serving opts.Router.
 func New(opts Options) *Node {
-	n := &Node{rt: opts.Router, log: opts.Logger, node: opts.Node}
+	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,8 +135,10 @@ func (n *Node) handle(owner any, user string, vh *router.VHost, props *amqp10.Pr
 			return statusBadRequest, fmt.Sprintf("reply-to must be \"$me\", got %q", *props.ReplyTo)
 		case n.rt == nil || vh == nil:
 			return statusServerError, "management node has no virtual host"
+		case n.auth == nil:
+			return statusServerError, "management node has no user registry"
 		}
-		r := &request{Operator: management.Operator{Broker: n.rt, User: user, VHost: vh}, owner: owner, method: method}
+		r := &request{Operator: management.Operator{Auth: n.auth, User: user, VHost: vh}, owner: owner, method: method}
 		if f := r.parseTarget(target); f != nil {
 			return f.status, f.text
 		}

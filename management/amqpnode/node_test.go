@@ -8,25 +8,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
 // testEnv is a router with its default vhost and a management node.
 type testEnv struct {
-	rt   *router.Broker
-	vh   *router.VHost
-	node *Node
-	user string
+	rt    *router.Broker
+	users *auth.Registry
+	vh    *router.VHost
+	node  *Node
+	user  string
 }
 
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
-	rt.SeedDefaults() // guest on "/", as at a broker's first start
+	users := auth.New(rt)
+	users.SeedDefaults() // guest on "/", as at a broker's first start
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
-	return &testEnv{rt: rt, vh: vh, node: New(Options{Router: rt, Node: "epitaph@test"}), user: "guest"}
+	return &testEnv{rt: rt, users: users, vh: vh, node: New(Options{Router: rt, Auth: users, Node: "epitaph@test"}), user: "guest"}
 }
 
 // testResp is a decoded response.
@@ -469,15 +472,15 @@ func ptr[T any](v T) *T { return &v }
 
 func TestPermissions(t *testing.T) {
 	e := newTestEnv(t)
-	hash, err := router.HashPassword("", "pw")
+	hash, err := auth.HashPassword("", "pw")
 	require.NoError(t, err)
 	for _, u := range []string{"admin", "u"} {
-		require.NoError(t, e.rt.PutUser(router.User{Name: u, PasswordHash: hash}))
+		require.NoError(t, e.users.PutUser(auth.User{Name: u, PasswordHash: hash}))
 	}
-	require.NoError(t, e.rt.SetPermission(router.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
+	require.NoError(t, e.users.SetPermission(auth.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
 	set := func(c, w, r string) {
 		t.Helper()
-		require.NoError(t, e.rt.SetPermission(router.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
+		require.NoError(t, e.users.SetPermission(auth.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
 	}
 	as := func(user, method, path string, body any) testResp {
 		t.Helper()

@@ -9,11 +9,12 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
 // noAccess is the permission pattern stored for RabbitMQ's "" (grants
-// nothing): router.SetPermission turns "" into ".*", so the API stores a
+// nothing): auth.Registry.SetPermission turns "" into ".*", so the API stores a
 // pattern that matches no name and shows it as "" again.
 const noAccess = `[^\s\S]`
 
@@ -46,7 +47,7 @@ const nodeName = "epitaph@localhost"
 // wording of the path asked).
 func (s *server) healthAlarms(reason string) handlerFunc {
 	return func(req *request) error {
-		cur := s.b.Alarms()
+		cur := s.b.Alarms().State()
 		alarms := []map[string]string{}
 		if cur.Memory {
 			alarms = append(alarms, map[string]string{"resource": "memory", "node": nodeName})
@@ -170,7 +171,7 @@ func (s *server) putVHost(req *request) error {
 	}
 	if !existed {
 		// RabbitMQ grants the creating user full access to a new vhost.
-		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+		if err := s.auth.SetPermission(auth.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
 			s.log.Debug("no permission granted on new vhost", "vhost", name, "user", req.user, "err", err)
 		}
 	}
@@ -189,7 +190,7 @@ func (s *server) deleteVHost(req *request) error {
 
 // ---- users ----
 
-func userJSON(u router.User) map[string]any {
+func userJSON(u auth.User) map[string]any {
 	return map[string]any{
 		"name": u.Name, "password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm,
 		"tags": tagList(u.Tags), "limits": map[string]any{},
@@ -197,10 +198,10 @@ func userJSON(u router.User) map[string]any {
 }
 
 // users lists the users, the implicit guest included while no user is defined.
-func (s *server) users() []router.User {
-	users := s.b.Users()
+func (s *server) users() []auth.User {
+	users := s.auth.Users()
 	if len(users) == 0 {
-		return []router.User{{Name: "guest", HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}}}
+		return []auth.User{{Name: "guest", HashingAlgorithm: auth.HashSHA256, Tags: []string{"administrator"}}}
 	}
 	return users
 }
@@ -232,14 +233,14 @@ func (s *server) getUser(req *request) error {
 // administrator) before the first user is defined, as RabbitMQ's default
 // user is real: defining another user must not lock guest out.
 func (s *server) ensureGuest() error {
-	if len(s.b.Users()) > 0 {
+	if len(s.auth.Users()) > 0 {
 		return nil
 	}
-	h, err := router.HashPassword(router.HashSHA256, "guest")
+	h, err := auth.HashPassword(auth.HashSHA256, "guest")
 	if err != nil {
 		return err
 	}
-	return s.b.PutUser(router.User{Name: "guest", PasswordHash: h, HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}})
+	return s.auth.PutUser(auth.User{Name: "guest", PasswordHash: h, HashingAlgorithm: auth.HashSHA256, Tags: []string{"administrator"}})
 }
 
 func (s *server) putUser(req *request) error {
@@ -263,14 +264,14 @@ func (s *server) putUser(req *request) error {
 	if err != nil {
 		return err
 	}
-	old, existed := s.b.User(name)
-	u := router.User{Name: name, HashingAlgorithm: body.HashingAlgorithm, Tags: tags}
+	old, existed := s.auth.User(name)
+	u := auth.User{Name: name, HashingAlgorithm: body.HashingAlgorithm, Tags: tags}
 	switch {
 	case body.Password != nil:
 		if u.HashingAlgorithm == "" {
-			u.HashingAlgorithm = router.HashSHA256
+			u.HashingAlgorithm = auth.HashSHA256
 		}
-		if u.PasswordHash, err = router.HashPassword(u.HashingAlgorithm, *body.Password); err != nil {
+		if u.PasswordHash, err = auth.HashPassword(u.HashingAlgorithm, *body.Password); err != nil {
 			return err
 		}
 	case body.PasswordHash != nil:
@@ -285,7 +286,7 @@ func (s *server) putUser(req *request) error {
 			return err
 		}
 	}
-	if err := s.b.PutUser(u); err != nil {
+	if err := s.auth.PutUser(u); err != nil {
 		return err
 	}
 	return req.created(!existed)
@@ -317,7 +318,7 @@ func (s *server) deleteUser(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	if err := s.b.DeleteUser(req.args[0]); err != nil {
+	if err := s.auth.DeleteUser(req.args[0]); err != nil {
 		return err
 	}
 	return req.noContent()
@@ -325,14 +326,14 @@ func (s *server) deleteUser(req *request) error {
 
 // ---- permissions ----
 
-func permJSON(p router.Permission) map[string]string {
+func permJSON(p auth.Permission) map[string]string {
 	return map[string]string{"user": p.User, "vhost": p.VHost,
 		"configure": permOut(p.Configure), "write": permOut(p.Write), "read": permOut(p.Read)}
 }
 
-func (s *server) permissions(keep func(router.Permission) bool) []map[string]string {
+func (s *server) permissions(keep func(auth.Permission) bool) []map[string]string {
 	out := []map[string]string{}
-	perms := s.b.Permissions()
+	perms := s.auth.Permissions()
 	for _, p := range perms {
 		if keep(p) {
 			out = append(out, permJSON(p))
@@ -345,7 +346,7 @@ func (s *server) listPermissions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	return req.ok(s.permissions(func(router.Permission) bool { return true }))
+	return req.ok(s.permissions(func(auth.Permission) bool { return true }))
 }
 
 func (s *server) vhostPermissions(req *request) error {
@@ -355,21 +356,21 @@ func (s *server) vhostPermissions(req *request) error {
 	if _, ok := s.b.VHost(req.args[0]); !ok {
 		return errorf(http.StatusNotFound, "no vhost '%s'", req.args[0])
 	}
-	return req.ok(s.permissions(func(p router.Permission) bool { return p.VHost == req.args[0] }))
+	return req.ok(s.permissions(func(p auth.Permission) bool { return p.VHost == req.args[0] }))
 }
 
 func (s *server) userPermissions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	return req.ok(s.permissions(func(p router.Permission) bool { return p.User == req.args[0] }))
+	return req.ok(s.permissions(func(p auth.Permission) bool { return p.User == req.args[0] }))
 }
 
 func (s *server) getPermission(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	list := s.permissions(func(p router.Permission) bool { return p.VHost == req.args[0] && p.User == req.args[1] })
+	list := s.permissions(func(p auth.Permission) bool { return p.VHost == req.args[0] && p.User == req.args[1] })
 	if len(list) == 0 {
 		return errorf(http.StatusNotFound, "no permission for user '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
@@ -391,7 +392,7 @@ func (s *server) putPermission(req *request) error {
 	if body.Configure == nil || body.Write == nil || body.Read == nil {
 		return errorf(http.StatusBadRequest, "configure, write and read are required")
 	}
-	p := router.Permission{VHost: req.args[0], User: req.args[1],
+	p := auth.Permission{VHost: req.args[0], User: req.args[1],
 		Configure: permIn(*body.Configure), Write: permIn(*body.Write), Read: permIn(*body.Read)}
 	if _, ok := s.b.VHost(p.VHost); !ok {
 		return errorf(http.StatusNotFound, "no vhost '%s'", p.VHost)
@@ -401,8 +402,8 @@ func (s *server) putPermission(req *request) error {
 			return err
 		}
 	}
-	_, existed := s.b.Permission(p.User, p.VHost)
-	if err := s.b.SetPermission(p); err != nil {
+	_, existed := s.auth.Permission(p.User, p.VHost)
+	if err := s.auth.SetPermission(p); err != nil {
 		return err
 	}
 	return req.created(!existed)
@@ -412,7 +413,7 @@ func (s *server) deletePermission(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	if err := s.b.DeletePermission(req.args[1], req.args[0]); err != nil {
+	if err := s.auth.DeletePermission(req.args[1], req.args[0]); err != nil {
 		return err
 	}
 	return req.noContent()

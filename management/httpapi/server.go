@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
@@ -24,6 +25,8 @@ import (
 type Options struct {
 	// Router is the broker's data model (required).
 	Router *router.Broker
+	// Auth holds the users and their permissions (required).
+	Auth *auth.Registry
 	// DeadLetters supplies the per-queue dead-letter counters; nil leaves
 	// them out.
 	DeadLetters *deadletter.DeadLetterer
@@ -52,6 +55,7 @@ const maxBody = 32 << 20
 // server serves the management HTTP API.
 type server struct {
 	b       *router.Broker
+	auth    *auth.Registry
 	dl      *deadletter.DeadLetterer
 	log     *slog.Logger
 	version string
@@ -116,7 +120,7 @@ func errorf(status int, format string, a ...any) *apiError {
 // HTTP basic authentication against the broker's users. Its paths, JSON
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
 func NewHandler(opts Options) http.Handler {
-	s := &server{b: opts.Router, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
+	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -288,7 +292,7 @@ func (s *server) authenticate(req *request) error {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		return errorf(http.StatusUnauthorized, "User can only log in via localhost")
 	}
-	if !ok || !s.b.Authenticate(user, pass) {
+	if !ok || !s.auth.Authenticate(user, pass) {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		if !ok {
 			return errorf(http.StatusUnauthorized, "Not_Authorized")
@@ -297,9 +301,9 @@ func (s *server) authenticate(req *request) error {
 		return errorf(http.StatusUnauthorized, "Login failed")
 	}
 	req.user = user
-	if u, found := s.b.User(user); found {
+	if u, found := s.auth.User(user); found {
 		req.tags = u.Tags
-	} else if user == "guest" && len(s.b.Users()) == 0 {
+	} else if user == "guest" && len(s.auth.Users()) == 0 {
 		req.tags = []string{"administrator"} // the implicit default user
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
@@ -382,7 +386,7 @@ func (s *server) vhost(req *request, name string) (*router.VHost, error) {
 	if !ok {
 		return nil, errorf(http.StatusNotFound, "vhost_not_found: no vhost '%s'", name)
 	}
-	if !s.b.CanAccessVHost(req.user, name) {
+	if !s.auth.CanAccessVHost(req.user, name) {
 		return nil, errorf(http.StatusForbidden, "User '%s' not authorised to access virtual host '%s'", req.user, name)
 	}
 	return v, nil
@@ -394,7 +398,7 @@ func (s *server) visibleVHosts(req *request) []*router.VHost {
 	var out []*router.VHost
 	for _, n := range s.b.VHosts() {
 		v, ok := s.b.VHost(n)
-		if !ok || (!req.admin && !s.b.CanAccessVHost(req.user, n)) {
+		if !ok || (!req.admin && !s.auth.CanAccessVHost(req.user, n)) {
 			continue
 		}
 		out = append(out, v)
@@ -404,7 +408,7 @@ func (s *server) visibleVHosts(req *request) []*router.VHost {
 
 // operator is req's user acting on v, for the permission checks.
 func (s *server) operator(req *request, v *router.VHost) management.Operator {
-	return management.Operator{Broker: s.b, User: req.user, VHost: v}
+	return management.Operator{Auth: s.auth, User: req.user, VHost: v}
 }
 
 // forbidden answers a refusal of a management.Operator permission check

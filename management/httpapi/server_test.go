@@ -14,13 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
 type testEnv struct {
-	b   *router.Broker
-	srv *httptest.Server
+	b     *router.Broker
+	users *auth.Registry
+	srv   *httptest.Server
 }
 
 func newTestEnv(t *testing.T) *testEnv {
@@ -29,10 +31,11 @@ func newTestEnv(t *testing.T) *testEnv {
 	dl := deadletter.New(deadletter.Options{Now: now})
 	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
 	t.Cleanup(b.Close)
-	b.SeedDefaults() // guest on "/", as at a broker's first start
-	srv := httptest.NewServer(NewHandler(Options{Router: b, DeadLetters: dl, ProductVersion: "test"}))
+	users := auth.New(b)
+	users.SeedDefaults() // guest on "/", as at a broker's first start
+	srv := httptest.NewServer(NewHandler(Options{Router: b, Auth: users, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
-	return &testEnv{b: b, srv: srv}
+	return &testEnv{b: b, users: users, srv: srv}
 }
 
 // call sends body (a string, or JSON-encoded) as user:pass ("" user: no auth).
@@ -302,7 +305,7 @@ func TestPermissionMatrix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.guest(t, "PUT", "/api/permissions/%2f/u", map[string]any{"configure": tc.configure, "write": tc.write, "read": tc.read}, 0+func() int {
-				if _, ok := e.b.Permission("u", "/"); ok {
+				if _, ok := e.users.Permission("u", "/"); ok {
 					return 204
 				}
 				return 201
