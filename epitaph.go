@@ -189,17 +189,10 @@ func Start(opts Options) (*Broker, error) {
 	}
 	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity,
 		Tracer: b.tracer})
-	// The router keeps its own convention for the failed-login delay (0
-	// is its default there), so "no wait" is passed as a negative delay.
-	authDelay := opts.AuthFailureDelay
-	if authDelay == 0 {
-		authDelay = -1
-	}
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
-		DiskFree: opts.alarms.DiskFree, MemoryUsed: opts.alarms.MemoryUsed, AlarmInterval: opts.alarms.Interval,
-		AuthFailureDelay: authDelay, AuthFailureSources: opts.AuthFailureSources}
+		DiskFree: opts.alarms.DiskFree, MemoryUsed: opts.alarms.MemoryUsed, AlarmInterval: opts.alarms.Interval}
 	if !opts.InMemory {
 		if opts.DataDir == "" {
 			opts.DataDir = config.DefaultDataDir()
@@ -225,6 +218,7 @@ func Start(opts Options) (*Broker, error) {
 	rt := router.New(ropts)
 	b.router = rt
 	users := auth.New(rt)
+	users.SetLoginBrake(auth.NewLoginBrake(opts.AuthFailureDelay, opts.AuthFailureSources, nil))
 	b.auth = users
 	if err := rt.Recover(); err != nil {
 		b.abort()

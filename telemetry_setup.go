@@ -205,7 +205,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		o.ObserveInt64(connections, snap.Connections)
 		o.ObserveInt64(sessions, snap.Sessions)
 		o.ObserveInt64(links, snap.Links)
-		o.ObserveInt64(authFailures, int64(b.router.AuthFailures()))
+		o.ObserveInt64(authFailures, int64(b.auth.LoginFailures()))
 		if b.store != nil {
 			st := b.store.Stats()
 			o.ObserveInt64(storeCorrupt, int64(st.Corruptions))

@@ -27,8 +27,10 @@ import (
 	"hash"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
@@ -65,6 +67,10 @@ type Registry struct {
 	b   *router.Broker
 	log *slog.Logger
 
+	// brake slows failed logins down; replaced only before serving
+	// (SetLoginBrake).
+	brake *LoginBrake
+
 	mu     sync.RWMutex
 	users  map[string]*User
 	perms  map[string]map[string]Permission // user → vhost → permission
@@ -74,10 +80,22 @@ type Registry struct {
 // New returns an empty registry for b and registers it as b's accounts
 // (router.Broker.SetAccounts). With a store, call Recover before serving.
 func New(b *router.Broker) *Registry {
-	r := &Registry{b: b, log: b.Logger(), users: map[string]*User{}, perms: map[string]map[string]Permission{}}
+	r := &Registry{b: b, log: b.Logger(), users: map[string]*User{}, perms: map[string]map[string]Permission{},
+		brake: NewLoginBrake(DefaultLoginFailureDelay, DefaultLoginFailureSources, nil)}
 	b.SetAccounts(r)
 	return r
 }
+
+// SetLoginBrake replaces the failed-login brake (the defaults: a 3 s delay,
+// 10,000 sources). Call it before serving.
+func (r *Registry) SetLoginBrake(b *LoginBrake) { r.brake = b }
+
+// LoginFailed records a failed authentication from src and returns how long
+// to wait before answering it (LoginBrake.Failed).
+func (r *Registry) LoginFailed(src netip.Addr) time.Duration { return r.brake.Failed(src) }
+
+// LoginFailures is the number of failed authentications since start.
+func (r *Registry) LoginFailures() uint64 { return r.brake.Failures() }
 
 func newHash(alg string) (func() hash.Hash, error) {
 	switch alg {

@@ -79,9 +79,9 @@ func TestOptionsDiskFreeLimitZeroTurnsTheAlarmOff(t *testing.T) {
 func TestOptionsAuthFailureDelayZeroMeansNoWait(t *testing.T) {
 	src := netip.MustParseAddr("192.0.2.7")
 	withDefault := startBroker(t, "")
-	require.Equal(t, 3*time.Second, withDefault.Router().AuthFailed(src))
+	require.Equal(t, 3*time.Second, withDefault.Auth().LoginFailed(src))
 
 	none := startBroker(t, "", func(o *epitaph.Options) { o.AuthFailureDelay = 0 })
-	require.Zero(t, none.Router().AuthFailed(src))
-	require.Zero(t, none.Router().AuthFailed(src), "nor after a second failure")
+	require.Zero(t, none.Auth().LoginFailed(src))
+	require.Zero(t, none.Auth().LoginFailed(src), "nor after a second failure")
 }

@@ -255,7 +255,7 @@ func TestFailedAuthenticationIsDelayed(t *testing.T) {
 		_, err := dialFrom(t, b, "127.0.0.1", "alice", "wrong")
 		slow <- err
 	}()
-	require.Eventually(t, func() bool { return b.Router().AuthFailures() == 4 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.Auth().LoginFailures() == 4 }, 10*time.Second, time.Millisecond,
 		"the fourth failure is recorded (and waiting)")
 	_, err := dialFrom(t, b, "127.0.0.2", "alice", "right")
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestFailedAuthenticationIsDelayed(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 5*delay, "the fifth failure from 127.0.0.1")
 	st, _ = apiCallAs(t, base, "alice", "right", "GET", "/api/whoami", "")
 	require.Equal(t, http.StatusOK, st)
-	require.Equal(t, uint64(5), b.Router().AuthFailures())
+	require.Equal(t, uint64(5), b.Auth().LoginFailures())
 
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, base+"/metrics", nil)
 	require.NoError(t, err)

@@ -480,8 +480,9 @@ func newFuzzBroker(t *testing.T) (*router.Broker, *auth.Registry) {
 	fwd := &dlqForwarder{}
 	// The memory store commits synchronously, so the durable paths (a
 	// publish accepted from the store's callback) run with no goroutine.
-	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory(), AuthFailureDelay: fuzzAuthFailureDelay})
+	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory()})
 	users := auth.New(rb)
+	users.SetLoginBrake(auth.NewLoginBrake(fuzzAuthFailureDelay, auth.DefaultLoginFailureSources, nil))
 	users.SeedDefaults() // guest on / with full permissions, as at a broker's first start
 	vh, ok := rb.VHost(router.DefaultVHost)
 	if !ok {

@@ -117,10 +117,10 @@ func remoteIP(a net.Addr) netip.Addr {
 
 // authDelay waits before a refused authentication is answered, as
 // RabbitMQ waits its silent close delay, and longer for repeated failures
-// from the same address (router.Broker.AuthFailed). The broker shutting
+// from the same address (auth.Registry.LoginFailed). The broker shutting
 // down ends the wait.
 func (c *conn) authDelay() {
-	d := c.srv.opts.Router.AuthFailed(remoteIP(c.nc.RemoteAddr()))
+	d := c.srv.opts.Auth.LoginFailed(remoteIP(c.nc.RemoteAddr()))
 	if d <= 0 {
 		return
 	}

@@ -47,13 +47,6 @@ type Options struct {
 	AlarmInterval       time.Duration
 	DiskFree            func(dir string) (uint64, error)
 	MemoryUsed          func() uint64
-
-	// AuthFailureDelay is the wait before a failed authentication is
-	// answered, growing with repeated failures from one address
-	// (authfail.go); 0 means DefaultAuthFailureDelay, negative no wait.
-	// AuthFailureSources bounds the addresses remembered (0: the default).
-	AuthFailureDelay   time.Duration
-	AuthFailureSources int
 }
 
 // DeadLetterer takes messages that died in src, in the order they died. It
@@ -122,7 +115,6 @@ type Broker struct {
 	retryEvery time.Duration
 
 	alarms   alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
-	authFail *authFailures
 
 	accounts atomic.Pointer[accountsHolder]
 
@@ -203,7 +195,6 @@ func New(opts Options) *Broker {
 	if b.retryEvery <= 0 {
 		b.retryEvery = 180 * time.Second
 	}
-	b.authFail = newAuthFailures(opts.AuthFailureDelay, opts.AuthFailureSources)
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
 	b.alarms.Start(alarm.Options{Logger: b.log, DataDir: opts.DataDir, DiskFreeLimit: opts.DiskFreeLimit,
 		MemoryHighWatermark: opts.MemoryHighWatermark, Interval: opts.AlarmInterval,

@@ -337,11 +337,11 @@ func remoteIP(remote string) netip.Addr {
 }
 
 // authDelay waits before a refused login is answered, as the AMQP listener
-// does (router.Broker.AuthFailed: longer for repeated failures from one
+// does (auth.Registry.LoginFailed: longer for repeated failures from one
 // address). A request without credentials is not a failure: browsers and
 // clients send one first to learn the realm.
 func (s *server) authDelay(r *http.Request) {
-	d := s.b.AuthFailed(remoteIP(r.RemoteAddr))
+	d := s.auth.LoginFailed(remoteIP(r.RemoteAddr))
 	if d <= 0 {
 		return
 	}

@@ -29,9 +29,10 @@ func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC) }
 	dl := deadletter.New(deadletter.Options{Now: now})
-	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
+	b := router.New(router.Options{DeadLetterer: dl, Now: now})
 	t.Cleanup(b.Close)
 	users := auth.New(b)
+	users.SetLoginBrake(auth.NewLoginBrake(time.Millisecond, auth.DefaultLoginFailureSources, nil))
 	users.SeedDefaults() // guest on "/", as at a broker's first start
 	srv := httptest.NewServer(NewHandler(Options{Router: b, Auth: users, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
