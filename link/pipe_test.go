@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,14 +24,17 @@ import (
 // are gone. The broker is newFuzzBroker's: queues q (dead-lettering into
 // dlq), qq and dlq.
 type pipePeer struct {
-	t      *testing.T
+	t      testing.TB
 	nc     net.Conn
 	rb     *router.Broker
 	srv    *Server
 	in     chan wireFrame // what the broker sent, in order
 	served chan error
-	ln     *pipeListener
+	ln     net.Listener
 	local  map[uint16]uint16 // our local channel by the peer's, of the sessions begun
+	// bubble: the peer runs in a synctest bubble (over net.Pipe); else over
+	// a real socket, where waiting for a frame is bounded in real time.
+	bubble bool
 }
 
 // wireFrame is one AMQP frame the broker sent; eof marks the end of its output.
@@ -54,13 +58,20 @@ func (f wireFrame) String() string {
 // connection and shuts the server down inside the bubble.
 func startPipePeer(t *testing.T, opts Options) *pipePeer {
 	t.Helper()
-	rb := newFuzzBroker(t)
+	client, server := net.Pipe()
+	ln := newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})
+	return startPeer(t, newFuzzBroker(t), opts, client, ln, true)
+}
+
+// startPeer serves ln (which hands out client's other end) on broker rb,
+// and opens the connection from client.
+func startPeer(t testing.TB, rb *router.Broker, opts Options, client net.Conn, ln net.Listener, bubble bool) *pipePeer {
+	t.Helper()
 	opts.Router = rb
 	srv := NewServer(opts)
-	client, server := net.Pipe()
-	p := &pipePeer{t: t, nc: client, rb: rb, srv: srv, in: make(chan wireFrame, 1<<14), served: make(chan error, 1), local: map[uint16]uint16{},
-		ln: newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})}
-	go func() { p.served <- srv.Serve(p.ln) }()
+	p := &pipePeer{t: t, nc: client, rb: rb, srv: srv, in: make(chan wireFrame, 1<<14), served: make(chan error, 1),
+		local: map[uint16]uint16{}, ln: ln, bubble: bubble}
+	go func() { p.served <- srv.Serve(ln) }()
 	go p.readBroker()
 	t.Cleanup(p.shutdown)
 
@@ -119,6 +130,15 @@ func (p *pipePeer) next() wireFrame {
 	case f := <-p.in:
 		return f
 	default:
+	}
+	if !p.bubble {
+		select {
+		case f := <-p.in:
+			return f
+		case <-time.After(10 * time.Second):
+			p.t.Fatal("the broker sent no frame within 10 s")
+			return wireFrame{}
+		}
 	}
 	synctest.Wait()
 	select {
@@ -222,15 +242,20 @@ func (p *pipePeer) transfer(ch uint16, handle, deliveryID uint32, settled bool, 
 		amqp10.AppendData(nil, []byte(body)))
 }
 
-// fill publishes n pre-settled messages "m0".."m<n-1>" to queue q on a
-// session of its own (channel 9), which it ends, and checks that q holds them.
-func (p *pipePeer) fill(queue string, n int) {
+// fill publishes n pre-settled messages "m0.".."m<n-1>." to queue on a
+// session of its own (channel 9), which it ends, and checks that the queue
+// holds them.
+func (p *pipePeer) fill(queue string, n int) { p.t.Helper(); p.fillSized(queue, n, 0) }
+
+// fillSized is fill with messages padded to at least size bytes.
+func (p *pipePeer) fillSized(queue string, n, size int) {
 	p.t.Helper()
 	const ch = 9
 	p.begin(ch, 2048)
 	p.attachPublisher(ch, 0, "/queues/"+queue)
 	for i := range n {
-		p.transfer(ch, 0, uint32(i), true, fmt.Sprintf("m%d", i))
+		body := fmt.Sprintf("m%d.", i)
+		p.transfer(ch, 0, uint32(i), true, body+strings.Repeat("x", max(size-len(body), 0)))
 	}
 	p.send(ch, &amqp10.End{})
 	expect[*amqp10.End](p, p.local[ch])
@@ -242,7 +267,9 @@ func (p *pipePeer) fill(queue string, n int) {
 // queue is the state of a queue of the broker.
 func (p *pipePeer) queue(name string) router.QueueInfo {
 	p.t.Helper()
-	synctest.Wait()
+	if p.bubble {
+		synctest.Wait()
+	}
 	vh, _ := p.rb.VHost(router.DefaultVHost)
 	q, ok := vh.Queue(name)
 	if !ok {

@@ -75,7 +75,7 @@ func (p *pipePeer) consume(ch uint16, window uint32, queue string, settled bool)
 }
 
 // expectDeliveries reads n transfers on channel lc: handle 1, delivery-ids
-// from first on, the messages "m<first>"... in order.
+// from first on, the messages "m<first>."... in order.
 func (p *pipePeer) expectDeliveries(lc uint16, first uint32, n int, settled bool) {
 	p.t.Helper()
 	for i := range n {
@@ -86,8 +86,8 @@ func (p *pipePeer) expectDeliveries(lc uint16, first uint32, n int, settled bool
 		}
 		id := first + uint32(i)
 		if tr.Handle != 1 || !tr.HasDeliveryID || tr.DeliveryID != id || tr.Settled != settled || tr.More ||
-			!bytes.Contains(f.payload, []byte(fmt.Sprintf("m%d", id))) {
-			p.t.Fatalf("delivery %d: %+v with payload %q, want delivery-id %d of m%d, settled %v", i, tr, f.payload, id, id, settled)
+			!bytes.Contains(f.payload, []byte(fmt.Sprintf("m%d.", id))) {
+			p.t.Fatalf("delivery %d: %+v with payload %.40q, want delivery-id %d of m%d., settled %v", i, tr, f.payload, id, id, settled)
 		}
 	}
 }
