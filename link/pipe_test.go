@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -35,6 +36,9 @@ type pipePeer struct {
 	// bubble: the peer runs in a synctest bubble (over net.Pipe); else over
 	// a real socket, where waiting for a frame is bounded in real time.
 	bubble bool
+	// gate, when set, holds the reader before its next frame until it is
+	// closed: the broker's output then waits in the socket.
+	gate atomic.Pointer[chan struct{}]
 }
 
 // wireFrame is one AMQP frame the broker sent; eof marks the end of its output.
@@ -91,6 +95,9 @@ func (p *pipePeer) readBroker() {
 		return
 	}
 	for {
+		if g := p.gate.Load(); g != nil {
+			<-*g
+		}
 		fh, body, err := readFrame(r, 1<<20)
 		if err != nil {
 			return
