@@ -16,8 +16,7 @@ import (
 // channel with our windows; end is answered with end and frees the
 // channel; close is answered with close and ends the output.
 func TestLoopBeginEndClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		p.send(3, &amqp10.Begin{NextOutgoingID: 7, IncomingWindow: 10, OutgoingWindow: 10, HandleMax: 255})
 		b := expect[*amqp10.Begin](p, 0)
 		if !b.HasRemoteChannel || b.RemoteChannel != 3 || b.NextOutgoingID != 0 ||
@@ -75,8 +74,7 @@ func TestLoopConnectionErrors(t *testing.T) {
 		}, amqp10.ErrCondInvalidField, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				p := startPipePeer(t, Options{})
+			pipeTest(t, func(t *testing.T, p *pipePeer) {
 				tc.frame(p)
 				c := expect[*amqp10.Close](p, 0)
 				if c.Error == nil || c.Error.Condition != tc.cond {

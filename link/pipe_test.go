@@ -67,6 +67,12 @@ func startPipePeer(t *testing.T, opts Options) *pipePeer {
 	return startPeer(t, newFuzzBroker(t), opts, client, ln, true)
 }
 
+// pipeTest runs body in a synctest bubble against a fresh pipe peer with
+// the default options.
+func pipeTest(t *testing.T, body func(t *testing.T, p *pipePeer)) {
+	synctest.Test(t, func(t *testing.T) { body(t, startPipePeer(t, Options{})) })
+}
+
 // startPeer serves ln (which hands out client's other end) on broker rb,
 // and opens the connection from client.
 func startPeer(t testing.TB, rb *router.Broker, opts Options, client net.Conn, ln net.Listener, bubble bool) *pipePeer {

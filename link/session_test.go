@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"testing/synctest"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
@@ -16,8 +15,7 @@ import (
 // Our incoming window counts transfer frames, not deliveries, and is
 // renewed to sessionWindow with a session flow once half of it is used.
 func TestSessionIncomingWindowRenewedAtHalf(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		lc := p.begin(0, 2048)
 		p.attachPublisher(0, 0, "/queues/q")
 		// One delivery of sessionWindow/2 + 1 frames: the last frame carries the rest.
@@ -36,9 +34,7 @@ func TestSessionIncomingWindowRenewedAtHalf(t *testing.T) {
 		}
 		p.sendPayload(0, &amqp10.Transfer{Handle: 0}, msg[sessionWindow/2:])
 		p.quiet()
-		if n := p.queue("q").Messages; n != 1 {
-			t.Fatalf("q holds %d messages, want the one delivery", n)
-		}
+		p.expectQueue("q", 1, 0)
 		p.closeConn()
 	})
 }
@@ -47,8 +43,7 @@ func TestSessionIncomingWindowRenewedAtHalf(t *testing.T) {
 // window violation: the session ends with session:window-violation, frames
 // on it are ignored until the peer's end, and the channel is free again.
 func TestSessionFlowAheadIsWindowViolation(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		lc := p.begin(0, 2048)
 		p.send(0, &amqp10.Flow{NextIncomingID: 1, HasNextIncomingID: true, IncomingWindow: 10, OutgoingWindow: 10})
 		e := expect[*amqp10.End](p, lc)
@@ -92,11 +87,30 @@ func (p *pipePeer) expectDeliveries(lc uint16, first uint32, n int, settled bool
 	}
 }
 
+// consumeN fills queue with n messages, and a consumer on channel 0
+// (handle 1, credit n) takes them all; it returns the session's local channel.
+func (p *pipePeer) consumeN(queue string, n int, settled bool) uint16 {
+	p.t.Helper()
+	p.fill(queue, n)
+	lc := p.consume(0, 2048, queue, settled)
+	p.send(0, linkFlow(1, 0, 2048, 0, uint32(n)))
+	p.expectDeliveries(lc, 0, n, settled)
+	return lc
+}
+
+// expectQueue fails unless queue holds ready messages and unacked delivered
+// and not settled.
+func (p *pipePeer) expectQueue(queue string, ready, unacked int) {
+	p.t.Helper()
+	if q := p.queue(queue); q.Messages != ready || q.MessagesUnacknowledged != unacked {
+		p.t.Fatalf("%s: %d ready, %d unacknowledged; want %d and %d", queue, q.Messages, q.MessagesUnacknowledged, ready, unacked)
+	}
+}
+
 // The peer's incoming window bounds our transfers: with a window of 2 and
 // credit for 5, 2 go; a session flow that opens the window lets the rest go.
 func TestSessionOutgoingBoundedByPeerWindow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		p.fill("q", 5)
 		lc := p.consume(0, 2, "q", false)
 		p.send(0, linkFlow(1, 0, 2, 0, 5))
@@ -113,8 +127,7 @@ func TestSessionOutgoingBoundedByPeerWindow(t *testing.T) {
 // (delivery-count advanced by what was sent, credit left); more credit
 // lets more go.
 func TestCreditBoundsDeliveriesAndEcho(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		p.fill("q", 5)
 		lc := p.consume(0, 2048, "q", false)
 		p.quiet() // no credit, no delivery
@@ -133,9 +146,7 @@ func TestCreditBoundsDeliveriesAndEcho(t *testing.T) {
 		p.send(0, linkFlow(1, 3, 2048, 3, 10))
 		p.expectDeliveries(lc, 3, 2, false)
 		p.quiet()
-		if q := p.queue("q"); q.Messages != 0 || q.MessagesUnacknowledged != 5 {
-			t.Fatalf("q: %d ready, %d unacknowledged; want 0 and 5", q.Messages, q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 0, 5)
 		p.closeConn()
 	})
 }
@@ -144,8 +155,7 @@ func TestCreditBoundsDeliveriesAndEcho(t *testing.T) {
 // answered with its delivery-count and credit, and a session flow with
 // echo (no handle) with the session's state.
 func TestPublisherCreditAndEcho(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		lc := p.begin(0, 2048)
 		f := p.attachPublisher(0, 0, "/queues/q")
 		if !f.HasHandle || f.Handle != 0 || f.DeliveryCount != 0 || f.LinkCredit != publisherCredit ||
@@ -172,9 +182,7 @@ func TestPublisherCreditAndEcho(t *testing.T) {
 			t.Fatalf("session echo answered with %+v", f)
 		}
 		p.quiet()
-		if n := p.queue("q").Messages; n != 3 {
-			t.Fatalf("q holds %d messages, want 3", n)
-		}
+		p.expectQueue("q", 3, 0)
 		p.closeConn()
 	})
 }
@@ -182,8 +190,7 @@ func TestPublisherCreditAndEcho(t *testing.T) {
 // Drain with no message: the credit is used up at once; the broker
 // answers with delivery-count advanced by the credit, credit 0, drain set.
 func TestDrainWithoutMessages(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		lc := p.consume(0, 2048, "q", false)
 		drain := linkFlow(1, 0, 2048, 0, 5)
 		drain.Drain = true
@@ -206,8 +213,7 @@ func TestDrainWithoutMessages(t *testing.T) {
 // flow reports the rest of the credit used (delivery-count = old count +
 // credit, credit 0, drain set).
 func TestDrainWithMessages(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
 		p.fill("q", 2)
 		lc := p.consume(0, 2048, "q", false)
 		drain := linkFlow(1, 0, 2048, 0, 5)
@@ -238,37 +244,25 @@ func (p *pipePeer) settle(ch uint16, first, last uint32, settled bool, st amqp10
 // dead-letter queue, a released one back to the queue; an id that is not
 // an unsettled delivery (already settled, never sent) is ignored.
 func TestDispositionRanges(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
-		p.fill("q", 6)
-		lc := p.consume(0, 2048, "q", false)
-		p.send(0, linkFlow(1, 0, 2048, 0, 6))
-		p.expectDeliveries(lc, 0, 6, false)
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
+		p.consumeN("q", 6, false)
 		accepted := amqp10.DeliveryState{Kind: amqp10.StateAccepted}
 
 		p.settle(0, 0, 2, true, accepted)
 		p.quiet() // settled by the peer: nothing to answer
-		if q := p.queue("q"); q.Messages != 0 || q.MessagesUnacknowledged != 3 {
-			t.Fatalf("after accepting 0..2, q: %d ready, %d unacknowledged; want 0 and 3", q.Messages, q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 0, 3)
 		p.settle(0, 1, 1, true, accepted) // already settled
 		p.settle(0, 99, 120, true, accepted)
 		p.quiet()
 		p.settle(0, 3, 3, true, amqp10.DeliveryState{Kind: amqp10.StateRejected})
 		p.settle(0, 4, 4, true, amqp10.DeliveryState{Kind: amqp10.StateReleased})
 		p.quiet()
-		if q := p.queue("q"); q.Messages != 1 || q.MessagesUnacknowledged != 1 {
-			t.Fatalf("after rejecting 3 and releasing 4, q: %d ready, %d unacknowledged; want 1 and 1", q.Messages, q.MessagesUnacknowledged)
-		}
-		if n := p.queue("dlq").Messages; n != 1 {
-			t.Fatalf("dlq holds %d messages, want the rejected one", n)
-		}
+		p.expectQueue("q", 1, 1)
+		p.expectQueue("dlq", 1, 0)
 		// 3..5 spans settled ids and the last unsettled one.
 		p.settle(0, 2, 5, true, accepted)
 		p.quiet()
-		if q := p.queue("q"); q.MessagesUnacknowledged != 0 {
-			t.Fatalf("q: %d unacknowledged after settling 2..5", q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 1, 0) // the released one is back
 		p.closeConn()
 	})
 }
@@ -277,12 +271,8 @@ func TestDispositionRanges(t *testing.T) {
 // second) is answered with one settled disposition per delivery, from the
 // sender, with the outcome applied; the deliveries are then settled.
 func TestDispositionUnsettledIsAnsweredSettled(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
-		p.fill("q", 3)
-		lc := p.consume(0, 2048, "q", false)
-		p.send(0, linkFlow(1, 0, 2048, 0, 3))
-		p.expectDeliveries(lc, 0, 3, false)
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
+		lc := p.consumeN("q", 3, false)
 		accepted := amqp10.DeliveryState{Kind: amqp10.StateAccepted}
 		p.settle(0, 0, 2, false, accepted)
 		for id := uint32(0); id < 3; id++ {
@@ -295,9 +285,7 @@ func TestDispositionUnsettledIsAnsweredSettled(t *testing.T) {
 		p.quiet()
 		p.settle(0, 0, 2, false, accepted) // settled now: unknown ids
 		p.quiet()
-		if q := p.queue("q"); q.Messages != 0 || q.MessagesUnacknowledged != 0 {
-			t.Fatalf("q: %d ready, %d unacknowledged; want none", q.Messages, q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 0, 0)
 		p.closeConn()
 	})
 }
@@ -305,17 +293,11 @@ func TestDispositionUnsettledIsAnsweredSettled(t *testing.T) {
 // Pre-settled deliveries are not tracked: a disposition naming them is
 // ignored, and the queue forgot them when they were sent.
 func TestDispositionOfPreSettledIgnored(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
-		p.fill("q", 2)
-		lc := p.consume(0, 2048, "q", true)
-		p.send(0, linkFlow(1, 0, 2048, 0, 2))
-		p.expectDeliveries(lc, 0, 2, true)
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
+		p.consumeN("q", 2, true)
 		p.settle(0, 0, 1, false, amqp10.DeliveryState{Kind: amqp10.StateReleased})
 		p.quiet()
-		if q := p.queue("q"); q.Messages != 0 || q.MessagesUnacknowledged != 0 {
-			t.Fatalf("q: %d ready, %d unacknowledged; want none", q.Messages, q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 0, 0)
 		p.closeConn()
 	})
 }
@@ -323,12 +305,8 @@ func TestDispositionOfPreSettledIgnored(t *testing.T) {
 // A disposition without a state that does not settle is an invalid field:
 // the session ends with it.
 func TestDispositionWithoutStateOrSettleEndsSession(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := startPipePeer(t, Options{})
-		p.fill("q", 1)
-		lc := p.consume(0, 2048, "q", false)
-		p.send(0, linkFlow(1, 0, 2048, 0, 1))
-		p.expectDeliveries(lc, 0, 1, false)
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
+		lc := p.consumeN("q", 1, false)
 		p.settle(0, 0, 0, false, amqp10.DeliveryState{})
 		e := expect[*amqp10.End](p, lc)
 		if e.Error == nil || e.Error.Condition != amqp10.ErrCondInvalidField {
@@ -337,9 +315,7 @@ func TestDispositionWithoutStateOrSettleEndsSession(t *testing.T) {
 		p.send(0, &amqp10.End{})
 		p.quiet()
 		// The session's unsettled delivery went back to the queue.
-		if q := p.queue("q"); q.Messages != 1 || q.MessagesUnacknowledged != 0 {
-			t.Fatalf("q: %d ready, %d unacknowledged; want 1 and 0", q.Messages, q.MessagesUnacknowledged)
-		}
+		p.expectQueue("q", 1, 0)
 		p.closeConn()
 	})
 }
