@@ -1,7 +1,6 @@
 package link
 
 import (
-	"net"
 	"testing"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -40,11 +39,9 @@ func BenchmarkPipePublishDeliver(b *testing.B) {
 	if benchAsProduction != nil {
 		benchAsProduction(b)
 	}
-	// newFuzzBroker's t only reports a failed setup, which would panic here.
-	rb := newFuzzBroker(new(testing.T))
-	client, server := net.Pipe()
-	ln := newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})
-	p := startPeer(b, rb, Options{}, client, ln, false)
+	// fuzzServer's t only reports a failed setup, which would panic here.
+	rb, opts := fuzzServer(new(testing.T))
+	p := startPeer(b, rb, opts, pipeClient(), false)
 	p.begin(0, 1<<31)
 	p.attachPublisher(0, 0, "/queues/q")
 	p.attachConsumer(0, 1, "/queues/q", true)

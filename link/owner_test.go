@@ -161,7 +161,8 @@ func TestOwnerChecksHoldOverTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	loopBefore, writerBefore := checks.loopWrites.Load(), checks.writerWrites.Load()
-	p := startPeer(t, newFuzzBroker(t), Options{}, client, ln, false)
+	rb, opts := fuzzServer(t)
+	p := startPeer(t, rb, opts, pipeEnds{client, ln}, false)
 	// More than the socket's buffers hold (a few MiB on Linux loopback).
 	const n, size = 200, 60 << 10
 	p.fillSized("q", n, size)

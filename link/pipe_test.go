@@ -56,28 +56,48 @@ func (f wireFrame) String() string {
 	return fmt.Sprintf("%T on channel %d: %+v", f.perf, f.ch, f.perf)
 }
 
-// startPipePeer serves one connection of a fresh broker over net.Pipe and
-// gets it through the header and open exchange (no SASL: anonymous, from
-// loopback). Call it inside synctest.Test; the cleanup closes the
-// connection and shuts the server down inside the bubble.
-func startPipePeer(t *testing.T, opts Options) *pipePeer {
-	t.Helper()
-	client, server := net.Pipe()
-	ln := newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})
-	return startPeer(t, newFuzzBroker(t), opts, client, ln, true)
+// fuzzServer is newFuzzBroker's broker (queues q, qq and dlq) and the
+// server options that serve it, the defaults otherwise: the one place that
+// knows how these tests assemble a broker.
+func fuzzServer(t *testing.T) (*router.Broker, Options) {
+	rb := newFuzzBroker(t)
+	return rb, Options{Router: rb}
 }
 
-// pipeTest runs body in a synctest bubble against a fresh pipe peer with
-// the default options.
+// startPipePeer serves one connection of a fresh broker (fuzzServer) over
+// net.Pipe and gets it through the header and open exchange (no SASL:
+// anonymous, from loopback). Call it inside synctest.Test; the cleanup
+// closes the connection and shuts the server down inside the bubble.
+func startPipePeer(t *testing.T) *pipePeer {
+	t.Helper()
+	rb, opts := fuzzServer(t)
+	return startPeer(t, rb, opts, pipeClient(), true)
+}
+
+// pipeTest runs body in a synctest bubble against a fresh pipe peer.
 func pipeTest(t *testing.T, body func(t *testing.T, p *pipePeer)) {
-	synctest.Test(t, func(t *testing.T) { body(t, startPipePeer(t, Options{})) })
+	synctest.Test(t, func(t *testing.T) { body(t, startPipePeer(t)) })
 }
 
-// startPeer serves ln (which hands out client's other end) on broker rb,
-// and opens the connection from client.
-func startPeer(t testing.TB, rb *router.Broker, opts Options, client net.Conn, ln net.Listener, bubble bool) *pipePeer {
+// pipeEnds is one end of a connection and the listener that hands out
+// the other.
+type pipeEnds struct {
+	client net.Conn
+	ln     net.Listener
+}
+
+// pipeClient is a net.Pipe: the client's end, and a listener handing out the
+// broker's end as if from loopback.
+func pipeClient() pipeEnds {
+	c, server := net.Pipe()
+	return pipeEnds{c, newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})}
+}
+
+// startPeer serves the connection of ends with a server of opts (on
+// broker rb), and opens it from the client's end.
+func startPeer(t testing.TB, rb *router.Broker, opts Options, ends pipeEnds, bubble bool) *pipePeer {
 	t.Helper()
-	opts.Router = rb
+	client, ln := ends.client, ends.ln
 	srv := NewServer(opts)
 	p := &pipePeer{t: t, nc: client, rb: rb, srv: srv, in: make(chan wireFrame, 1<<14), served: make(chan error, 1),
 		local: map[uint16]uint16{}, ln: ln, bubble: bubble}

@@ -1,7 +1,6 @@
 package link
 
 import (
-	"net"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,18 +10,19 @@ import (
 	"github.com/epitaph-mq/epitaph/router/store"
 )
 
-// alarmBroker is a broker with queue q whose disk alarm the test sets and
-// clears: free is the free disk space it reads (the limit is 100 bytes).
-func alarmBroker(t *testing.T, free *atomic.Uint64) *router.Broker {
+// alarmServer is a broker with queue q whose disk alarm the test sets and
+// clears (free is the free disk space it reads; the limit is 100 bytes;
+// check reads it at once), and the server options that serve it.
+func alarmServer(t *testing.T, free *atomic.Uint64) (rb *router.Broker, opts Options, check func()) {
 	t.Helper()
-	rb := router.New(router.Options{Store: store.NewMemory(), DiskFreeLimit: 100,
+	rb = router.New(router.Options{Store: store.NewMemory(), DiskFreeLimit: 100,
 		DiskFree: func(string) (uint64, error) { return free.Load(), nil }})
 	rb.SeedDefaults()
 	vh, _ := rb.VHost(router.DefaultVHost)
 	if _, _, err := vh.DeclareQueue(router.QueueSpec{Name: "q", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	return rb
+	return rb, Options{Router: rb}, func() { rb.CheckAlarms() }
 }
 
 // During a resource alarm our incoming window is not renewed: the alarm's
@@ -34,10 +34,8 @@ func TestSessionIncomingWindowUnderAlarm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var free atomic.Uint64
 		free.Store(1000)
-		rb := alarmBroker(t, &free)
-		client, server := net.Pipe()
-		ln := newPipeListener(addrConn{Conn: server, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})
-		p := startPeer(t, rb, Options{}, client, ln, true)
+		rb, opts, checkAlarms := alarmServer(t, &free)
+		p := startPeer(t, rb, opts, pipeClient(), true)
 		lc := p.begin(0, 2048)
 		p.attachPublisher(0, 0, "/queues/q")
 		for i := range 10 {
@@ -46,20 +44,20 @@ func TestSessionIncomingWindowUnderAlarm(t *testing.T) {
 		p.quiet()
 
 		free.Store(0)
-		rb.CheckAlarms()
+		checkAlarms()
 		f := expect[*amqp10.Flow](p, lc)
 		if f.HasHandle || f.NextIncomingID != 10 || f.IncomingWindow != sessionWindow-10 {
 			t.Fatalf("the alarm's flow: %+v, want next-incoming-id 10 and the %d left of the window", f, sessionWindow-10)
 		}
 		free.Store(1000)
-		rb.CheckAlarms()
+		checkAlarms()
 		f = expect[*amqp10.Flow](p, lc)
 		if f.HasHandle || f.NextIncomingID != 10 || f.IncomingWindow != sessionWindow {
 			t.Fatalf("the flow when the alarm cleared: %+v, want the window renewed to %d", f, sessionWindow)
 		}
 
 		free.Store(0)
-		rb.CheckAlarms()
+		checkAlarms()
 		expect[*amqp10.Flow](p, lc)
 		// One delivery in sessionWindow frames uses the whole window, with
 		// no renewal; the frame after it is beyond it.
