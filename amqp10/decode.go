@@ -715,7 +715,10 @@ const (
 // a type without one of them passes TypeNull for it. n is the number of
 // value bytes after the constructor, or negative: null, or what is wrong.
 // It is small enough to inline, with size a constant, so each Read* above
-// compiles to one function with no call on its way to the value.
+// compiles to one function with no call on its way to the value; its
+// inlining cost is at the compiler's limit (80 with Go 1.26), so check
+// `go build -gcflags=-m ./amqp10` after changing it: a call here costs the
+// per-message decoders 10-25%.
 func readFixed(b []byte, zero, small, full byte, size int) (v uint64, n int) {
 	if len(b) == 0 {
 		return 0, fixedTrunc
