@@ -193,7 +193,13 @@ func (c *conn) readHeader() ([8]byte, error) {
 	return h, err
 }
 
+// writeRaw writes b straight to the socket. Only the handshake uses it: it
+// runs on the loop's goroutine before the writer starts, so the socket's
+// write side is the loop's alone then (no outbuf hand-off yet).
 func (c *conn) writeRaw(b []byte) error {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "handshake write")
+	}
 	_, err := c.nc.Write(b)
 	return err
 }
