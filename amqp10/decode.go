@@ -247,24 +247,36 @@ func (d *decoder) body(c byte, b []byte) (any, []byte, error) {
 			return string(v), rest, nil
 		}
 		return Symbol(v), rest, nil
-	case TypeList8, TypeList32, TypeMap8, TypeMap32, TypeArray8, TypeArray32:
+	case TypeList8, TypeList32:
 		n, body, rest, err := compoundHeader(c, b)
 		if err != nil {
 			return nil, b, err
 		}
-		var v any
-		switch c {
-		case TypeList8, TypeList32:
-			v, err = d.list(n, body)
-		case TypeMap8, TypeMap32:
-			v, err = d.mapBody(n, body)
-		default:
-			v, err = d.array(n, body)
-		}
+		l, err := d.list(n, body)
 		if err != nil {
 			return nil, b, err
 		}
-		return v, rest, nil
+		return l, rest, nil
+	case TypeMap8, TypeMap32:
+		n, body, rest, err := compoundHeader(c, b)
+		if err != nil {
+			return nil, b, err
+		}
+		m, err := d.mapBody(n, body)
+		if err != nil {
+			return nil, b, err
+		}
+		return m, rest, nil
+	case TypeArray8, TypeArray32:
+		n, body, rest, err := compoundHeader(c, b)
+		if err != nil {
+			return nil, b, err
+		}
+		a, err := d.array(n, body)
+		if err != nil {
+			return nil, b, err
+		}
+		return a, rest, nil
 	}
 	return nil, b, errCtor(c)
 }
@@ -660,110 +672,99 @@ func ReadBool(b []byte) (v, ok bool, rest []byte, err error) {
 
 // ReadUbyte decodes a ubyte (null gives 0, false).
 func ReadUbyte(b []byte) (v uint8, ok bool, rest []byte, err error) {
-	u, n := readFixed(b, TypeNull, TypeUbyte, TypeNull, 1) // one byte: the "small" encoding
-	if n < 0 {
-		return 0, false, fixedRest(b, n), fixedErr(b, n, "ubyte")
+	if len(b) == 0 {
+		return 0, false, b, errTrunc("ubyte")
 	}
-	return uint8(u), true, b[1+n:], nil
+	switch b[0] {
+	case TypeNull:
+		return 0, false, b[1:], nil
+	case TypeUbyte:
+		if len(b) < 2 {
+			return 0, false, b, errTrunc("ubyte")
+		}
+		return b[1], true, b[2:], nil
+	}
+	return 0, false, b, errWrongType("ubyte", b[0])
 }
 
 // ReadUshort decodes a ushort (null gives 0, false).
 func ReadUshort(b []byte) (v uint16, ok bool, rest []byte, err error) {
-	u, n := readFixed(b, TypeNull, TypeNull, TypeUshort, 2)
-	if n < 0 {
-		return 0, false, fixedRest(b, n), fixedErr(b, n, "ushort")
+	if len(b) == 0 {
+		return 0, false, b, errTrunc("ushort")
 	}
-	return uint16(u), true, b[1+n:], nil
+	switch b[0] {
+	case TypeNull:
+		return 0, false, b[1:], nil
+	case TypeUshort:
+		if len(b) < 3 {
+			return 0, false, b, errTrunc("ushort")
+		}
+		return binary.BigEndian.Uint16(b[1:]), true, b[3:], nil
+	}
+	return 0, false, b, errWrongType("ushort", b[0])
 }
 
 // ReadUint decodes a uint in any width (null gives 0, false).
 func ReadUint(b []byte) (v uint32, ok bool, rest []byte, err error) {
-	u, n := readFixed(b, TypeUint0, TypeSmallUint, TypeUint, 4)
-	if n < 0 {
-		return 0, false, fixedRest(b, n), fixedErr(b, n, "uint")
+	if len(b) == 0 {
+		return 0, false, b, errTrunc("uint")
 	}
-	return uint32(u), true, b[1+n:], nil
+	switch b[0] {
+	case TypeNull:
+		return 0, false, b[1:], nil
+	case TypeUint0:
+		return 0, true, b[1:], nil
+	case TypeSmallUint:
+		if len(b) < 2 {
+			return 0, false, b, errTrunc("uint")
+		}
+		return uint32(b[1]), true, b[2:], nil
+	case TypeUint:
+		if len(b) < 5 {
+			return 0, false, b, errTrunc("uint")
+		}
+		return binary.BigEndian.Uint32(b[1:]), true, b[5:], nil
+	}
+	return 0, false, b, errWrongType("uint", b[0])
 }
 
 // ReadULong decodes a ulong in any width (null gives 0, false).
 func ReadULong(b []byte) (v uint64, ok bool, rest []byte, err error) {
-	u, n := readFixed(b, TypeULong0, TypeSmallULong, TypeULong, 8)
-	if n < 0 {
-		return 0, false, fixedRest(b, n), fixedErr(b, n, "ulong")
+	if len(b) == 0 {
+		return 0, false, b, errTrunc("ulong")
 	}
-	return uint64(u), true, b[1+n:], nil
+	switch b[0] {
+	case TypeNull:
+		return 0, false, b[1:], nil
+	case TypeULong0:
+		return 0, true, b[1:], nil
+	case TypeSmallULong:
+		if len(b) < 2 {
+			return 0, false, b, errTrunc("ulong")
+		}
+		return uint64(b[1]), true, b[2:], nil
+	case TypeULong:
+		if len(b) < 9 {
+			return 0, false, b, errTrunc("ulong")
+		}
+		return binary.BigEndian.Uint64(b[1:]), true, b[9:], nil
+	}
+	return 0, false, b, errWrongType("ulong", b[0])
 }
 
 // ReadTimestamp decodes a timestamp (null gives 0, false).
 func ReadTimestamp(b []byte) (v Timestamp, ok bool, rest []byte, err error) {
-	u, n := readFixed(b, TypeNull, TypeNull, TypeTimestamp, 8)
-	if n < 0 {
-		return 0, false, fixedRest(b, n), fixedErr(b, n, "timestamp")
-	}
-	return Timestamp(u), true, b[1+n:], nil
-}
-
-// What readFixed found instead of a value.
-const (
-	fixedNull  = -1 // null
-	fixedTrunc = -2 // too few bytes
-	fixedWrong = -3 // another type's constructor
-)
-
-// readFixed decodes b as a fixed-width type whose encodings are zero (no
-// bytes: the value 0), small (one byte) and full (size bytes, big-endian);
-// a type without one of them passes TypeNull for it. n is the number of
-// value bytes after the constructor, or negative: null, or what is wrong.
-// It is small enough to inline, with size a constant, so each Read* above
-// compiles to one function with no call on its way to the value; its
-// inlining cost is at the compiler's limit (80 with Go 1.26), so check
-// `go build -gcflags=-m ./amqp10` after changing it: a call here costs the
-// per-message decoders 10-25%.
-func readFixed(b []byte, zero, small, full byte, size int) (v uint64, n int) {
 	if len(b) == 0 {
-		return 0, fixedTrunc
+		return 0, false, b, errTrunc("timestamp")
 	}
 	switch b[0] {
 	case TypeNull:
-		return 0, fixedNull
-	case zero:
-		return 0, 0
-	case small:
-		if len(b) < 2 {
-			return 0, fixedTrunc
+		return 0, false, b[1:], nil
+	case TypeTimestamp:
+		if len(b) < 9 {
+			return 0, false, b, errTrunc("timestamp")
 		}
-		return uint64(b[1]), 1
-	case full:
-		if len(b) <= size {
-			return 0, fixedTrunc
-		}
-		switch size {
-		case 2:
-			return uint64(binary.BigEndian.Uint16(b[1:])), 2
-		case 4:
-			return uint64(binary.BigEndian.Uint32(b[1:])), 4
-		}
-		return binary.BigEndian.Uint64(b[1:]), 8
+		return Timestamp(binary.BigEndian.Uint64(b[1:])), true, b[9:], nil
 	}
-	return 0, fixedWrong
-}
-
-// fixedRest is the rest of b after what readFixed found: null is
-// consumed; nothing else.
-func fixedRest(b []byte, n int) []byte {
-	if n == fixedNull {
-		return b[1:]
-	}
-	return b
-}
-
-// fixedErr is the error for what readFixed found (nil for null).
-func fixedErr(b []byte, n int, what string) error {
-	switch n {
-	case fixedTrunc:
-		return errTrunc(what)
-	case fixedWrong:
-		return errWrongType(what, b[0])
-	}
-	return nil
+	return 0, false, b, errWrongType("timestamp", b[0])
 }

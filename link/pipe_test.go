@@ -60,8 +60,8 @@ func (f wireFrame) String() string {
 // server options that serve it, the defaults otherwise: the one place that
 // knows how these tests assemble a broker.
 func fuzzServer(t *testing.T) (*router.Broker, Options) {
-	rb := newFuzzBroker(t)
-	return rb, Options{Router: rb}
+	rb, users := newFuzzBroker(t)
+	return rb, Options{Router: rb, Auth: users}
 }
 
 // startPipePeer serves one connection of a fresh broker (fuzzServer) over

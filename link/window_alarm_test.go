@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -17,12 +18,13 @@ func alarmServer(t *testing.T, free *atomic.Uint64) (rb *router.Broker, opts Opt
 	t.Helper()
 	rb = router.New(router.Options{Store: store.NewMemory(), DiskFreeLimit: 100,
 		DiskFree: func(string) (uint64, error) { return free.Load(), nil }})
-	rb.SeedDefaults()
+	users := auth.New(rb)
+	users.SeedDefaults()
 	vh, _ := rb.VHost(router.DefaultVHost)
 	if _, _, err := vh.DeclareQueue(router.QueueSpec{Name: "q", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	return rb, Options{Router: rb}, func() { rb.CheckAlarms() }
+	return rb, Options{Router: rb, Auth: users}, func() { rb.Alarms().Check() }
 }
 
 // During a resource alarm our incoming window is not renewed: the alarm's
