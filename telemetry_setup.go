@@ -13,24 +13,6 @@ import (
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
-// TelemetryOptions configure tracing and metrics (the README's "Tracing and
-// metrics" section). The zero value has tracing follow the standard
-// OTEL_* environment variables (off unless OTEL_TRACES_EXPORTER=otlp) and
-// metrics off.
-type TelemetryOptions struct {
-	// Tracing is "auto" (or ""), "on" or "off".
-	Tracing string
-	// OTLPEndpoint is the collector's base URL; "" follows OTEL_EXPORTER_OTLP_ENDPOINT.
-	OTLPEndpoint string
-	// OTLPProtocol is "grpc" or "http/protobuf"; "" follows OTEL_EXPORTER_OTLP_PROTOCOL.
-	OTLPProtocol string
-	// Metrics collects metrics and serves them as Prometheus text at
-	// /metrics on the HTTP listener.
-	Metrics bool
-	// OTLPMetrics also pushes metrics over OTLP (as does OTEL_METRICS_EXPORTER=otlp).
-	OTLPMetrics bool
-}
-
 // setupTelemetry builds the providers from opts and returns the tracer (nil:
 // off) and the link counters (nil: no metrics). It wraps the logger so that
 // records logged with a span's context carry trace_id and span_id.
@@ -223,7 +205,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		o.ObserveInt64(connections, snap.Connections)
 		o.ObserveInt64(sessions, snap.Sessions)
 		o.ObserveInt64(links, snap.Links)
-		o.ObserveInt64(authFailures, int64(b.router.AuthFailures()))
+		o.ObserveInt64(authFailures, int64(b.auth.LoginFailures()))
 		if b.store != nil {
 			st := b.store.Stats()
 			o.ObserveInt64(storeCorrupt, int64(st.Corruptions))

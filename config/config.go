@@ -1,22 +1,26 @@
-// Package config turns command-line flags, EPITAPH_* environment variables
-// and an optional YAML file into a validated Config for cmd/epitaph.
+// Package config defines the broker's settings, once: Config, its
+// defaults (Default) and its validation, and turns command-line flags,
+// EPITAPH_* environment variables and an optional YAML file into a
+// validated Config for cmd/epitaph.
 //
 // Precedence, highest first: flags, environment, file, defaults. Every key
 // has a flag of the same name (--max-frame-size), an environment variable
 // (EPITAPH_MAX_FRAME_SIZE) and a YAML key (max-frame-size).
 //
-// config imports only the standard library, viper and pflag; no broker
-// package imports config. cmd/epitaph maps a Config onto epitaph.Options.
+// config imports only the standard library, viper and pflag. epitaph.Options
+// embeds Config and link.Options embeds its AMQP group, so nothing maps a
+// setting from one struct to another; see Config for what a zero value
+// means.
 package config
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -98,6 +102,14 @@ const (
 	CertLoginSAN               = "subject_alternative_name"
 )
 
+// Values of ssl-cert-login-san-type, as RabbitMQ's ssl_cert_login_san_type.
+const (
+	SANTypeDNS   = "dns"
+	SANTypeIP    = "ip"
+	SANTypeEmail = "email"
+	SANTypeURI   = "uri"
+)
+
 // Values of plain-without-tls.
 const (
 	PlainWithoutTLSLoopback = "loopback"
@@ -116,6 +128,10 @@ const (
 	OTLPGRPC = "grpc"
 	OTLPHTTP = "http/protobuf"
 )
+
+// DefaultTLSListen is the amqps listen address when tls-cert-file is set
+// and tls-listen is not; any other tls-listen needs tls-cert-file.
+const DefaultTLSListen = ":5671"
 
 // keyConfig is the flag naming the YAML file; it is not a Config field.
 const keyConfig = "config"
@@ -143,82 +159,171 @@ const (
 	LogFormatJSON = "json"
 )
 
-// Config is the broker's whole configuration. The mapstructure tags are the
-// YAML keys and flag names.
+// Config is the broker's whole configuration, and the one definition of
+// each setting: epitaph.Options embeds it and link takes its AMQP group,
+// so a setting has the same name, type and meaning in the YAML file, the
+// flag, the environment variable and the Go field. The mapstructure tags
+// are the YAML keys and flag names; the groups are squashed, so every key
+// stays flat (max-frame-size, not amqp.max-frame-size).
+//
+// Zero values: a zero never means "the default". Defaults come from
+// Default, and a zero means none (no limit, no alarm, no wait, no listener,
+// no file) where that makes sense, and is refused by Validate where it does
+// not (a zero max-frame-size or idle-timeout). The exceptions are the
+// settings whose empty value names a place derived from the environment at
+// start: DataDir, OTLPEndpoint and OTLPProtocol (documented on each).
 type Config struct {
-	// Listen is the AMQP listen address (host:port; port 0 picks a free one).
+	// Listen is the AMQP listen address (host:port; port 0 picks a free
+	// one); empty turns the plain listener off, which needs TLSCertFile.
 	Listen string `mapstructure:"listen"`
 	// HTTPListen is the management HTTP address; empty turns it off.
-	// Accepted for forward compatibility; nothing listens on it yet.
 	HTTPListen string `mapstructure:"http-listen"`
-	// Definitions is the path of a RabbitMQ definitions JSON file applied
-	// at start; empty means none.
-	Definitions string `mapstructure:"definitions"`
-	// InMemory selects the in-memory store, today the only store.
+	// DefinitionsFile is the path of a RabbitMQ definitions JSON file
+	// applied at start; empty means none.
+	DefinitionsFile string `mapstructure:"definitions"`
+	// InMemory keeps messages and topology in memory only (nothing survives
+	// a restart); otherwise they are stored in DataDir.
 	InMemory bool `mapstructure:"in-memory"`
-	// AutoCreateQueues declares a classic queue when a link attaches to a
-	// bare address that names no existing node.
-	AutoCreateQueues bool `mapstructure:"auto-create-queues"`
 	// StrictParity turns off epitaph's additions to RabbitMQ 4.3's
 	// dead-letter annotations (x-last-death-error-condition/-description).
 	StrictParity bool `mapstructure:"strict-parity"`
-	// DataDir is the durable store's directory ("" means the embedded
-	// default: $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data).
+	// DataDir is the durable store's directory, created when missing; ""
+	// means DefaultDataDir(): $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph
+	// or ./data.
 	DataDir string `mapstructure:"data-dir"`
 	// StoreRecovery is what start-up does with a damaged store: "strict"
 	// refuses to start (saying which file is damaged where), "salvage"
-	// starts with what is readable and logs what it dropped.
+	// starts with what is readable, after keeping copies of the damaged
+	// files in a salvaged-<time> directory inside DataDir, and logs what it
+	// dropped.
 	StoreRecovery string `mapstructure:"store-recovery"`
 	// DiskFreeLimit blocks publishers while the data directory's file
-	// system has less free space, in bytes; 0 turns the disk alarm off.
+	// system has less free space, in bytes; 0 turns the disk alarm off. Not
+	// checked in memory mode.
 	DiskFreeLimit uint64 `mapstructure:"disk-free-limit"`
 	// MemoryHighWatermark blocks publishers while the process uses more
 	// memory, in bytes; 0 turns the memory alarm off.
 	MemoryHighWatermark uint64 `mapstructure:"memory-high-watermark"`
 	// DeadLetterRetryInterval is how often retained at-least-once dead
-	// letters are retried.
+	// letters are retried (RabbitMQ's default is 180s); positive.
 	DeadLetterRetryInterval time.Duration `mapstructure:"dead-letter-retry-interval"`
-	// Anonymous is from where ANONYMOUS and no-SASL connections are
-	// accepted: "loopback", "all" or "none".
-	Anonymous string `mapstructure:"anonymous"`
-	// MaxFrameSize is advertised in open; at least 512.
-	MaxFrameSize uint32 `mapstructure:"max-frame-size"`
-	// ChannelMax is advertised in open (highest channel number).
-	ChannelMax uint16 `mapstructure:"channel-max"`
-	// HandleMax is advertised in begin (highest link handle).
-	HandleMax uint32 `mapstructure:"handle-max"`
-	// IdleTimeout closes a connection that sends nothing for this long.
-	IdleTimeout time.Duration `mapstructure:"idle-timeout"`
-	// MaxMessageSize is advertised on attach, in bytes.
-	MaxMessageSize uint64 `mapstructure:"max-message-size"`
-	// HandshakeTimeout bounds the protocol header, SASL and open exchange.
-	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
-	// MaxConnections is the node's connection limit: a connection beyond
-	// it is answered with open then close(amqp:resource-limit-exceeded).
-	// 0 means unlimited.
-	MaxConnections int `mapstructure:"max-connections"`
 	// AuthFailureDelay is the wait before a failed authentication (AMQP
 	// SASL, HTTP basic auth) is answered, multiplied by the recent failures
 	// from the same address (at most ten times); 0 means no wait.
 	AuthFailureDelay time.Duration `mapstructure:"auth-failure-delay"`
 	// AuthFailureSources bounds the addresses whose failures are remembered.
 	AuthFailureSources int `mapstructure:"auth-failure-sources"`
-	// HTTPGetMaxCount bounds the count of one HTTP get of messages;
-	// HTTPGetMaxBytes the payload bytes of its answer.
+	// HTTPGetMaxCount bounds the count of one HTTP get of messages (above
+	// it: 400); HTTPGetMaxBytes the payload bytes of its answer (fewer
+	// messages, and the X-Epitaph-Get-Truncated header).
 	HTTPGetMaxCount int `mapstructure:"http-get-max-count"`
 	HTTPGetMaxBytes int `mapstructure:"http-get-max-bytes"`
+
+	// AMQP is what the AMQP 1.0 front end (package link) needs.
+	AMQP `mapstructure:",squash"`
+	// TLS is the amqps listener and client certificate settings.
+	TLS `mapstructure:",squash"`
+	// Telemetry is tracing and metrics.
+	Telemetry `mapstructure:",squash"`
+	// Process is what only cmd/epitaph applies, because it changes
+	// process-wide state; epitaph.Start ignores it.
+	Process `mapstructure:",squash"`
+}
+
+// AMQP is the AMQP 1.0 front end's settings: what link.Server needs.
+type AMQP struct {
+	// Anonymous is from where ANONYMOUS and no-SASL connections are
+	// accepted (as the guest user): "loopback", "all" or "none".
+	Anonymous string `mapstructure:"anonymous"`
+	// PlainWithoutTLS is from where SASL PLAIN is accepted on a connection
+	// without TLS: "loopback" or "all". Over TLS it always is.
+	PlainWithoutTLS string `mapstructure:"plain-without-tls"`
+	// AutoCreateQueues declares a classic queue when a link attaches to a
+	// bare address that names no existing node.
+	AutoCreateQueues bool `mapstructure:"auto-create-queues"`
+	// MaxFrameSize is advertised in open and enforced; at least 512.
+	MaxFrameSize uint32 `mapstructure:"max-frame-size"`
+	// ChannelMax is advertised in open (highest channel number); at least 1.
+	ChannelMax uint16 `mapstructure:"channel-max"`
+	// HandleMax is advertised in begin (highest link handle); at least 1.
+	HandleMax uint32 `mapstructure:"handle-max"`
+	// IdleTimeout closes a connection that sends nothing for this long.
+	// Heartbeats are sent at half the peer's idle-time-out, and at least
+	// every 15s.
+	IdleTimeout time.Duration `mapstructure:"idle-timeout"`
+	// MaxMessageSize is advertised on attach and enforced, in bytes.
+	MaxMessageSize uint64 `mapstructure:"max-message-size"`
+	// HandshakeTimeout bounds the protocol header, SASL and open exchange.
+	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
+	// WriteTimeout closes a connection whose peer takes no output for this
+	// long (it stopped reading), as a lost connection; a peer that reads
+	// slowly is never cut: every write that moves bytes starts it afresh.
+	WriteTimeout time.Duration `mapstructure:"write-timeout"`
+	// MaxConnections is the node's connection limit: a connection beyond
+	// it is answered with open then close(amqp:resource-limit-exceeded).
+	// Every accepted socket counts until its goroutines have finished,
+	// handshakes included. 0 means unlimited.
+	MaxConnections int `mapstructure:"max-connections"`
+	// InitialFrameMax is the largest frame accepted before open (SASL and
+	// open frames), in bytes; at least 512. RabbitMQ's is the same 8192
+	// (INITIAL_MAX_FRAME_SIZE in deps/rabbit/include/rabbit_amqp_reader.hrl).
+	InitialFrameMax uint32 `mapstructure:"initial-frame-max"`
+	// MaxLinksPerConnection bounds the links of one connection, over all
+	// its sessions; an attach beyond it is refused with
+	// amqp:resource-limit-exceeded.
+	MaxLinksPerConnection int `mapstructure:"max-links-per-connection"`
+	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
+	// messages one connection holds, over all its links; at least
+	// MaxMessageSize.
+	MaxUnfinishedBytes int64 `mapstructure:"max-unfinished-bytes"`
+	// MaxUnsettledIncoming bounds, per session, the rcv-settle-mode second
+	// publishes whose outcome the peer has not settled.
+	MaxUnsettledIncoming int `mapstructure:"max-unsettled-incoming"`
 	// ManagementPendingBytes bounds the /management responses a session
-	// holds for a client that does not take them.
+	// holds for a client that does not take them; beyond it the request
+	// link is detached with amqp:resource-limit-exceeded.
 	ManagementPendingBytes int `mapstructure:"management-pending-bytes"`
-	// GCHeapFloor is the smallest heap goal the garbage collector is given
-	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
-	// leaves the collector alone. A memory high watermark caps it at half
-	// the watermark.
-	GCHeapFloor uint64 `mapstructure:"gc-heap-floor"`
-	// LogLevel is "debug", "info", "warn" or "error".
-	LogLevel string `mapstructure:"log-level"`
-	// LogFormat is "text" or "json".
-	LogFormat string `mapstructure:"log-format"`
+}
+
+// TLS is the amqps listener's and the HTTPS API's settings, with the
+// semantics of RabbitMQ's ssl_options and rabbitmq_auth_mechanism_ssl.
+// link.NewTLSCerts takes it.
+type TLS struct {
+	// TLSListen is the amqps listen address, used when TLSCertFile is set;
+	// without it, anything but DefaultTLSListen is refused.
+	TLSListen string `mapstructure:"tls-listen"`
+	// TLSCertFile and TLSKeyFile are the server's PEM certificate chain and
+	// key; setting them turns the amqps listener on, empty means no TLS.
+	TLSCertFile string `mapstructure:"tls-cert-file"`
+	TLSKeyFile  string `mapstructure:"tls-key-file"`
+	// TLSCAFile holds the PEM certificates client certificates are
+	// verified against; required by TLSVerifyPeer.
+	TLSCAFile string `mapstructure:"tls-ca-file"`
+	// TLSVerifyPeer asks clients for a certificate and verifies any they
+	// send (ssl_options.verify = verify_peer). Without it no client
+	// certificate is requested and SASL EXTERNAL is never offered.
+	TLSVerifyPeer bool `mapstructure:"tls-verify-peer"`
+	// TLSFailIfNoPeerCert refuses the handshake of a client that sends no
+	// certificate (ssl_options.fail_if_no_peer_cert); needs TLSVerifyPeer.
+	TLSFailIfNoPeerCert bool `mapstructure:"tls-fail-if-no-peer-cert"`
+	// TLSHandshakeTimeout bounds the TLS handshake (RabbitMQ's
+	// ssl_handshake_timeout, 5s); positive.
+	TLSHandshakeTimeout time.Duration `mapstructure:"tls-handshake-timeout"`
+	// SSLCertLoginFrom names the user of a SASL EXTERNAL login:
+	// distinguished_name, common_name or subject_alternative_name.
+	SSLCertLoginFrom string `mapstructure:"ssl-cert-login-from"`
+	// SSLCertLoginSANType (dns, ip, email or uri) and SSLCertLoginSANIndex
+	// (0 is the first name of that type) pick the subject alternative name
+	// for subject_alternative_name.
+	SSLCertLoginSANType  string `mapstructure:"ssl-cert-login-san-type"`
+	SSLCertLoginSANIndex int    `mapstructure:"ssl-cert-login-san-index"`
+	// HTTPTLS serves the management API over HTTPS with the TLS certificate.
+	HTTPTLS bool `mapstructure:"http-tls"`
+}
+
+// Telemetry is the tracing and metrics settings (the README's "Tracing and
+// metrics" section).
+type Telemetry struct {
 	// Tracing is "auto" (on when OTEL_TRACES_EXPORTER=otlp), "on" or "off".
 	Tracing string `mapstructure:"tracing"`
 	// OTLPEndpoint is the OTLP collector's base URL; empty follows
@@ -231,92 +336,72 @@ type Config struct {
 	Metrics bool `mapstructure:"metrics"`
 	// OTLPMetrics also pushes metrics over OTLP.
 	OTLPMetrics bool `mapstructure:"otlp-metrics"`
-	// WriteTimeout closes a connection whose peer takes no output for this
-	// long (it stopped reading); a peer that reads slowly is never cut.
-	WriteTimeout time.Duration `mapstructure:"write-timeout"`
-	// InitialFrameMax is the largest frame accepted before open (SASL and
-	// open frames), in bytes; at least 512.
-	InitialFrameMax uint32 `mapstructure:"initial-frame-max"`
-	// MaxLinksPerConnection bounds the links of one connection, over all
-	// its sessions.
-	MaxLinksPerConnection int `mapstructure:"max-links-per-connection"`
-	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
-	// messages one connection holds, over all its links.
-	MaxUnfinishedBytes uint64 `mapstructure:"max-unfinished-bytes"`
-	// MaxUnsettledIncoming bounds, per session, the rcv-settle-mode second
-	// publishes whose outcome the peer has not settled.
-	MaxUnsettledIncoming int `mapstructure:"max-unsettled-incoming"`
-
-	// TLSListen is the amqps listen address, used when TLSCertFile is set.
-	TLSListen string `mapstructure:"tls-listen"`
-	// TLSCertFile and TLSKeyFile (PEM) turn the amqps listener on.
-	TLSCertFile string `mapstructure:"tls-cert-file"`
-	TLSKeyFile  string `mapstructure:"tls-key-file"`
-	// TLSCAFile (PEM) verifies client certificates.
-	TLSCAFile string `mapstructure:"tls-ca-file"`
-	// TLSVerifyPeer requests and verifies client certificates.
-	TLSVerifyPeer bool `mapstructure:"tls-verify-peer"`
-	// TLSFailIfNoPeerCert refuses TLS clients without a certificate.
-	TLSFailIfNoPeerCert bool `mapstructure:"tls-fail-if-no-peer-cert"`
-	// TLSHandshakeTimeout bounds the TLS handshake.
-	TLSHandshakeTimeout time.Duration `mapstructure:"tls-handshake-timeout"`
-	// SSLCertLoginFrom names the SASL EXTERNAL user: distinguished_name,
-	// common_name or subject_alternative_name.
-	SSLCertLoginFrom string `mapstructure:"ssl-cert-login-from"`
-	// SSLCertLoginSANType and SSLCertLoginSANIndex pick the subject
-	// alternative name for subject_alternative_name.
-	SSLCertLoginSANType  string `mapstructure:"ssl-cert-login-san-type"`
-	SSLCertLoginSANIndex int    `mapstructure:"ssl-cert-login-san-index"`
-	// HTTPTLS serves the management API over HTTPS with the TLS certificate.
-	HTTPTLS bool `mapstructure:"http-tls"`
-	// PlainWithoutTLS is from where SASL PLAIN is accepted without TLS:
-	// "loopback" or "all".
-	PlainWithoutTLS string `mapstructure:"plain-without-tls"`
 }
 
-// Default returns the configuration used when nothing is set.
+// Process is the settings cmd/epitaph applies to its own process: the
+// logger and the garbage collector. An embedding program has its own.
+type Process struct {
+	// GCHeapFloor is the smallest heap goal the garbage collector is given
+	// (cmd/epitaph raises GOGC while the live heap is small), in bytes; 0
+	// leaves the collector alone. A memory high watermark caps it at half
+	// the watermark.
+	GCHeapFloor uint64 `mapstructure:"gc-heap-floor"`
+	// LogLevel is "debug", "info", "warn" or "error".
+	LogLevel string `mapstructure:"log-level"`
+	// LogFormat is "text" or "json".
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// DefaultDataDir is where the store lives when DataDir is empty:
+// $XDG_DATA_HOME/epitaph, else ~/.local/share/epitaph, else ./data.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "epitaph")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "share", "epitaph")
+	}
+	return "data"
+}
+
+// Default returns the configuration used when nothing is set: the defaults
+// of the README's configuration table.
 func Default() Config {
 	return Config{
 		Listen:                  ":5672",
 		HTTPListen:              "127.0.0.1:15672",
-		Definitions:             "",
-		InMemory:                false,
-		AutoCreateQueues:        false,
-		StrictParity:            false,
 		StoreRecovery:           StoreRecoveryStrict,
 		DiskFreeLimit:           100 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
-		Anonymous:               AnonymousLoopback,
-		MaxFrameSize:            131072,
-		ChannelMax:              255,
-		HandleMax:               255,
-		IdleTimeout:             60 * time.Second,
-		MaxMessageSize:          16 << 20,
-		HandshakeTimeout:        10 * time.Second,
-		MaxConnections:          10000,
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
 		HTTPGetMaxCount:         10000,
 		HTTPGetMaxBytes:         16 << 20,
-		ManagementPendingBytes:  1 << 20,
-		GCHeapFloor:             32 << 20,
-		LogLevel:                "info",
-		LogFormat:               LogFormatText,
-		Tracing:                 TracingAuto,
-		OTLPEndpoint:            "",
-		OTLPProtocol:            "",
-		Metrics:                 true,
-		OTLPMetrics:             false,
-		WriteTimeout:            30 * time.Second,
-		InitialFrameMax:         8192,
-		MaxLinksPerConnection:   4096,
-		MaxUnfinishedBytes:      64 << 20,
-		MaxUnsettledIncoming:    8192,
-		TLSListen:               ":5671",
-		TLSHandshakeTimeout:     5 * time.Second,
-		SSLCertLoginFrom:        CertLoginDistinguishedName,
-		SSLCertLoginSANType:     "dns",
-		PlainWithoutTLS:         PlainWithoutTLSLoopback,
+		AMQP: AMQP{
+			Anonymous:              AnonymousLoopback,
+			PlainWithoutTLS:        PlainWithoutTLSLoopback,
+			MaxFrameSize:           131072,
+			ChannelMax:             255,
+			HandleMax:              255,
+			IdleTimeout:            60 * time.Second,
+			MaxMessageSize:         16 << 20,
+			HandshakeTimeout:       10 * time.Second,
+			WriteTimeout:           30 * time.Second,
+			MaxConnections:         10000,
+			InitialFrameMax:        8192,
+			MaxLinksPerConnection:  4096,
+			MaxUnfinishedBytes:     64 << 20,
+			MaxUnsettledIncoming:   8192,
+			ManagementPendingBytes: 1 << 20,
+		},
+		TLS: TLS{
+			TLSListen:           DefaultTLSListen,
+			TLSHandshakeTimeout: 5 * time.Second,
+			SSLCertLoginFrom:    CertLoginDistinguishedName,
+			SSLCertLoginSANType: SANTypeDNS,
+		},
+		Telemetry: Telemetry{Tracing: TracingAuto, Metrics: true},
+		Process:   Process{GCHeapFloor: 32 << 20, LogLevel: "info", LogFormat: LogFormatText},
 	}
 }
 
@@ -329,7 +414,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(keyConfig, "", "YAML configuration `file` (env "+EnvPrefix+"_CONFIG)")
 	fs.String(KeyListen, d.Listen, "AMQP listen `address` (port 0 picks a free port)")
 	fs.String(KeyHTTPListen, d.HTTPListen, "management HTTP API `address`; empty turns it off")
-	fs.String(KeyDefinitions, d.Definitions, "RabbitMQ definitions JSON `file` applied at start")
+	fs.String(KeyDefinitions, d.DefinitionsFile, "RabbitMQ definitions JSON `file` applied at start")
 	fs.Bool(KeyInMemory, d.InMemory, "keep messages and topology in memory only (nothing survives a restart)")
 	fs.String(KeyDataDir, d.DataDir, "durable store `directory` (default $XDG_DATA_HOME/epitaph, ~/.local/share/epitaph or ./data)")
 	fs.String(KeyStoreRecovery, d.StoreRecovery, "a damaged store: strict refuses to start, salvage starts with what is readable (logged, damaged files kept)")
@@ -362,9 +447,9 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyWriteTimeout, d.WriteTimeout, "close a connection whose peer takes no output for this `duration` (it stopped reading)")
 	fs.Uint32(KeyInitialFrameMax, d.InitialFrameMax, "largest frame accepted before open (SASL and open), in `bytes` (at least 512)")
 	fs.Int(KeyMaxLinksPerConnection, d.MaxLinksPerConnection, "most links attached on one connection, over all its sessions")
-	fs.Uint64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
+	fs.Int64(KeyMaxUnfinishedBytes, d.MaxUnfinishedBytes, "most `bytes` of incomplete multi-frame messages one connection may hold (at least max-message-size)")
 	fs.Int(KeyMaxUnsettledIncoming, d.MaxUnsettledIncoming, "most rcv-settle-mode second publishes per session awaiting the client's settlement")
-	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set")
+	fs.String(KeyTLSListen, d.TLSListen, "amqps listen `address`, used when tls-cert-file is set (another address without it is refused)")
 	fs.String(KeyTLSCertFile, d.TLSCertFile, "PEM certificate (chain) `file`; turns the amqps listener on (reloaded on SIGHUP)")
 	fs.String(KeyTLSKeyFile, d.TLSKeyFile, "PEM private key `file` of tls-cert-file")
 	fs.String(KeyTLSCAFile, d.TLSCAFile, "PEM CA `file` client certificates are verified against")
@@ -416,7 +501,7 @@ func Load(args []string) (*Config, error) {
 	defaults := map[string]any{
 		KeyListen:           d.Listen,
 		KeyHTTPListen:       d.HTTPListen,
-		KeyDefinitions:      d.Definitions,
+		KeyDefinitions:      d.DefinitionsFile,
 		KeyInMemory:         d.InMemory,
 		KeyAutoCreateQueues: d.AutoCreateQueues,
 		KeyStrictParity:     d.StrictParity,
@@ -562,7 +647,7 @@ func (c *Config) Validate() error {
 	if c.MaxLinksPerConnection < 1 {
 		return invalid(KeyMaxLinksPerConnection, c.MaxLinksPerConnection, "want at least 1")
 	}
-	if c.MaxUnfinishedBytes < c.MaxMessageSize || c.MaxUnfinishedBytes > math.MaxInt64 {
+	if c.MaxUnfinishedBytes < 0 || uint64(c.MaxUnfinishedBytes) < c.MaxMessageSize {
 		return invalid(KeyMaxUnfinishedBytes, c.MaxUnfinishedBytes,
 			fmt.Sprintf("want at least max-message-size (%d): a multi-frame message of that size must fit", c.MaxMessageSize))
 	}
@@ -626,45 +711,57 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// validateTLS checks the TLS keys.
+// validateTLS checks the TLS keys and the settings that depend on TLS.
 func (c *Config) validateTLS() error {
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return invalid(KeyTLSKeyFile, c.TLSKeyFile, "tls-cert-file and tls-key-file go together")
-	}
-	if c.TLSCertFile != "" {
-		if err := validAddr(KeyTLSListen, c.TLSListen); err != nil {
-			return err
-		}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.HTTPTLS && c.TLSCertFile == "" {
 		return invalid(KeyHTTPTLS, c.HTTPTLS, "needs tls-cert-file")
-	}
-	if c.TLSVerifyPeer && c.TLSCAFile == "" {
-		return invalid(KeyTLSCAFile, c.TLSCAFile, "tls-verify-peer needs a CA file")
-	}
-	if c.TLSFailIfNoPeerCert && !c.TLSVerifyPeer {
-		return invalid(KeyTLSFailIfNoPeerCert, c.TLSFailIfNoPeerCert, "needs tls-verify-peer")
-	}
-	if c.TLSHandshakeTimeout <= 0 {
-		return invalid(KeyTLSHandshakeTimeout, c.TLSHandshakeTimeout, "want a positive duration")
-	}
-	switch c.SSLCertLoginFrom {
-	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
-	default:
-		return invalid(KeySSLCertLoginFrom, c.SSLCertLoginFrom, "want distinguished_name, common_name or subject_alternative_name")
-	}
-	switch c.SSLCertLoginSANType {
-	case "dns", "ip", "email", "uri":
-	default:
-		return invalid(KeySSLCertLoginSANType, c.SSLCertLoginSANType, "want dns, ip, email or uri")
-	}
-	if c.SSLCertLoginSANIndex < 0 {
-		return invalid(KeySSLCertLoginSANIndex, c.SSLCertLoginSANIndex, "want 0 or more")
 	}
 	switch c.PlainWithoutTLS {
 	case PlainWithoutTLSLoopback, PlainWithoutTLSAll:
 	default:
 		return invalid(KeyPlainWithoutTLS, c.PlainWithoutTLS, "want loopback or all")
+	}
+	return nil
+}
+
+// Validate reports the first invalid TLS setting, wrapping ErrInvalid.
+func (t *TLS) Validate() error {
+	if (t.TLSCertFile == "") != (t.TLSKeyFile == "") {
+		return invalid(KeyTLSKeyFile, t.TLSKeyFile, "tls-cert-file and tls-key-file go together")
+	}
+	if t.TLSCertFile != "" {
+		if err := validAddr(KeyTLSListen, t.TLSListen); err != nil {
+			return err
+		}
+	} else if t.TLSListen != DefaultTLSListen {
+		// An address of one's own choosing says TLS was meant to be on.
+		return invalid(KeyTLSListen, t.TLSListen, "needs tls-cert-file")
+	}
+	if t.TLSVerifyPeer && t.TLSCAFile == "" {
+		return invalid(KeyTLSCAFile, t.TLSCAFile, "tls-verify-peer needs a CA file")
+	}
+	if t.TLSFailIfNoPeerCert && !t.TLSVerifyPeer {
+		// Erlang's ssl refuses the same combination.
+		return invalid(KeyTLSFailIfNoPeerCert, t.TLSFailIfNoPeerCert, "needs tls-verify-peer")
+	}
+	if t.TLSHandshakeTimeout <= 0 {
+		return invalid(KeyTLSHandshakeTimeout, t.TLSHandshakeTimeout, "want a positive duration")
+	}
+	switch t.SSLCertLoginFrom {
+	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
+	default:
+		return invalid(KeySSLCertLoginFrom, t.SSLCertLoginFrom, "want distinguished_name, common_name or subject_alternative_name")
+	}
+	switch t.SSLCertLoginSANType {
+	case SANTypeDNS, SANTypeIP, SANTypeEmail, SANTypeURI:
+	default:
+		return invalid(KeySSLCertLoginSANType, t.SSLCertLoginSANType, "want dns, ip, email or uri")
+	}
+	if t.SSLCertLoginSANIndex < 0 {
+		return invalid(KeySSLCertLoginSANIndex, t.SSLCertLoginSANIndex, "want 0 or more")
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, &want, c)
 	require.Equal(t, ":5672", c.Listen)
 	require.Equal(t, "127.0.0.1:15672", c.HTTPListen)
-	require.Equal(t, "", c.Definitions)
+	require.Equal(t, "", c.DefinitionsFile)
 	require.False(t, c.InMemory)
 	require.False(t, c.AutoCreateQueues)
 	require.Equal(t, "loopback", c.Anonymous)
@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, uint64(32<<20), c.GCHeapFloor)
 	require.Equal(t, uint32(8192), c.InitialFrameMax)
 	require.Equal(t, 4096, c.MaxLinksPerConnection)
-	require.Equal(t, uint64(64<<20), c.MaxUnfinishedBytes)
+	require.Equal(t, int64(64<<20), c.MaxUnfinishedBytes)
 	require.Equal(t, 8192, c.MaxUnsettledIncoming)
 	require.Equal(t, "info", c.LogLevel)
 	require.Equal(t, "text", c.LogFormat)
@@ -88,44 +88,31 @@ log-format: json
 `)
 	c, err := Load([]string{"--config", p})
 	require.NoError(t, err)
-	require.Equal(t, &Config{
-		Listen:                  "127.0.0.1:5673",
-		HTTPListen:              "",
-		Definitions:             "/etc/epitaph/definitions.json",
-		InMemory:                true,
-		AutoCreateQueues:        true,
-		StoreRecovery:           "salvage",
-		Anonymous:               "all",
-		MaxFrameSize:            65536,
-		ChannelMax:              31,
-		HandleMax:               63,
-		IdleTimeout:             30 * time.Second,
-		MaxMessageSize:          1 << 20,
-		HandshakeTimeout:        2 * time.Second,
-		MaxConnections:          0,
-		AuthFailureDelay:        3 * time.Second,
-		AuthFailureSources:      10000,
-		HTTPGetMaxCount:         10000,
-		HTTPGetMaxBytes:         16 << 20,
-		ManagementPendingBytes:  1 << 20,
-		GCHeapFloor:             0,
-		DiskFreeLimit:           100 << 20,
-		DeadLetterRetryInterval: 180 * time.Second,
-		LogLevel:                "debug",
-		LogFormat:               "json",
-		Tracing:                 TracingAuto,
-		Metrics:                 true,
-		WriteTimeout:            30 * time.Second,
-		InitialFrameMax:         4096,
-		MaxLinksPerConnection:   100,
-		MaxUnfinishedBytes:      2 << 20,
-		MaxUnsettledIncoming:    50,
-		TLSListen:               ":5671",
-		TLSHandshakeTimeout:     5 * time.Second,
-		SSLCertLoginFrom:        CertLoginDistinguishedName,
-		SSLCertLoginSANType:     "dns",
-		PlainWithoutTLS:         PlainWithoutTLSLoopback,
-	}, c)
+	// The defaults, and field by field what the test sets (the fields live
+	// in squashed groups: AMQP, TLS, ...).
+	want := Default()
+	want.Listen = "127.0.0.1:5673"
+	want.HTTPListen = ""
+	want.DefinitionsFile = "/etc/epitaph/definitions.json"
+	want.InMemory = true
+	want.AutoCreateQueues = true
+	want.StoreRecovery = "salvage"
+	want.Anonymous = "all"
+	want.MaxFrameSize = 65536
+	want.ChannelMax = 31
+	want.HandleMax = 63
+	want.IdleTimeout = 30 * time.Second
+	want.MaxMessageSize = 1 << 20
+	want.HandshakeTimeout = 2 * time.Second
+	want.MaxConnections = 0
+	want.GCHeapFloor = 0
+	want.LogLevel = "debug"
+	want.LogFormat = "json"
+	want.InitialFrameMax = 4096
+	want.MaxLinksPerConnection = 100
+	want.MaxUnfinishedBytes = 2 << 20
+	want.MaxUnsettledIncoming = 50
+	require.Equal(t, &want, c)
 }
 
 func TestFileFromEnv(t *testing.T) {
@@ -175,44 +162,31 @@ func TestEnv(t *testing.T) {
 	t.Setenv("EPITAPH_MAX_UNSETTLED_INCOMING", "3")
 	c, err := Load(nil)
 	require.NoError(t, err)
-	require.Equal(t, &Config{
-		Listen:                  "127.0.0.1:0",
-		HTTPListen:              "",
-		Definitions:             "defs.json",
-		InMemory:                true,
-		AutoCreateQueues:        true,
-		StoreRecovery:           "salvage",
-		Anonymous:               "none",
-		MaxFrameSize:            4096,
-		ChannelMax:              9,
-		HandleMax:               10,
-		IdleTimeout:             90 * time.Second,
-		MaxMessageSize:          2048,
-		HandshakeTimeout:        500 * time.Millisecond,
-		MaxConnections:          20000,
-		AuthFailureDelay:        3 * time.Second,
-		AuthFailureSources:      10000,
-		HTTPGetMaxCount:         10000,
-		HTTPGetMaxBytes:         16 << 20,
-		ManagementPendingBytes:  1 << 20,
-		GCHeapFloor:             16 << 20,
-		DiskFreeLimit:           100 << 20,
-		DeadLetterRetryInterval: 180 * time.Second,
-		LogLevel:                "warn",
-		LogFormat:               "json",
-		Tracing:                 TracingAuto,
-		Metrics:                 true,
-		WriteTimeout:            30 * time.Second,
-		InitialFrameMax:         1024,
-		MaxLinksPerConnection:   7,
-		MaxUnfinishedBytes:      4096,
-		MaxUnsettledIncoming:    3,
-		TLSListen:               ":5671",
-		TLSHandshakeTimeout:     5 * time.Second,
-		SSLCertLoginFrom:        CertLoginDistinguishedName,
-		SSLCertLoginSANType:     "dns",
-		PlainWithoutTLS:         PlainWithoutTLSLoopback,
-	}, c)
+	// The defaults, and field by field what the test sets (the fields live
+	// in squashed groups: AMQP, TLS, ...).
+	want := Default()
+	want.Listen = "127.0.0.1:0"
+	want.HTTPListen = ""
+	want.DefinitionsFile = "defs.json"
+	want.InMemory = true
+	want.AutoCreateQueues = true
+	want.StoreRecovery = "salvage"
+	want.Anonymous = "none"
+	want.MaxFrameSize = 4096
+	want.ChannelMax = 9
+	want.HandleMax = 10
+	want.IdleTimeout = 90 * time.Second
+	want.MaxMessageSize = 2048
+	want.HandshakeTimeout = 500 * time.Millisecond
+	want.MaxConnections = 20000
+	want.GCHeapFloor = 16 << 20
+	want.LogLevel = "warn"
+	want.LogFormat = "json"
+	want.InitialFrameMax = 1024
+	want.MaxLinksPerConnection = 7
+	want.MaxUnfinishedBytes = 4096
+	want.MaxUnsettledIncoming = 3
+	require.Equal(t, &want, c)
 }
 
 // write-timeout comes from the file, the environment or a flag.

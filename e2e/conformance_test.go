@@ -20,6 +20,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/internal/testhooks"
 )
 
 // The malformed-input corpus: each row reaches a
@@ -79,7 +80,7 @@ var confBrokers = map[string]func(*epitaph.Options){
 	"fast-idle":      func(o *epitaph.Options) { o.IdleTimeout = 300 * time.Millisecond },
 	"alarm": func(o *epitaph.Options) {
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = func() uint64 { return 1 << 31 }
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: func() uint64 { return 1 << 31 }})
 	},
 	"small": func(o *epitaph.Options) {
 		o.MaxMessageSize = 1000
@@ -443,7 +444,7 @@ func TestConformanceCorpus(t *testing.T) {
 		slowFail := func(o *epitaph.Options) { o.AuthFailureDelay = 100 * time.Millisecond }
 		b := startBroker(t, confDefs, slowFail, mod)
 		if name == "alarm" {
-			eventually(t, "memory alarm", func() bool { return b.Router().Alarms().Memory })
+			eventually(t, "memory alarm", func() bool { return b.Router().Alarms().State().Memory })
 		}
 		brokers[name] = b
 	}
@@ -661,7 +662,7 @@ func TestWindowViolationAfterAlarm(t *testing.T) {
 	used.Store(1 << 20)
 	b := startBroker(t, confDefs, func(o *epitaph.Options) {
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = used.Load
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: used.Load})
 	})
 	r := rawDial(t, b)
 	r.reach(stLink)
@@ -696,7 +697,7 @@ func TestWindowViolationAfterAlarm(t *testing.T) {
 	}
 	assert.Equal(t, 1, queueLen(t, b, "q"), "only the message within the window was taken")
 	used.Store(1 << 20)
-	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().Memory })
+	eventually(t, "alarm cleared", func() bool { return !b.Router().Alarms().State().Memory })
 	brokerStillServesPlain(t, b)
 }
 

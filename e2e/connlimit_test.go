@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -141,12 +142,13 @@ func (l *emfileListener) Accept() (net.Conn, error) {
 func TestConnLimitAcceptBacksOffOnEMFILE(t *testing.T) {
 	rt := router.New(router.Options{})
 	defer rt.Close()
-	rt.SeedDefaults() // guest on "/", as epitaph.Start does
+	users := auth.New(rt)
+	users.SeedDefaults() // guest on "/", as epitaph.Start does
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	fl := &emfileListener{Listener: ln}
 	fl.fails.Store(3)
-	srv := link.NewServer(link.Options{Router: rt})
+	srv := link.NewServer(link.Options{Router: rt, Auth: users})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(fl) }() // exits when ln is closed below
 

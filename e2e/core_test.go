@@ -581,7 +581,7 @@ func TestOverflow(t *testing.T) {
 }
 
 func TestShutdownClosesConnectionsForced(t *testing.T) {
-	b, err := epitaph.Start(epitaph.Options{Listen: "127.0.0.1:0", InMemory: true})
+	b, err := epitaph.Start(testOptions())
 	require.NoError(t, err)
 	c, err := amqp.Dial(ctxT(t), "amqp://"+b.Addr().String(), nil)
 	require.NoError(t, err)

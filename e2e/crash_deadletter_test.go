@@ -701,8 +701,10 @@ func crashDLDiagnose(t *testing.T, p *proc, data string) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	p.wait(t)
 	logs := &syncBuffer{}
-	b, err := epitaph.Start(epitaph.Options{Listen: "127.0.0.1:0", DataDir: data, DeadLetterRetryInterval: aloRetry,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	opts := testOptions()
+	opts.InMemory, opts.DataDir, opts.DeadLetterRetryInterval = false, data, aloRetry
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := epitaph.Start(opts)
 	require.NoError(t, err)
 	defer b.Close()
 	for _, q := range vhost(t, b).Queues() {
@@ -725,7 +727,9 @@ func crashDLSnapshot(t *testing.T, snap string, bodies []string) {
 	data := t.TempDir()
 	out, err := exec.Command("cp", "-a", snap+"/.", data).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	b, err := epitaph.Start(epitaph.Options{Listen: "127.0.0.1:0", DataDir: data, DeadLetterRetryInterval: time.Hour})
+	opts := testOptions()
+	opts.InMemory, opts.DataDir, opts.DeadLetterRetryInterval = false, data, time.Hour
+	b, err := epitaph.Start(opts)
 	data = snap
 	require.NoError(t, err)
 	defer b.Close()

@@ -14,10 +14,12 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// startBroker starts an in-process broker on a free loopback port.
+// startBroker starts an in-process broker on a free loopback port, in
+// memory, with no HTTP listener and metrics off unless mod says otherwise.
 func startBroker(t *testing.T, defs string, mod ...func(*epitaph.Options)) *epitaph.Broker {
 	t.Helper()
-	opts := epitaph.Options{Listen: "127.0.0.1:0", InMemory: true, Definitions: []byte(defs)}
+	opts := testOptions()
+	opts.Definitions = []byte(defs)
 	for _, m := range mod {
 		m(&opts)
 	}
@@ -25,6 +27,16 @@ func startBroker(t *testing.T, defs string, mod ...func(*epitaph.Options)) *epit
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	return b
+}
+
+// testOptions are the defaults with what every in-process test broker
+// changes: a free loopback port, no HTTP listener (so that parallel brokers
+// do not compete for 15672), metrics off, and memory only.
+func testOptions() epitaph.Options {
+	opts := epitaph.DefaultOptions()
+	opts.Listen, opts.HTTPListen, opts.InMemory = "127.0.0.1:0", "", true
+	opts.Metrics = false
+	return opts
 }
 
 func ctxT(t *testing.T) context.Context {

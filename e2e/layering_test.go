@@ -28,14 +28,48 @@ const root = "epitaph"
 var allowed = map[string][]string{
 	"value":       nil,
 	"amqp10":      {"value"},
+	"alarm":       nil,
 	"annotations": {"amqp10", "value"},
 	"config":      nil,
-	"router":      {"amqp10", "annotations", "value"},
+	"internal":    nil, // test hooks only this module can reach (internal/testhooks)
+	"router":      {"amqp10", "annotations", "alarm", "value"},
+	"auth":        {"amqp10", "router", "value"},
 	"telemetry":   {"amqp10", "router", "value"},
 	"deadletter":  {"amqp10", "annotations", "router", "telemetry", "value"},
-	"link":        {"amqp10", "router", "telemetry", "value"},
-	"management":  {"amqp10", "annotations", "router", "deadletter", "value"},
-	root:          {"amqp10", "annotations", "router", "deadletter", "link", "management", "telemetry", "value"},
+	"link":        {"amqp10", "auth", "config", "router", "telemetry", "value"},
+	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "value"},
+	root:          {"amqp10", "annotations", "auth", "config", "internal", "router", "deadletter", "link", "management", "telemetry", "value"},
+}
+
+// apart lists groups of sub-packages of one layer that must not import each
+// other (nor each other's sub-packages), from test files as well as
+// non-test files. The management front ends each speak one protocol; what
+// they share lives in management itself.
+var apart = [][]string{
+	{"management/httpapi", "management/amqpnode"},
+}
+
+// apartViolation reports which package of its group the file at path (a
+// module-relative file path) may not import with imp, if any.
+func apartViolation(path, imp string) (string, bool) {
+	rest, ok := strings.CutPrefix(imp, module+"/")
+	if !ok {
+		return "", false
+	}
+	within := func(p, pkg string) bool { return p == pkg || strings.HasPrefix(p, pkg+"/") }
+	for _, group := range apart {
+		for _, own := range group {
+			if !within(path, own) {
+				continue
+			}
+			for _, other := range group {
+				if other != own && within(rest, other) {
+					return other, true
+				}
+			}
+		}
+	}
+	return "", false
 }
 
 // anything lists the top-level directories whose packages may import any
@@ -47,12 +81,13 @@ var anything = []string{"cmd", "e2e"}
 var thirdParty = map[string][]string{
 	"value":  nil, // standard library only
 	"amqp10": nil, // standard library only
+	"alarm":  nil, // standard library only
 	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"value", "amqp10", "annotations", "router", "deadletter", "link", "management", "config", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {
@@ -171,6 +206,9 @@ func TestLayering(t *testing.T) {
 			continue
 		}
 		for _, imp := range importPaths(f.ast) {
+			if other, bad := apartViolation(f.path, imp); bad {
+				t.Errorf("%s: imports %s; it must stay apart from %s", f.path, imp, other)
+			}
 			if dep, inModule := layerOf(imp); inModule {
 				if dep != f.pkg && !slices.Contains(ok, dep) {
 					t.Errorf("%s: %s imports %s; %s may import only %v", f.path, f.pkg, imp, f.pkg, ok)
@@ -273,6 +311,48 @@ func TestNoPrintInLibraries(t *testing.T) {
 	}
 }
 
+// movedOut lists declarations that left a package for one of their own and
+// must not come back: router is exchanges, bindings, queues and consumers;
+// users, permissions, password hashing and authorization are package auth's,
+// the resource alarms package alarm's.
+var movedOut = map[string][]string{
+	"router": {"User", "Permission", "HashPassword", "HashPasswordWithSalt", "Authorize", "Authenticate",
+		"CanAccessVHost", "UserExists", "PutUser", "SetPermission", "SeedDefaults", "Access",
+		"CheckAlarms", "PublishBlocked", "alarmState", "diskFree", "memoryUsed"},
+}
+
+func TestMovedOut(t *testing.T) {
+	for _, f := range parseModule(t) {
+		gone := movedOut[f.pkg]
+		if f.test || gone == nil || f.ast.Name.Name != f.pkg {
+			continue
+		}
+		for _, d := range f.ast.Decls {
+			var names []string
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				names = append(names, d.Name.Name)
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						names = append(names, s.Name.Name)
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							names = append(names, n.Name)
+						}
+					}
+				}
+			}
+			for _, n := range names {
+				if slices.Contains(gone, n) {
+					t.Errorf("%s: %s declares %s, which belongs to package auth or alarm", f.path, f.pkg, n)
+				}
+			}
+		}
+	}
+}
+
 // TestLayeringSelfCheck makes sure the checker itself notices violations,
 // so that a broken walker cannot pass silently.
 func TestLayeringSelfCheck(t *testing.T) {
@@ -289,6 +369,17 @@ func TestLayeringSelfCheck(t *testing.T) {
 
 	require.True(t, amqp10File("router/amqp10_store.go"))
 	require.False(t, amqp10File("router/vhost.go"))
+	other, bad := apartViolation("management/httpapi/server.go", module+"/management/amqpnode")
+	require.True(t, bad)
+	require.Equal(t, "management/amqpnode", other)
+	_, bad = apartViolation("management/amqpnode/node.go", module+"/management/httpapi/sub")
+	require.True(t, bad)
+	_, bad = apartViolation("management/amqpnode/node.go", module+"/management")
+	require.False(t, bad)
+	_, bad = apartViolation("management/httpapi/server.go", module+"/management/httpapi")
+	require.False(t, bad)
+	_, bad = apartViolation("management/httpapix/x.go", module+"/management/amqpnode")
+	require.False(t, bad)
 
 	var sawAMQP10, sawConfig bool
 	for _, f := range parseModule(t) {

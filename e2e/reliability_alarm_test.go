@@ -18,6 +18,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/internal/testhooks"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -26,7 +27,7 @@ import (
 // incoming-window 0: a go-amqp Send waits, it gets no error outcome) while
 // consumers, on the same session too, keep receiving; publishing resumes on
 // its own once the condition clears. The in-process tests drive the
-// readings through Options.DiskFree / Options.MemoryUsed; the binary tests
+// readings through internal/testhooks.SetAlarms; the binary tests
 // set the limits beyond reach (the blocked half only).
 
 // pendingSend publishes m in the background and returns the channel of its
@@ -173,7 +174,7 @@ func TestAlarmDiskBlocksPublishersUntilSpaceReturns(t *testing.T) {
 		o.InMemory = false
 		o.DataDir = t.TempDir()
 		o.DiskFreeLimit = 1 << 30
-		o.DiskFree = func(string) (uint64, error) { return free.Load(), nil }
+		testhooks.SetAlarms(o, testhooks.Alarms{DiskFree: func(string) (uint64, error) { return free.Load(), nil }})
 	})
 	declareQueue(t, b, "q", router.Classic, nil)
 	alarmScenario(t, b, func(on bool) {
@@ -182,7 +183,7 @@ func TestAlarmDiskBlocksPublishersUntilSpaceReturns(t *testing.T) {
 		} else {
 			free.Store(1 << 40)
 		}
-	}, func() bool { return b.Router().Alarms().Disk })
+	}, func() bool { return b.Router().Alarms().State().Disk })
 }
 
 func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
@@ -192,7 +193,7 @@ func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
 		o.InMemory = false
 		o.DataDir = t.TempDir()
 		o.MemoryHighWatermark = 1 << 30
-		o.MemoryUsed = used.Load
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: used.Load})
 	})
 	declareQueue(t, b, "q", router.Quorum, nil)
 	alarmScenario(t, b, func(on bool) {
@@ -201,7 +202,7 @@ func TestAlarmMemoryBlocksPublishersUntilMemoryFalls(t *testing.T) {
 		} else {
 			used.Store(1 << 20)
 		}
-	}, func() bool { return b.Router().Alarms().Memory })
+	}, func() bool { return b.Router().Alarms().State().Memory })
 }
 
 // The built broker with a limit it cannot satisfy (free disk below 2^64-1
@@ -316,7 +317,7 @@ func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
 	b := startBroker(t, `{"queues":[{"name":"fill","vhost":"/","durable":false,"arguments":{}}]}`,
 		func(o *epitaph.Options) {
 			o.MemoryHighWatermark = watermark
-			o.AlarmInterval = time.Hour
+			testhooks.SetAlarms(o, testhooks.Alarms{Interval: time.Hour})
 		})
 	c := dial(t, b, nil)
 	snd := sender(t, session(t, c), "/queues/fill",
@@ -325,9 +326,9 @@ func TestAlarmMemoryBlocksPublisherPromptly(t *testing.T) {
 	sent := floodUntilBlocked(t, c, snd, size, limit, false)
 	n := settled(t, "the publisher", sent.Load)
 	require.Less(t, n*size, int64(limit), "the publisher was never blocked")
-	require.True(t, b.Router().Alarms().Memory, "the memory alarm")
+	require.True(t, b.Router().Alarms().State().Memory, "the memory alarm")
 	queued := settled(t, "the queue", func() int64 { return int64(queueLen(t, b, "fill")) })
-	used := b.Router().CheckAlarms().MemoryUsed
+	used := b.Router().Alarms().Check().MemoryUsed
 	t.Logf("watermark %d MiB; blocked after %d MiB published; memory %d MiB", watermark>>20, queued*size>>20, used>>20)
 	assert.LessOrEqual(t, used, watermark+margin, "memory overshot the watermark")
 	assert.LessOrEqual(t, queued*size, int64(headroom+margin), "bytes taken in past the headroom")
@@ -373,14 +374,13 @@ func TestAlarmDiskBlocksPublisherPromptly(t *testing.T) {
 			o.InMemory = false
 			o.DataDir = dir
 			o.DiskFreeLimit = limit
-			o.AlarmInterval = time.Hour
-			o.DiskFree = func(d string) (uint64, error) {
+			testhooks.SetAlarms(o, testhooks.Alarms{Interval: time.Hour, DiskFree: func(d string) (uint64, error) {
 				c := capacity.Load()
 				if c == 0 {
 					return 1 << 40, nil // not yet sized
 				}
 				return c - min(c, dirBytes(d)), nil
-			}
+			}})
 		})
 	start := dirBytes(dir)
 	capacity.Store(start + limit + headroom)
@@ -395,7 +395,7 @@ func TestAlarmDiskBlocksPublisherPromptly(t *testing.T) {
 	var peak uint64
 	deadline := time.Now().Add(30 * time.Second)
 	last, since := sent.Load(), time.Now()
-	for time.Since(since) < 300*time.Millisecond || !b.Router().Alarms().Disk {
+	for time.Since(since) < 300*time.Millisecond || !b.Router().Alarms().State().Disk {
 		require.True(t, time.Now().Before(deadline), "the publisher was never blocked")
 		peak = max(peak, dirBytes(dir)-start)
 		time.Sleep(10 * time.Millisecond) // sampling interval

@@ -108,8 +108,9 @@ func TestCmdRefusesCorruptStoreAndSalvages(t *testing.T) {
 // StoreSalvage starts.
 func TestStartRefusesCorruptStore(t *testing.T) {
 	data := t.TempDir()
-	opts := epitaph.Options{Listen: "127.0.0.1:0", DataDir: data, NoDiskAlarm: true,
-		Definitions: []byte(durableDefs)}
+	opts := testOptions()
+	opts.InMemory, opts.DataDir, opts.DiskFreeLimit = false, data, 0
+	opts.Definitions = []byte(durableDefs)
 	b, err := epitaph.Start(opts)
 	require.NoError(t, err)
 	publishDurable(t, b.Addr().String(), 300)

@@ -28,7 +28,8 @@ func BenchmarkPublishConsume(b *testing.B) {
 		tracing, metrs bool
 	}{{"off", false, false}, {"metrics", false, true}, {"tracing", true, false}, {"both", true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			opts := epitaph.Options{Listen: "127.0.0.1:0", InMemory: true, Telemetry: epitaph.TelemetryOptions{Tracing: "off"}}
+			opts := testOptions()
+			opts.Tracing = "off"
 			if bc.metrs {
 				opts.HTTPListen = "127.0.0.1:0"
 				opts.Telemetry.Metrics = true

@@ -28,6 +28,8 @@ import (
 
 	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -488,13 +490,15 @@ func TestTLSConnectionLimitSharedWithPlain(t *testing.T) {
 // The plain listener can be turned off: only amqps then.
 func TestTLSOnlyListener(t *testing.T) {
 	f := newTLSFixture(t)
-	b := startBroker(t, "", f.options, func(o *epitaph.Options) { o.NoPlainListener = true })
+	b := startBroker(t, "", f.options, func(o *epitaph.Options) { o.Listen = "" })
 	require.Nil(t, b.Addr())
 	c, err := dialTLS(t, b, f.clientConfig(), amqp.SASLTypeAnonymous(), "")
 	require.NoError(t, err)
 	tlsRoundTrip(t, c, "only")
 
-	_, err = epitaph.Start(epitaph.Options{NoPlainListener: true, InMemory: true})
+	noListener := testOptions()
+	noListener.Listen = ""
+	_, err = epitaph.Start(noListener)
 	require.ErrorIs(t, err, epitaph.ErrInvalidOptions, "no listener at all")
 }
 
@@ -688,6 +692,7 @@ func (l remoteAddrListener) Accept() (net.Conn, error) {
 func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 	rt := router.New(router.Options{})
 	defer rt.Close()
+	users := auth.New(rt)
 	require.NoError(t, rt.LoadDefinitions([]byte(`{"users":[{"name":"app","password":"secret","tags":[]}],
 		"permissions":[{"user":"app","vhost":"/","configure":".*","write":".*","read":".*"}]}`)))
 	remote := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 77), Port: 40000}
@@ -703,7 +708,11 @@ func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 		t.Run("policy="+tc.policy, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
-			srv := link.NewServer(link.Options{Router: rt, PlainWithoutTLS: tc.policy})
+			settings := config.Default().AMQP
+			if tc.policy != "" { // "": the default
+				settings.PlainWithoutTLS = tc.policy
+			}
+			srv := link.NewServer(link.Options{AMQP: settings, Router: rt, Auth: users})
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(remoteAddrListener{Listener: ln, remote: remote}) }() // exits when ln closes
 			defer func() {
@@ -732,9 +741,11 @@ func TestPlainRefusedForNonLoopbackPeer(t *testing.T) {
 // silent in its handshake: the handshake is abandoned at shutdown.
 func TestTLSShutdownDuringHandshake(t *testing.T) {
 	f := newTLSFixture(t)
-	b, err := epitaph.Start(epitaph.Options{Listen: "127.0.0.1:0", InMemory: true, MaxConnections: 1,
-		TLSListen: "127.0.0.1:0", TLSCertFile: f.certFile, TLSKeyFile: f.keyFile,
-		TLSHandshakeTimeout: time.Minute, ShutdownTimeout: 30 * time.Second})
+	opts := testOptions()
+	opts.MaxConnections = 1
+	opts.TLSListen, opts.TLSCertFile, opts.TLSKeyFile = "127.0.0.1:0", f.certFile, f.keyFile
+	opts.TLSHandshakeTimeout, opts.ShutdownTimeout = time.Minute, 30*time.Second
+	b, err := epitaph.Start(opts)
 	require.NoError(t, err)
 	closed := false
 	t.Cleanup(func() {
@@ -767,7 +778,7 @@ func TestTLSShutdownDuringHandshake(t *testing.T) {
 // Inconsistent TLS options are refused at start.
 func TestTLSInvalidOptions(t *testing.T) {
 	f := newTLSFixture(t)
-	base := epitaph.Options{Listen: "127.0.0.1:0", InMemory: true}
+	base := testOptions()
 	withCert := base
 	withCert.TLSListen, withCert.TLSCertFile, withCert.TLSKeyFile = "127.0.0.1:0", f.certFile, f.keyFile
 	for name, mod := range map[string]func(o *epitaph.Options){

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
-	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/management/httpapi"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -70,7 +70,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 	}
 	t.Log("no non-loopback interface: driving the handler with a remote RemoteAddr")
 	b := startBroker(t, "")
-	h := management.NewHTTPHandler(management.HTTPOptions{Router: b.Router()})
+	h := httpapi.NewHandler(httpapi.Options{Router: b.Router(), Auth: b.Auth()})
 	for remote, want := range map[string]int{"192.0.2.7:40000": http.StatusUnauthorized,
 		"[2001:db8::1]:40000": http.StatusUnauthorized, "127.0.0.1:40000": http.StatusOK, "[::1]:40000": http.StatusOK} {
 		req := httptest.NewRequest(http.MethodGet, "/api/whoami", nil)
@@ -87,7 +87,7 @@ func TestHTTPGuestOnlyFromLoopback(t *testing.T) {
 func TestHTTPHealthAlarmsFailDuringAlarm(t *testing.T) {
 	b := startBroker(t, "", withHTTP, func(o *epitaph.Options) { o.MemoryHighWatermark = 1 })
 	base := apiServer(t, b)
-	require.True(t, b.Router().Alarms().Memory, "a 1-byte watermark is exceeded")
+	require.True(t, b.Router().Alarms().State().Memory, "a 1-byte watermark is exceeded")
 	for _, c := range []struct{ path, reason string }{
 		{"/api/health/checks/alarms", "There are alarms in effect in the cluster"},
 		{"/api/health/checks/local-alarms", "There are alarms in effect on the node"},
@@ -168,7 +168,7 @@ func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
 	base := apiServer(t, b)
 	st, out := apiCallAs(t, base, "admin", "pw", "DELETE", "/api/users/app", "")
 	require.Equal(t, http.StatusNoContent, st, "%s", out)
-	require.Empty(t, b.Router().Permissions())
+	require.Empty(t, b.Auth().Permissions())
 
 	requireVHostRefused(t, "amqp://"+b.Addr().String()) // anonymous: user guest
 	requireVHostRefused(t, "amqp://admin:pw@"+b.Addr().String())
@@ -190,8 +190,8 @@ func TestEmptyPermissionTableGrantsNothing(t *testing.T) {
 // default is not granted again at the next start of the same store.
 func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	dir := t.TempDir()
-	opts := func(o *epitaph.Options) { o.InMemory = false; o.DataDir = dir; o.NoDiskAlarm = true; withHTTP(o) }
-	o := epitaph.Options{Listen: "127.0.0.1:0"}
+	opts := func(o *epitaph.Options) { o.InMemory = false; o.DataDir = dir; o.DiskFreeLimit = 0; withHTTP(o) }
+	o := testOptions()
 	opts(&o)
 	b, err := epitaph.Start(o)
 	require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestDefaultGuestPermissionIsRevocable(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	again := startBroker(t, "", opts)
-	require.Empty(t, again.Router().Permissions(), "the revoked default stays revoked")
+	require.Empty(t, again.Auth().Permissions(), "the revoked default stays revoked")
 	requireVHostRefused(t, "amqp://"+again.Addr().String())
 }
 
@@ -255,7 +255,7 @@ func TestFailedAuthenticationIsDelayed(t *testing.T) {
 		_, err := dialFrom(t, b, "127.0.0.1", "alice", "wrong")
 		slow <- err
 	}()
-	require.Eventually(t, func() bool { return b.Router().AuthFailures() == 4 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.Auth().LoginFailures() == 4 }, 10*time.Second, time.Millisecond,
 		"the fourth failure is recorded (and waiting)")
 	_, err := dialFrom(t, b, "127.0.0.2", "alice", "right")
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestFailedAuthenticationIsDelayed(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 5*delay, "the fifth failure from 127.0.0.1")
 	st, _ = apiCallAs(t, base, "alice", "right", "GET", "/api/whoami", "")
 	require.Equal(t, http.StatusOK, st)
-	require.Equal(t, uint64(5), b.Router().AuthFailures())
+	require.Equal(t, uint64(5), b.Auth().LoginFailures())
 
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, base+"/metrics", nil)
 	require.NoError(t, err)
@@ -318,15 +318,15 @@ func TestHTTPGetIsBounded(t *testing.T) {
 	}
 	resp, msgs := get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"base64"}`)
 	require.Len(t, msgs, 16, "16 MiB of 1 MiB payloads")
-	require.Equal(t, strconv.Itoa(16<<20), resp.Header.Get(management.HeaderGetTruncated))
+	require.Equal(t, strconv.Itoa(16<<20), resp.Header.Get(httpapi.HeaderGetTruncated))
 
 	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_true","encoding":"auto","truncate":1000}`)
 	require.Len(t, msgs, 20, "truncated payloads all fit")
-	require.Empty(t, resp.Header.Get(management.HeaderGetTruncated))
+	require.Empty(t, resp.Header.Get(httpapi.HeaderGetTruncated))
 
 	resp, msgs = get(`{"count":20,"ackmode":"ack_requeue_false","encoding":"base64"}`)
 	require.Len(t, msgs, 16)
-	require.NotEmpty(t, resp.Header.Get(management.HeaderGetTruncated))
+	require.NotEmpty(t, resp.Header.Get(httpapi.HeaderGetTruncated))
 	require.Equal(t, n-16, queueLen(t, b, "big"), "only what was answered was taken")
 }
 

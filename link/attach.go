@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -72,7 +73,7 @@ func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
 		return q, nil
 	}
 	if ad.bare && s.c.srv.opts.AutoCreateQueues {
-		if err := s.authorize(router.ResourceQueue, ad.queue, router.Configure); err != nil {
+		if err := s.authorize(auth.ResourceQueue, ad.queue, auth.Configure); err != nil {
 			return nil, routerError(err)
 		}
 		q, _, err := vh.DeclareQueue(router.QueueSpec{Name: ad.queue, Type: router.Classic, Durable: true})
@@ -85,8 +86,8 @@ func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
 }
 
 // authorize checks the connection's user may access a resource.
-func (s *session) authorize(kind, name string, a router.Access) error {
-	return s.c.srv.opts.Router.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
+func (s *session) authorize(kind, name string, a auth.Access) error {
+	return s.c.srv.opts.Auth.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
 }
 
 // routerError maps a router error to an AMQP error (the boundary between
@@ -138,7 +139,7 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			if _, e := s.lookupQueue(ad); e != nil {
 				return s.refuse(a, e)
 			}
-			if err := s.authorize(router.ResourceExchange, "", router.Write); err != nil {
+			if err := s.authorize(auth.ResourceExchange, "", auth.Write); err != nil {
 				return s.refuse(a, routerError(err))
 			}
 			l.exchange, l.key = "", ad.queue
@@ -146,7 +147,7 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			if !s.c.vhost.HasExchange(ad.exchange) {
 				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, s.c.vhost.Name()))
 			}
-			if err := s.authorize(router.ResourceExchange, ad.exchange, router.Write); err != nil {
+			if err := s.authorize(auth.ResourceExchange, ad.exchange, auth.Write); err != nil {
 				return s.refuse(a, routerError(err))
 			}
 			l.exchange, l.key = ad.exchange, ad.key
@@ -166,7 +167,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	switch {
 	case src != nil && src.Dynamic:
 		name := "epitaph.gen-" + randomHex(12)
-		if err := s.authorize(router.ResourceQueue, name, router.Configure); err != nil {
+		if err := s.authorize(auth.ResourceQueue, name, auth.Configure); err != nil {
 			return s.refuse(a, routerError(err))
 		}
 		var err error
@@ -191,7 +192,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 			if q, e = s.lookupQueue(ad); e != nil {
 				return s.refuse(a, e)
 			}
-			if err := s.authorize(router.ResourceQueue, ad.queue, router.Read); err != nil {
+			if err := s.authorize(auth.ResourceQueue, ad.queue, auth.Read); err != nil {
 				return s.refuse(a, routerError(err))
 			}
 		case addrManagement:

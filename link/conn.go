@@ -82,7 +82,21 @@ type inFrame struct {
 	err     error
 }
 
-// conn is one AMQP connection.
+// conn is one AMQP connection, served by four kinds of goroutine:
+//
+//   - the loop: the goroutine that runs serve (handshake, then loop, then
+//     cleanup) is the single owner of every field marked "Owned by the
+//     loop" below, of all sessions and links and of wbuf: no lock guards
+//     them, and nothing else may read or write them;
+//   - the reader (readLoop) hands decoded frames to the loop over inc, and
+//     gets emptied batches back over free;
+//   - queues (Subscription callbacks: senderLink.Deliver, Drained, store
+//     confirmations) post to mbox under its lock and never touch loop state;
+//   - the writer (writeLoop) takes the loop's output from out; outbuf
+//     says how the two share the socket's write side.
+//
+// The loop and the writer hand the socket over with outbuf.busy. Test
+// builds check both rules at run time (ownerChecks, owner.go).
 type conn struct {
 	srv      *Server
 	nc       net.Conn
@@ -196,6 +210,10 @@ func (c *conn) forceClose() { c.forceOnce.Do(func() { close(c.force) }) }
 
 // serve runs the connection to its end.
 func (c *conn) serve() {
+	if ownerChecks != nil {
+		ownerChecks.claimLoop(c)
+		defer ownerChecks.endLoop(c)
+	}
 	defer c.nc.Close()
 	if err := c.tlsHandshake(); err != nil {
 		c.log.Info("TLS handshake failed", "err", err)
@@ -364,7 +382,7 @@ func (c *conn) loop() {
 	}()
 	force := c.force
 	var alarmC <-chan struct{}
-	c.blocked, alarmC = c.srv.opts.Router.PublishBlocked()
+	c.blocked, alarmC = c.srv.opts.Router.Alarms().PublishBlocked()
 	burst := 0
 	for {
 		// While output waits for the socket, deliveries stay in the mailbox
@@ -379,7 +397,7 @@ func (c *conn) loop() {
 		select {
 		case <-alarmC:
 			var blocked bool
-			blocked, alarmC = c.srv.opts.Router.PublishBlocked()
+			blocked, alarmC = c.srv.opts.Router.Alarms().PublishBlocked()
 			if blocked != c.blocked && !c.closeSent {
 				c.blocked = blocked
 				c.log.Info("resource alarm: publishers", "blocked", blocked)
@@ -474,6 +492,9 @@ func (c *conn) resumeOutput() {
 
 // inbound handles one frame from the reader; false ends the loop.
 func (c *conn) inbound(f *inFrame) bool {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "inbound frame")
+	}
 	if f.err != nil {
 		c.readError(f.err)
 		return false
@@ -655,6 +676,9 @@ func (c *conn) cleanup() {
 
 // write encodes a frame into the loop's output; flushOut passes it on.
 func (c *conn) write(ch uint16, p amqp10.Performative, payload []byte) {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "write")
+	}
 	c.flushDisp()
 	c.wbuf = amqp10.AppendFrame(c.wbuf, amqp10.FrameTypeAMQP, ch, p, payload)
 }
@@ -690,6 +714,9 @@ func (c *conn) flushDisp() {
 // writer with one lock and one wake-up. With nothing written it returns
 // the last count without locking: what waits can only have shrunk since.
 func (c *conn) flushOut() int {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "flushOut")
+	}
 	c.flushDisp()
 	if len(c.wbuf) == 0 {
 		return c.queued
@@ -698,7 +725,13 @@ func (c *conn) flushOut() int {
 	o.mu.Lock()
 	if c.raw != nil && o.queued == 0 && !o.busy && !o.closed && !o.failed {
 		o.busy = true // the writer leaves the socket, and o.buf, alone
+		if ownerChecks != nil {
+			ownerChecks.tookWrite(o)
+		}
 		o.mu.Unlock()
+		if ownerChecks != nil {
+			ownerChecks.writing(o, true)
+		}
 		n := tryWrite(c.raw, c.wbuf)
 		o.mu.Lock()
 		o.busy = false
@@ -757,6 +790,9 @@ func (c *conn) writeLoop() {
 		}
 		spare, o.buf = o.buf, spare[:0]
 		o.busy = len(spare) > 0
+		if o.busy && ownerChecks != nil {
+			ownerChecks.tookWrite(o)
+		}
 		closed := o.closed
 		o.mu.Unlock()
 		if len(spare) > 0 {
@@ -794,6 +830,9 @@ func (c *conn) writeOut(b []byte) error {
 		if err := c.nc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 			return err
 		}
+		if ownerChecks != nil {
+			ownerChecks.writing(o, false)
+		}
 		n, err := c.nc.Write(chunk)
 		b = b[n:]
 		o.mu.Lock()
@@ -813,7 +852,17 @@ func (c *conn) writeOut(b []byte) error {
 	return nil
 }
 
-// outbuf is the loop -> writer byte queue.
+// outbuf is the loop -> writer byte queue, and the hand-off of the
+// socket's write side between the two goroutines that write to it: the
+// writer (writeLoop), and the loop itself, which writes inline when the
+// writer is idle (flushOut). busy is the token. Whoever sets it, under mu
+// and finding it clear, alone writes to the socket until it clears it
+// under mu again; the writer also owns the bytes it took from buf. The
+// other side leaves the socket alone meanwhile: the loop appends to buf
+// (with mu) instead of writing, and the writer skips its turn, to be woken
+// for what the loop leaves. Everything else here is guarded by mu, except
+// the two wake-up channels. Test builds check the hand-off at each write
+// (ownerChecks).
 type outbuf struct {
 	mu     sync.Mutex
 	buf    []byte
@@ -913,6 +962,9 @@ func (m *mailbox) take(dst []mailItem) []mailItem {
 // once its backlog is done, so the mailbox's wake-up is never lost: the
 // next push after a take signals again.
 func (c *conn) deliverMail() {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "deliverMail")
+	}
 	took := false
 	for {
 		if c.mailNext == len(c.mail) {

@@ -5,7 +5,8 @@
 // handles); the reader only decodes frames and the writer only writes bytes.
 // When the writer is idle the loop writes to the socket itself, in one
 // non-blocking call (flushOut); outbuf.busy says which of the two holds the
-// socket.
+// socket. The comments on conn and outbuf state both rules; the package's
+// tests check them at run time (owner.go).
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -474,12 +476,14 @@ func (echoManagement) Request(_ any, _ string, _ *router.VHost, req *amqp10.Mess
 // newFuzzBroker is a router on the memory store with the queues the inputs name: q
 // (classic, dead-lettering into dlq), qq (quorum, delivery limit 2, TTL
 // 100 ms, dead-lettering into dlq) and dlq.
-func newFuzzBroker(t *testing.T) *router.Broker {
+func newFuzzBroker(t *testing.T) (*router.Broker, *auth.Registry) {
 	fwd := &dlqForwarder{}
 	// The memory store commits synchronously, so the durable paths (a
 	// publish accepted from the store's callback) run with no goroutine.
-	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory(), AuthFailureDelay: fuzzAuthFailureDelay})
-	rb.SeedDefaults() // guest on / with full permissions, as at a broker's first start
+	rb := router.New(router.Options{DeadLetterer: fwd, Store: store.NewMemory()})
+	users := auth.New(rb)
+	users.SetLoginBrake(auth.NewLoginBrake(fuzzAuthFailureDelay, auth.DefaultLoginFailureSources, nil))
+	users.SeedDefaults() // guest on / with full permissions, as at a broker's first start
 	vh, ok := rb.VHost(router.DefaultVHost)
 	if !ok {
 		t.Fatal("no default vhost")
@@ -496,7 +500,7 @@ func newFuzzBroker(t *testing.T) *router.Broker {
 			t.Fatalf("declare %s: %v", spec.Name, err)
 		}
 	}
-	return rb
+	return rb, users
 }
 
 // brokerReport is what the client saw the broker send.
@@ -608,10 +612,12 @@ func runProgram(t *testing.T, p *program, inputLen int, check func(*testing.T, *
 	})
 	defer watchdog.Stop()
 	synctest.Test(t, func(t *testing.T) {
-		rb := newFuzzBroker(t)
+		rb, users := newFuzzBroker(t)
 		defer rb.Close()
-		srv := NewServer(Options{Router: rb, HandshakeTimeout: fuzzHandshakeTimeout, IdleTimeout: fuzzIdleTimeout,
-			Management: echoManagement{}, Counters: NewCounters(), AutoCreateQueues: p.flags&flagAutoQ != 0})
+		settings := config.Default().AMQP
+		settings.HandshakeTimeout, settings.IdleTimeout = fuzzHandshakeTimeout, fuzzIdleTimeout
+		settings.AutoCreateQueues = p.flags&flagAutoQ != 0
+		srv := NewServer(Options{AMQP: settings, Router: rb, Auth: users, Management: echoManagement{}, Counters: NewCounters()})
 		client, server := net.Pipe()
 		remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 		if p.flags&flagRemote != 0 {

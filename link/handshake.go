@@ -117,10 +117,10 @@ func remoteIP(a net.Addr) netip.Addr {
 
 // authDelay waits before a refused authentication is answered, as
 // RabbitMQ waits its silent close delay, and longer for repeated failures
-// from the same address (router.Broker.AuthFailed). The broker shutting
+// from the same address (auth.Registry.LoginFailed). The broker shutting
 // down ends the wait.
 func (c *conn) authDelay() {
-	d := c.srv.opts.Router.AuthFailed(remoteIP(c.nc.RemoteAddr()))
+	d := c.srv.opts.Auth.LoginFailed(remoteIP(c.nc.RemoteAddr()))
 	if d <= 0 {
 		return
 	}
@@ -193,7 +193,13 @@ func (c *conn) readHeader() ([8]byte, error) {
 	return h, err
 }
 
+// writeRaw writes b straight to the socket. Only the handshake uses it: it
+// runs on the loop's goroutine before the writer starts, so the socket's
+// write side is the loop's alone then (no outbuf hand-off yet).
 func (c *conn) writeRaw(b []byte) error {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "handshake write")
+	}
 	_, err := c.nc.Write(b)
 	return err
 }
@@ -274,7 +280,7 @@ func (c *conn) sasl() error {
 		if user == "guest" && !c.loopback {
 			return refused("user guest may only connect from loopback")
 		}
-		if !c.srv.opts.Router.UserExists(user) {
+		if !c.srv.opts.Auth.UserExists(user) {
 			return refused("EXTERNAL: no user %q", user)
 		}
 		c.user = user
@@ -291,7 +297,7 @@ func (c *conn) sasl() error {
 		if user == "guest" && !c.loopback {
 			return refused("user guest may only connect from loopback")
 		}
-		if !c.srv.opts.Router.Authenticate(user, pass) {
+		if !c.srv.opts.Auth.Authenticate(user, pass) {
 			return refused("invalid credentials for user %q", user)
 		}
 		c.user = user
@@ -339,7 +345,7 @@ func (c *conn) open() error {
 			fmt.Errorf("%w: connection limit (%d) reached", errRefused, opts.MaxConnections))
 	}
 	vh, ok := opts.Router.VHost(vhost)
-	if !ok || !opts.Router.CanAccessVHost(c.user, vhost) {
+	if !ok || !opts.Auth.CanAccessVHost(c.user, vhost) {
 		// Do not reveal whether the vhost exists (RabbitMQ's check_vhost_exists).
 		return c.refuse(amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess,
 			"access to vhost '%s' refused for user '%s'", vhost, c.user),

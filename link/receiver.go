@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
@@ -250,7 +251,7 @@ func (l *receiverLink) publish(body []byte) {
 		}
 	}
 	if l.anonymous {
-		if err := l.s.authorize(router.ResourceExchange, exch, router.Write); err != nil {
+		if err := l.s.authorize(auth.ResourceExchange, exch, auth.Write); err != nil {
 			l.settle(amqp10.DeliveryState{Kind: amqp10.StateRejected, Error: routerError(err)})
 			return
 		}
@@ -321,7 +322,7 @@ func noConfirm(router.Outcome) {}
 // impersonator tag (may publish with another user-id); looked up only when
 // a message claims another identity.
 func (c *conn) impersonator() bool {
-	u, ok := c.srv.opts.Router.User(c.user)
+	u, ok := c.srv.opts.Auth.User(c.user)
 	return ok && slices.Contains(u.Tags, "impersonator")
 }
 

@@ -13,69 +13,39 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
-// AnonymousPolicy values for Options.Anonymous.
+// Anonymous policies (Options.Anonymous), as config defines them.
 const (
-	AnonymousLoopback = "loopback"
-	AnonymousAll      = "all"
-	AnonymousNone     = "none"
+	AnonymousLoopback = config.AnonymousLoopback
+	AnonymousAll      = config.AnonymousAll
+	AnonymousNone     = config.AnonymousNone
 )
 
-// PlainWithoutTLS values for Options.PlainWithoutTLS.
+// PlainWithoutTLS values (Options.PlainWithoutTLS), as config defines them.
 const (
-	PlainWithoutTLSLoopback = "loopback"
-	PlainWithoutTLSAll      = "all"
+	PlainWithoutTLSLoopback = config.PlainWithoutTLSLoopback
+	PlainWithoutTLSAll      = config.PlainWithoutTLSAll
 )
 
-// Options configure a Server. Zero values mean the documented defaults.
+// Options configure a Server: the AMQP settings, defined, defaulted and
+// validated in package config (a zero value there means none, never the
+// default), and the parts of the broker the server talks to.
 type Options struct {
+	// AMQP is the settings; the zero AMQP means config.Default().AMQP (for
+	// tests that start a server directly). Anything else must pass
+	// config's validation, as epitaph.Start checks.
+	config.AMQP
+
 	Logger *slog.Logger
 	Router *router.Broker
-	// Anonymous: "loopback" (default), "all" or "none": from where ANONYMOUS
-	// and no-SASL connections are accepted (as the guest user).
-	Anonymous string
-	// PlainWithoutTLS: "loopback" (default) or "all": from where SASL
-	// PLAIN is accepted on a connection without TLS. PLAIN sends the
-	// password in the clear, so off loopback it is offered only over TLS
-	// unless this is "all".
-	PlainWithoutTLS string
-	// MaxFrameSize we accept; default 131072.
-	MaxFrameSize uint32
-	// InitialFrameMax is the largest frame accepted before open is
-	// processed (SASL frames and the open itself); default 8192, at least
-	// 512. RabbitMQ uses the same: INITIAL_MAX_FRAME_SIZE is 8192 in
-	// deps/rabbit/include/rabbit_amqp_reader.hrl.
-	InitialFrameMax uint32
-	// MaxLinksPerConnection bounds the links attached on one connection,
-	// over all its sessions; default 4096.
-	MaxLinksPerConnection int
-	// MaxUnfinishedBytes bounds the bytes of incomplete multi-frame
-	// messages one connection may hold, over all its links; default 64 MiB.
-	MaxUnfinishedBytes int64
-	// MaxUnsettledIncoming bounds, per session, the publishes (rcv-settle-mode
-	// second) whose outcome we sent and the peer has not settled; default 8192.
-	MaxUnsettledIncoming int
-	// ChannelMax advertised; default 255.
-	ChannelMax uint16
-	// HandleMax advertised; default 255.
-	HandleMax uint32
-	// IdleTimeout: a connection that sends nothing for this long is closed; default 60s.
-	IdleTimeout time.Duration
-	// MaxMessageSize advertised on attach; default 16 MiB.
-	MaxMessageSize uint64
-	// HandshakeTimeout bounds header, SASL and open; default 10s.
-	HandshakeTimeout time.Duration
-	// MaxConnections is the node connection limit; default 10000, negative
-	// means unlimited. Every accepted socket counts until its goroutines
-	// have finished, handshakes included. A connection beyond the limit
-	// gets through SASL and open as usual and is then closed with
-	// amqp:resource-limit-exceeded (RabbitMQ's check_*_connection_limit).
-	MaxConnections int
-	// AutoCreateQueues declares a classic queue for a bare address on attach.
-	AutoCreateQueues bool
+	// Auth holds the users and their permissions: who may log in and what
+	// they may use (required).
+	Auth *auth.Registry
 	// Management serves the /management node; nil refuses attaches to it.
 	Management ManagementNode
 	// Product and Version ("epitaph", our release) go into the open frame's
@@ -89,72 +59,14 @@ type Options struct {
 	Tracer *telemetry.Tracer
 	// Counters receive message and connection counts; nil counts nothing.
 	Counters *Counters
-	// ManagementPendingBytes bounds the management responses a session
-	// holds for a client that has not attached, or not credited, its
-	// response link; a request beyond it detaches the request link with
-	// amqp:resource-limit-exceeded. Default DefaultManagementPendingBytes.
-	ManagementPendingBytes int
-	// WriteTimeout: a connection whose peer takes no output for this long
-	// (it stopped reading) is closed, as a lost connection; default 30s.
-	// Every write that moves bytes starts it afresh.
-	WriteTimeout time.Duration
 }
 
-// DefaultManagementPendingBytes is Options.ManagementPendingBytes' default.
-const DefaultManagementPendingBytes = 1 << 20
-
 func (o *Options) setDefaults() {
+	if o.AMQP == (config.AMQP{}) {
+		o.AMQP = config.Default().AMQP
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Anonymous == "" {
-		o.Anonymous = AnonymousLoopback
-	}
-	if o.PlainWithoutTLS == "" {
-		o.PlainWithoutTLS = PlainWithoutTLSLoopback
-	}
-	if o.MaxFrameSize == 0 {
-		o.MaxFrameSize = 131072
-	}
-	if o.MaxFrameSize < amqp10.MinMaxFrameSize {
-		o.MaxFrameSize = amqp10.MinMaxFrameSize
-	}
-	if o.InitialFrameMax == 0 {
-		o.InitialFrameMax = 8192
-	}
-	o.InitialFrameMax = max(o.InitialFrameMax, amqp10.MinMaxFrameSize)
-	if o.MaxLinksPerConnection == 0 {
-		o.MaxLinksPerConnection = 4096
-	}
-	if o.MaxUnfinishedBytes == 0 {
-		o.MaxUnfinishedBytes = 64 << 20
-	}
-	if o.MaxUnsettledIncoming == 0 {
-		o.MaxUnsettledIncoming = 8192
-	}
-	if o.ChannelMax == 0 {
-		o.ChannelMax = 255
-	}
-	if o.HandleMax == 0 {
-		o.HandleMax = 255
-	}
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 60 * time.Second
-	}
-	if o.MaxMessageSize == 0 {
-		o.MaxMessageSize = 16 << 20
-	}
-	if o.HandshakeTimeout == 0 {
-		o.HandshakeTimeout = 10 * time.Second
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = 30 * time.Second
-	}
-	if o.MaxConnections == 0 {
-		o.MaxConnections = 10000
-	}
-	if o.ManagementPendingBytes <= 0 {
-		o.ManagementPendingBytes = DefaultManagementPendingBytes
 	}
 	if o.Product == "" {
 		o.Product = "epitaph"

@@ -13,58 +13,30 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/epitaph-mq/epitaph/config"
 )
 
 // Where the user name of a SASL EXTERNAL login comes from, with the names
-// of RabbitMQ's ssl_cert_login_from setting.
+// of RabbitMQ's ssl_cert_login_from setting (defined in config).
 const (
-	CertLoginDistinguishedName = "distinguished_name"
-	CertLoginCommonName        = "common_name"
-	CertLoginSAN               = "subject_alternative_name"
+	CertLoginDistinguishedName = config.CertLoginDistinguishedName
+	CertLoginCommonName        = config.CertLoginCommonName
+	CertLoginSAN               = config.CertLoginSAN
 )
 
 // Subject alternative name types for CertLoginSAN, with the names of
-// RabbitMQ's ssl_cert_login_san_type setting.
+// RabbitMQ's ssl_cert_login_san_type setting (defined in config).
 const (
-	SANTypeDNS   = "dns"
-	SANTypeIP    = "ip"
-	SANTypeEmail = "email"
-	SANTypeURI   = "uri"
+	SANTypeDNS   = config.SANTypeDNS
+	SANTypeIP    = config.SANTypeIP
+	SANTypeEmail = config.SANTypeEmail
+	SANTypeURI   = config.SANTypeURI
 )
 
-// DefaultTLSHandshakeTimeout is RabbitMQ's ssl_handshake_timeout.
-const DefaultTLSHandshakeTimeout = 5 * time.Second
-
-// ErrTLSConfig wraps every error in TLSOptions or in the files they name.
+// ErrTLSConfig wraps every error in the TLS settings or in the files they
+// name.
 var ErrTLSConfig = errors.New("link: invalid TLS configuration")
-
-// TLSOptions configure the TLS listeners' certificates and client
-// certificate checks, with the semantics of RabbitMQ's ssl_options and
-// rabbitmq_auth_mechanism_ssl.
-type TLSOptions struct {
-	// CertFile and KeyFile are the server's PEM certificate chain and key.
-	CertFile, KeyFile string
-	// CAFile holds the PEM certificates client certificates are verified
-	// against; required when VerifyPeer is set.
-	CAFile string
-	// VerifyPeer asks clients for a certificate and verifies any they send
-	// (ssl_options.verify = verify_peer). Without it no client certificate
-	// is requested and SASL EXTERNAL is never offered.
-	VerifyPeer bool
-	// FailIfNoPeerCert refuses the handshake of a client that sends no
-	// certificate (ssl_options.fail_if_no_peer_cert); needs VerifyPeer.
-	FailIfNoPeerCert bool
-	// HandshakeTimeout bounds the TLS handshake; default 5s.
-	HandshakeTimeout time.Duration
-	// CertLoginFrom names the user of an EXTERNAL login: distinguished_name
-	// (the default, as RabbitMQ's), common_name or subject_alternative_name.
-	CertLoginFrom string
-	// CertLoginSANType (dns, the default, ip, email or uri) and
-	// CertLoginSANIndex (0-based among the names of that type) pick the
-	// subject alternative name for subject_alternative_name.
-	CertLoginSANType  string
-	CertLoginSANIndex int
-}
 
 // tlsMaterial is what one load of the files produced.
 type tlsMaterial struct {
@@ -76,44 +48,20 @@ type tlsMaterial struct {
 // Reload replaces while the broker runs: new handshakes use the new files,
 // established connections keep the session they negotiated.
 type TLSCerts struct {
-	opts TLSOptions
+	opts config.TLS
 	cur  atomic.Pointer[tlsMaterial]
 }
 
-// NewTLSCerts checks opts and loads the files they name.
-func NewTLSCerts(opts TLSOptions) (*TLSCerts, error) {
-	if opts.CertFile == "" || opts.KeyFile == "" {
+// NewTLSCerts checks the settings (config.TLS.Validate) and loads the
+// files they name.
+func NewTLSCerts(settings config.TLS) (*TLSCerts, error) {
+	if settings.TLSCertFile == "" || settings.TLSKeyFile == "" {
 		return nil, fmt.Errorf("%w: a certificate file and a key file are both required", ErrTLSConfig)
 	}
-	if opts.VerifyPeer && opts.CAFile == "" {
-		return nil, fmt.Errorf("%w: verifying peers needs a CA file", ErrTLSConfig)
+	if err := settings.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTLSConfig, err)
 	}
-	if opts.FailIfNoPeerCert && !opts.VerifyPeer {
-		// Erlang's ssl refuses the same combination.
-		return nil, fmt.Errorf("%w: fail-if-no-peer-cert needs verify-peer", ErrTLSConfig)
-	}
-	if opts.HandshakeTimeout <= 0 {
-		opts.HandshakeTimeout = DefaultTLSHandshakeTimeout
-	}
-	switch opts.CertLoginFrom {
-	case "":
-		opts.CertLoginFrom = CertLoginDistinguishedName
-	case CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN:
-	default:
-		return nil, fmt.Errorf("%w: certificate login from %q (want %s, %s or %s)", ErrTLSConfig,
-			opts.CertLoginFrom, CertLoginDistinguishedName, CertLoginCommonName, CertLoginSAN)
-	}
-	switch opts.CertLoginSANType {
-	case "":
-		opts.CertLoginSANType = SANTypeDNS
-	case SANTypeDNS, SANTypeIP, SANTypeEmail, SANTypeURI:
-	default:
-		return nil, fmt.Errorf("%w: SAN type %q (want dns, ip, email or uri)", ErrTLSConfig, opts.CertLoginSANType)
-	}
-	if opts.CertLoginSANIndex < 0 {
-		return nil, fmt.Errorf("%w: SAN index %d is negative", ErrTLSConfig, opts.CertLoginSANIndex)
-	}
-	t := &TLSCerts{opts: opts}
+	t := &TLSCerts{opts: settings}
 	if err := t.Reload(); err != nil {
 		return nil, err
 	}
@@ -123,19 +71,19 @@ func NewTLSCerts(opts TLSOptions) (*TLSCerts, error) {
 // Reload reads the certificate, key and CA files again. On error the
 // previous material stays in use.
 func (t *TLSCerts) Reload() error {
-	cert, err := tls.LoadX509KeyPair(t.opts.CertFile, t.opts.KeyFile)
+	cert, err := tls.LoadX509KeyPair(t.opts.TLSCertFile, t.opts.TLSKeyFile)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrTLSConfig, err)
 	}
 	m := &tlsMaterial{cert: &cert}
-	if t.opts.VerifyPeer {
-		pem, err := os.ReadFile(t.opts.CAFile)
+	if t.opts.TLSVerifyPeer {
+		pem, err := os.ReadFile(t.opts.TLSCAFile)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrTLSConfig, err)
 		}
 		m.clients = x509.NewCertPool()
 		if !m.clients.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("%w: no PEM certificate in CA file %s", ErrTLSConfig, t.opts.CAFile)
+			return fmt.Errorf("%w: no PEM certificate in CA file %s", ErrTLSConfig, t.opts.TLSCAFile)
 		}
 	}
 	t.cur.Store(m)
@@ -143,7 +91,7 @@ func (t *TLSCerts) Reload() error {
 }
 
 // HandshakeTimeout is the configured TLS handshake time-out.
-func (t *TLSCerts) HandshakeTimeout() time.Duration { return t.opts.HandshakeTimeout }
+func (t *TLSCerts) HandshakeTimeout() time.Duration { return t.opts.TLSHandshakeTimeout }
 
 // AMQPConfig is the TLS configuration of the amqps listener: TLS 1.2 or
 // later, the current certificate, client certificates as configured.
@@ -157,10 +105,10 @@ func (t *TLSCerts) AMQPConfig() *tls.Config {
 				Certificates: []tls.Certificate{*m.cert},
 				NextProtos:   []string{"amqp"},
 			}
-			if t.opts.VerifyPeer {
+			if t.opts.TLSVerifyPeer {
 				c.ClientCAs = m.clients
 				c.ClientAuth = tls.VerifyClientCertIfGiven
-				if t.opts.FailIfNoPeerCert {
+				if t.opts.TLSFailIfNoPeerCert {
 					c.ClientAuth = tls.RequireAndVerifyClientCert
 				}
 			}
@@ -184,11 +132,11 @@ var errNoCertName = errors.New("link: the client certificate has no name of the 
 
 // loginName is the user name an EXTERNAL login with cert stands for.
 func (t *TLSCerts) loginName(cert *x509.Certificate) (string, error) {
-	switch t.opts.CertLoginFrom {
+	switch t.opts.SSLCertLoginFrom {
 	case CertLoginCommonName:
 		return commonNames(cert)
 	case CertLoginSAN:
-		return subjectAltName(cert, t.opts.CertLoginSANType, t.opts.CertLoginSANIndex)
+		return subjectAltName(cert, t.opts.SSLCertLoginSANType, t.opts.SSLCertLoginSANIndex)
 	}
 	return DistinguishedName(cert)
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/asn1"
 	"errors"
 	"testing"
+
+	"github.com/epitaph-mq/epitaph/config"
 )
 
 func certWithSubject(t *testing.T, seq pkix.RDNSequence) *x509.Certificate {
@@ -78,14 +80,18 @@ func TestCommonNamesAndSAN(t *testing.T) {
 }
 
 func TestNewTLSCertsRefusesBadOptions(t *testing.T) {
-	for name, o := range map[string]TLSOptions{
-		"no key":                     {CertFile: "c"},
-		"verify without CA":          {CertFile: "c", KeyFile: "k", VerifyPeer: true},
-		"fail-if-no-cert w/o verify": {CertFile: "c", KeyFile: "k", FailIfNoPeerCert: true},
-		"login from":                 {CertFile: "c", KeyFile: "k", CertLoginFrom: "serial"},
-		"SAN type":                   {CertLoginSANType: "other_name", CertFile: "c", KeyFile: "k"},
-		"missing files":              {CertFile: "/nonexistent/c", KeyFile: "/nonexistent/k"},
+	valid := config.Default().TLS
+	valid.TLSCertFile, valid.TLSKeyFile = "c", "k"
+	for name, mod := range map[string]func(o *config.TLS){
+		"no key":                     func(o *config.TLS) { o.TLSKeyFile = "" },
+		"verify without CA":          func(o *config.TLS) { o.TLSVerifyPeer = true },
+		"fail-if-no-cert w/o verify": func(o *config.TLS) { o.TLSFailIfNoPeerCert = true },
+		"login from":                 func(o *config.TLS) { o.SSLCertLoginFrom = "serial" },
+		"SAN type":                   func(o *config.TLS) { o.SSLCertLoginSANType = "other_name" },
+		"missing files":              func(o *config.TLS) { o.TLSCertFile, o.TLSKeyFile = "/nonexistent/c", "/nonexistent/k" },
 	} {
+		o := valid
+		mod(&o)
 		if _, err := NewTLSCerts(o); !errors.Is(err, ErrTLSConfig) {
 			t.Errorf("%s: %v", name, err)
 		}

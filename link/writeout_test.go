@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph/config"
 )
 
 // pipeConn returns a conn whose socket is one end of a synchronous pipe (no
@@ -20,7 +22,7 @@ func pipeConn(t *testing.T, writeTimeout time.Duration) (*conn, net.Conn) {
 	t.Helper()
 	ours, peer := net.Pipe()
 	t.Cleanup(func() { ours.Close(); peer.Close() })
-	c := &conn{nc: ours, srv: &Server{opts: Options{WriteTimeout: writeTimeout}}, log: slog.New(slog.DiscardHandler),
+	c := &conn{nc: ours, srv: &Server{opts: Options{AMQP: config.AMQP{WriteTimeout: writeTimeout}}}, log: slog.New(slog.DiscardHandler),
 		out: outbuf{wake: make(chan struct{}, 1), low: make(chan struct{}, 1)}}
 	return c, peer
 }

@@ -9,9 +9,9 @@ import (
 // reason) a log record keeps: a client can send paths as long as a message.
 const logValueMax = 256
 
-// clip shortens a client-supplied string for a log record, on a rune
+// Clip shortens a client-supplied string for a log record, on a rune
 // boundary, saying how long it was.
-func clip(s string) string {
+func Clip(s string) string {
 	if len(s) <= logValueMax {
 		return s
 	}

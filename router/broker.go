@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/alarm"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -32,25 +34,18 @@ type Options struct {
 	// dead_letter_worker_publisher_confirm_timeout); 0 means 180 s.
 	DeadLetterRetryInterval time.Duration
 
-	// Alarms (alarm.go). DiskFreeLimit: publishers are blocked while the
-	// free space of DataDir's filesystem is below it (0: no disk alarm).
-	// MemoryHighWatermark: blocked while the process's memory is above it
-	// in bytes (0: no memory alarm). AlarmInterval: how often both are
-	// checked (0 means 1 s). DiskFree and MemoryUsed replace the readers
-	// (tests).
+	// Resource alarms (package alarm, Broker.Alarms). DiskFreeLimit:
+	// publishers are blocked while the free space of DataDir's filesystem
+	// is below it (0: no disk alarm). MemoryHighWatermark: blocked while the
+	// process's memory is above it in bytes (0: no memory alarm).
+	// AlarmInterval: how often both are checked (0 means 1 s). DiskFree and
+	// MemoryUsed replace the readers (tests).
 	DataDir             string
 	DiskFreeLimit       uint64
 	MemoryHighWatermark uint64
 	AlarmInterval       time.Duration
 	DiskFree            func(dir string) (uint64, error)
 	MemoryUsed          func() uint64
-
-	// AuthFailureDelay is the wait before a failed authentication is
-	// answered, growing with repeated failures from one address
-	// (authfail.go); 0 means DefaultAuthFailureDelay, negative no wait.
-	// AuthFailureSources bounds the addresses remembered (0: the default).
-	AuthFailureDelay   time.Duration
-	AuthFailureSources int
 }
 
 // DeadLetterer takes messages that died in src, in the order they died. It
@@ -118,17 +113,60 @@ type Broker struct {
 	retryTimer *time.Timer
 	retryEvery time.Duration
 
-	alarms   alarmState
-	authFail *authFailures
+	alarms alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
+
+	accounts atomic.Pointer[accountsHolder]
 
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
-	users  map[string]*User
-	perms  map[string]map[string]Permission // user → vhost → permission
-	seeded bool                             // the first-start defaults were decided (SeedDefaults)
 }
 
 type dlHolder struct{ d DeadLetterer }
+
+type accountsHolder struct{ a Accounts }
+
+// Accounts is the owner of users and permissions (package auth), which sits
+// above the router: the router keeps no users, but vhost deletion and
+// definitions documents reach their permissions and users through it. It is
+// never called with a router lock held.
+type Accounts interface {
+	// VHostDeleted drops the vhost's permissions and adds the deletion of
+	// their records to mb, the batch that deletes the vhost.
+	VHostDeleted(vhost string, mb *store.Batch)
+	// LoadDefinitions parses a definitions document's users and
+	// permissions sections (JSON, nil when absent) and returns what applies
+	// them, in that order. The router parses the whole document before it
+	// applies anything, and calls apply after the vhosts and before the
+	// policies.
+	LoadDefinitions(users, permissions json.RawMessage) (apply func() error, err error)
+	// ExportDefinitions returns the users and permissions sections.
+	ExportDefinitions() (users, permissions json.RawMessage, err error)
+}
+
+// SetAccounts sets the owner of users and permissions (auth.New calls it).
+func (b *Broker) SetAccounts(a Accounts) {
+	if a == nil {
+		b.accounts.Store(nil)
+		return
+	}
+	b.accounts.Store(&accountsHolder{a})
+}
+
+func (b *Broker) getAccounts() Accounts {
+	if h := b.accounts.Load(); h != nil {
+		return h.a
+	}
+	return nil
+}
+
+// CommitMeta submits mb, metadata records of a package that keeps them in
+// the broker's store (package auth), without waiting for the sync; a
+// failure is logged as the router's own. Without a store it does nothing.
+func (b *Broker) CommitMeta(mb *store.Batch) {
+	if b.metaOn() {
+		b.st.Commit(mb, b.logStoreErr)
+	}
+}
 
 // DefaultVHost is the vhost every broker starts with.
 const DefaultVHost = "/"
@@ -140,8 +178,6 @@ func New(opts Options) *Broker {
 		log:    opts.Logger,
 		now:    opts.Now,
 		vhosts: map[string]*VHost{},
-		users:  map[string]*User{},
-		perms:  map[string]map[string]Permission{},
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -158,9 +194,10 @@ func New(opts Options) *Broker {
 	if b.retryEvery <= 0 {
 		b.retryEvery = 180 * time.Second
 	}
-	b.authFail = newAuthFailures(opts.AuthFailureDelay, opts.AuthFailureSources)
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
-	b.startAlarms()
+	b.alarms.Start(alarm.Options{Logger: b.log, DataDir: opts.DataDir, DiskFreeLimit: opts.DiskFreeLimit,
+		MemoryHighWatermark: opts.MemoryHighWatermark, Interval: opts.AlarmInterval,
+		DiskFree: opts.DiskFree, MemoryUsed: opts.MemoryUsed})
 	return b
 }
 
@@ -184,6 +221,9 @@ func (b *Broker) deadLetterer() DeadLetterer {
 	return nil
 }
 
+// Alarms returns the broker's resource alarms, which every publish feeds.
+func (b *Broker) Alarms() *alarm.Monitor { return &b.alarms }
+
 // Logger returns the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.log }
 
@@ -198,7 +238,7 @@ func (b *Broker) Close() {
 		b.retryTimer.Stop()
 	}
 	b.retryMu.Unlock()
-	b.stopAlarms()
+	b.alarms.Stop()
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()
@@ -249,15 +289,12 @@ func (b *Broker) DeleteVHost(name string) error {
 		return fmt.Errorf("%w: no vhost '%s'", ErrNotFound, name)
 	}
 	delete(b.vhosts, name)
+	b.mu.Unlock()
 	mb := new(store.Batch)
-	for u, pv := range b.perms {
-		if _, ok := pv[name]; ok {
-			mb.DeleteMeta(joinKey(metaPermission, u, name))
-		}
-		delete(pv, name)
+	if a := b.getAccounts(); a != nil {
+		a.VHostDeleted(name, mb)
 	}
 	mb.DeleteMeta(metaVHost + name)
-	b.mu.Unlock()
 
 	type gone struct {
 		q    *Queue

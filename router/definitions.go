@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -15,8 +14,8 @@ import (
 // Unknown top-level fields (rabbit_version, global_parameters, ...) are ignored.
 type definitions struct {
 	VHosts      []defVHost      `json:"vhosts"`
-	Users       []defUser       `json:"users"`
-	Permissions []defPermission `json:"permissions"`
+	Users       json.RawMessage `json:"users"`       // the Accounts' section
+	Permissions json.RawMessage `json:"permissions"` // the Accounts' section
 	Policies    []defPolicy     `json:"policies"`
 	Exchanges   []defExchange   `json:"exchanges"`
 	Queues      []defQueue      `json:"queues"`
@@ -25,22 +24,6 @@ type definitions struct {
 
 type defVHost struct {
 	Name string `json:"name"`
-}
-
-type defUser struct {
-	Name             string          `json:"name"`
-	PasswordHash     string          `json:"password_hash"`
-	Password         *string         `json:"password,omitempty"`
-	HashingAlgorithm string          `json:"hashing_algorithm"`
-	Tags             json.RawMessage `json:"tags"`
-}
-
-type defPermission struct {
-	User      string `json:"user"`
-	VHost     string `json:"vhost"`
-	Configure string `json:"configure"`
-	Write     string `json:"write"`
-	Read      string `json:"read"`
 }
 
 type defPolicy struct {
@@ -82,8 +65,8 @@ type defBinding struct {
 
 // LoadDefinitions applies a RabbitMQ definitions JSON document: vhosts,
 // users, permissions, policies, exchanges, queues and bindings, in that
-// order. Users may carry password_hash (with hashing_algorithm) or, for
-// convenience, a plain "password". Items that already exist must be
+// order. Users and permissions go to the Accounts (SetAccounts); a document
+// that has some fails without them. Items that already exist must be
 // equivalent. Loading stops at the first error, which names the item;
 // what was applied before it stays.
 func (b *Broker) LoadDefinitions(data []byte) error {
@@ -93,21 +76,23 @@ func (b *Broker) LoadDefinitions(data []byte) error {
 	if err := dec.Decode(&d); err != nil {
 		return fmt.Errorf("%w: definitions: %w", ErrInvalidArgument, err)
 	}
+	applyAccounts := func() error { return nil }
+	if a := b.getAccounts(); a != nil {
+		apply, err := a.LoadDefinitions(d.Users, d.Permissions)
+		if err != nil {
+			return fmt.Errorf("%w: definitions: %w", ErrInvalidArgument, err)
+		}
+		applyAccounts = apply
+	} else if !emptyJSONList(d.Users) || !emptyJSONList(d.Permissions) {
+		return fmt.Errorf("%w: definitions: users and permissions given, but this broker keeps none", ErrInvalidArgument)
+	}
 	for _, v := range d.VHosts {
 		if _, err := b.CreateVHost(v.Name); err != nil {
 			return fmt.Errorf("definitions: %w", err)
 		}
 	}
-	for _, u := range d.Users {
-		if err := b.loadUser(u); err != nil {
-			return fmt.Errorf("definitions: user '%s': %w", u.Name, err)
-		}
-	}
-	for _, p := range d.Permissions {
-		err := b.SetPermission(Permission{User: p.User, VHost: cmp.Or(p.VHost, DefaultVHost), Configure: p.Configure, Write: p.Write, Read: p.Read})
-		if err != nil {
-			return fmt.Errorf("definitions: permission of user '%s' in vhost '%s': %w", p.User, p.VHost, err)
-		}
+	if err := applyAccounts(); err != nil {
+		return fmt.Errorf("definitions: %w", err)
 	}
 	for _, p := range d.Policies {
 		prio := int64(0)
@@ -140,43 +125,10 @@ func (b *Broker) LoadDefinitions(data []byte) error {
 	return nil
 }
 
-func (b *Broker) loadUser(d defUser) error {
-	u := User{Name: d.Name, PasswordHash: d.PasswordHash, HashingAlgorithm: cmp.Or(d.HashingAlgorithm, HashSHA256)}
-	if d.Password != nil {
-		h, err := HashPassword(u.HashingAlgorithm, *d.Password)
-		if err != nil {
-			return err
-		}
-		u.PasswordHash = h
-	}
-	tags, err := parseTags(d.Tags)
-	if err != nil {
-		return err
-	}
-	u.Tags = tags
-	return b.PutUser(u)
-}
-
-// parseTags accepts a list of tags or a comma-separated string (older exports).
-func parseTags(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err == nil {
-		return list, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("%w: tags must be a list or a string", ErrInvalidArgument)
-	}
-	var out []string
-	for t := range strings.SplitSeq(s, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+// emptyJSONList reports whether raw is absent, null or an empty list.
+func emptyJSONList(raw json.RawMessage) bool {
+	var l []json.RawMessage
+	return len(raw) == 0 || (json.Unmarshal(raw, &l) == nil && len(l) == 0)
 }
 
 func (b *Broker) defVHost(name string) (*VHost, error) {
@@ -241,22 +193,21 @@ func (b *Broker) loadBinding(d defBinding) error {
 func (b *Broker) ExportDefinitions() ([]byte, error) {
 	type export struct {
 		RabbitVersion string          `json:"rabbit_version"`
-		Users         []defUser       `json:"users"`
+		Users         json.RawMessage `json:"users"`
 		VHosts        []defVHost      `json:"vhosts"`
-		Permissions   []defPermission `json:"permissions"`
+		Permissions   json.RawMessage `json:"permissions"`
 		Policies      []defPolicy     `json:"policies"`
 		Queues        []defQueue      `json:"queues"`
 		Exchanges     []defExchange   `json:"exchanges"`
 		Bindings      []defBinding    `json:"bindings"`
 	}
-	e := export{RabbitVersion: "4.3.0", Users: []defUser{}, VHosts: []defVHost{}, Permissions: []defPermission{},
+	e := export{RabbitVersion: "4.3.0", Users: json.RawMessage("[]"), VHosts: []defVHost{}, Permissions: json.RawMessage("[]"),
 		Policies: []defPolicy{}, Queues: []defQueue{}, Exchanges: []defExchange{}, Bindings: []defBinding{}}
-	for _, u := range b.Users() {
-		tags, _ := json.Marshal(append([]string{}, u.Tags...))
-		e.Users = append(e.Users, defUser{Name: u.Name, PasswordHash: u.PasswordHash, HashingAlgorithm: u.HashingAlgorithm, Tags: tags})
-	}
-	for _, p := range b.Permissions() {
-		e.Permissions = append(e.Permissions, defPermission(p))
+	if a := b.getAccounts(); a != nil {
+		var err error
+		if e.Users, e.Permissions, err = a.ExportDefinitions(); err != nil {
+			return nil, fmt.Errorf("definitions: %w", err)
+		}
 	}
 	for _, name := range b.VHosts() {
 		e.VHosts = append(e.VHosts, defVHost{Name: name})

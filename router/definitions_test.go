@@ -1,13 +1,7 @@
 package router
 
 import (
-	"crypto/md5"
-	"crypto/sha256"
-	"crypto/sha512"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"hash"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,81 +10,18 @@ import (
 	"github.com/epitaph-mq/epitaph/value"
 )
 
-// rabbitHash computes base64(salt ++ H(salt ++ password)) independently of users.go.
-func rabbitHash(h hash.Hash, salt []byte, password string) string {
-	h.Write(salt)
-	h.Write([]byte(password))
-	return base64.StdEncoding.EncodeToString(append(append([]byte{}, salt...), h.Sum(nil)...))
-}
-
-func TestDefaultGuest(t *testing.T) {
-	b := New(Options{})
-	defer b.Close()
-	assert.True(t, b.Authenticate("guest", "guest"))
-	assert.False(t, b.Authenticate("guest", "nope"))
-	assert.False(t, b.Authenticate("other", "guest"))
-	assert.False(t, b.CanAccessVHost("guest", "/"), "no permission before the first-start default")
-	b.SeedDefaults()
-	assert.True(t, b.CanAccessVHost("guest", "/"))
-	assert.False(t, b.CanAccessVHost("guest", "missing"))
-	require.NoError(t, b.DeletePermission("guest", "/"))
-	b.SeedDefaults()
-	assert.False(t, b.CanAccessVHost("guest", "/"), "the default is seeded once: a revoked default stays revoked")
-
-	require.NoError(t, b.PutUser(User{Name: "alice", PasswordHash: rabbitHash(sha256.New(), []byte{1, 2, 3, 4}, "pw")}))
-	assert.False(t, b.Authenticate("guest", "guest"), "guest only exists while no users are defined")
-	assert.True(t, b.Authenticate("alice", "pw"))
-
-	empty, err := HashPasswordWithSalt(HashSHA256, [4]byte{5, 6, 7, 8}, "")
-	require.NoError(t, err)
-	require.NoError(t, b.PutUser(User{Name: "blank", PasswordHash: empty}))
-	assert.False(t, b.Authenticate("blank", ""), "a blank password never logs in")
-}
-
-func TestPasswordHashing(t *testing.T) {
-	salt := [4]byte{0xde, 0xad, 0xbe, 0xef}
-	for alg, h := range map[string]func() hash.Hash{HashSHA256: sha256.New, HashSHA512: sha512.New, HashMD5: md5.New, "": sha256.New} {
-		got, err := HashPasswordWithSalt(alg, salt, "s3cret")
-		require.NoError(t, err)
-		assert.Equal(t, rabbitHash(h(), salt[:], "s3cret"), got, alg)
-
-		random, err := HashPassword(alg, "s3cret")
-		require.NoError(t, err)
-		b := New(Options{})
-		require.NoError(t, b.PutUser(User{Name: "u", PasswordHash: random, HashingAlgorithm: alg}))
-		assert.True(t, b.Authenticate("u", "s3cret"), alg)
-		assert.False(t, b.Authenticate("u", "s3cre"), alg)
-		b.Close()
-	}
-	_, err := HashPassword("rabbit_password_hashing_rot13", "x")
-	require.ErrorIs(t, err, ErrInvalidArgument)
-
-	b := New(Options{})
-	defer b.Close()
-	require.ErrorIs(t, b.PutUser(User{Name: "u", PasswordHash: "!!notbase64"}), ErrInvalidArgument)
-	require.ErrorIs(t, b.PutUser(User{Name: "u", PasswordHash: base64.StdEncoding.EncodeToString([]byte("short"))}), ErrInvalidArgument)
-	require.NoError(t, b.PutUser(User{Name: "nopw"}))
-	assert.False(t, b.Authenticate("nopw", ""))
-}
-
-func rabbitExport(t *testing.T, aliceHash string) []byte {
+// rabbitExport is a RabbitMQ export without users and permissions (those
+// belong to package auth, whose tests load the full document).
+func rabbitExport(t *testing.T) []byte {
 	t.Helper()
-	doc := fmt.Sprintf(`{
+	doc := `{
   "rabbit_version": "4.3.0",
   "rabbitmq_version": "4.3.0",
   "product_name": "RabbitMQ",
   "product_version": "4.3.0",
-  "users": [
-    {"name": "alice", "password_hash": %q, "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["administrator"], "limits": {}},
-    {"name": "bob", "password": "bobpw", "tags": "management,monitoring"}
-  ],
   "vhosts": [
     {"name": "/", "description": "Default virtual host", "tags": [], "metadata": {"description": "", "tags": []}},
     {"name": "prod", "limits": [], "metadata": {}}
-  ],
-  "permissions": [
-    {"user": "alice", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"},
-    {"user": "bob", "vhost": "prod", "configure": "", "write": "^out", "read": ".*"}
   ],
   "topic_permissions": [],
   "parameters": [],
@@ -114,7 +45,7 @@ func rabbitExport(t *testing.T, aliceHash string) []byte {
     {"source": "ingress", "vhost": "/", "destination": "fwd", "destination_type": "exchange", "routing_key": "fwd.*", "arguments": {}},
     {"source": "fwd", "vhost": "/", "destination": "orders", "destination_type": "queue", "routing_key": "", "arguments": {"x-match": "any", "n": 1}}
   ]
-}`, aliceHash)
+}`
 	require.True(t, json.Valid([]byte(doc)))
 	return []byte(doc)
 }
@@ -122,27 +53,9 @@ func rabbitExport(t *testing.T, aliceHash string) []byte {
 func TestLoadDefinitions(t *testing.T) {
 	b := New(Options{})
 	defer b.Close()
-	salt := []byte{0x90, 0x8d, 0xc6, 0x0a}
-	require.NoError(t, b.LoadDefinitions(rabbitExport(t, rabbitHash(sha256.New(), salt, "alicepw"))))
-
-	assert.True(t, b.Authenticate("alice", "alicepw"))
-	assert.False(t, b.Authenticate("alice", "wrong"))
-	assert.True(t, b.Authenticate("bob", "bobpw"))
-	assert.False(t, b.Authenticate("guest", "guest"))
-	bob, ok := b.User("bob")
-	require.True(t, ok)
-	assert.Equal(t, []string{"management", "monitoring"}, bob.Tags)
+	require.NoError(t, b.LoadDefinitions(rabbitExport(t)))
 
 	assert.Equal(t, []string{"/", "prod"}, b.VHosts())
-	assert.True(t, b.CanAccessVHost("alice", "/"))
-	assert.False(t, b.CanAccessVHost("alice", "prod"))
-	assert.True(t, b.CanAccessVHost("bob", "prod"))
-	p, ok := b.Permission("bob", "prod")
-	require.True(t, ok)
-	assert.Equal(t, Permission{User: "bob", VHost: "prod", Configure: "", Write: "^out", Read: ".*"}, p)
-	// An empty pattern grants nothing, as in RabbitMQ.
-	assert.ErrorIs(t, b.Authorize("bob", "prod", ResourceQueue, "q", Configure), ErrAccessRefused)
-	assert.NoError(t, b.Authorize("bob", "prod", ResourceExchange, "outbox", Write))
 
 	v, _ := b.VHost("/")
 	orders, ok := v.Queue("orders")
@@ -182,7 +95,7 @@ func TestLoadDefinitions(t *testing.T) {
 	assert.False(t, ok, "apply-to queues")
 
 	// Loading the same document again is idempotent.
-	require.NoError(t, b.LoadDefinitions(rabbitExport(t, rabbitHash(sha256.New(), salt, "alicepw"))))
+	require.NoError(t, b.LoadDefinitions(rabbitExport(t)))
 
 	// Export and re-import into a fresh broker.
 	out, err := b.ExportDefinitions()
@@ -190,7 +103,6 @@ func TestLoadDefinitions(t *testing.T) {
 	b2 := New(Options{})
 	defer b2.Close()
 	require.NoError(t, b2.LoadDefinitions(out))
-	assert.True(t, b2.Authenticate("alice", "alicepw"))
 	v2, _ := b2.VHost("/")
 	o2, ok := v2.Queue("orders")
 	require.True(t, ok)
@@ -222,8 +134,6 @@ func TestLoadDefinitionsErrors(t *testing.T) {
 		{"bad exchange type", `{"exchanges": [{"name": "x1", "vhost": "/", "type": "weird"}]}`, "exchange 'x1'", ErrInvalidArgument},
 		{"binding to nothing", `{"bindings": [{"source": "amq.direct", "vhost": "/", "destination": "ghost", "destination_type": "queue", "routing_key": "k"}]}`, "ghost", ErrNotFound},
 		{"bad destination type", `{"bindings": [{"source": "amq.direct", "vhost": "/", "destination": "q", "destination_type": "stream"}]}`, "destination_type", ErrInvalidArgument},
-		{"bad algorithm", `{"users": [{"name": "u1", "password_hash": "", "hashing_algorithm": "rot13"}]}`, "user 'u1'", ErrInvalidArgument},
-		{"permission for unknown user", `{"users": [{"name": "u2", "password": "p"}], "permissions": [{"user": "ghost", "vhost": "/"}]}`, "user 'ghost'", ErrNotFound},
 		{"bad policy pattern", `{"policies": [{"vhost": "/", "name": "p1", "pattern": "(", "definition": {"max-length": 1}}]}`, "policy 'p1'", ErrInvalidArgument},
 	}
 	for _, tt := range tests {
@@ -256,28 +166,33 @@ func TestPolicies(t *testing.T) {
 	require.ErrorIs(t, b.PutPolicy(Policy{VHost: "nope", Name: "x", Pattern: ".*"}), ErrNotFound)
 }
 
-func TestUsersAndPermissions(t *testing.T) {
+// Users and permissions belong to the Accounts (package auth): a document
+// that has some fails on a broker without them, before anything is applied;
+// empty sections are fine.
+func TestLoadDefinitionsWithoutAccounts(t *testing.T) {
+	b := New(Options{})
+	defer b.Close()
+	for _, doc := range []string{
+		`{"vhosts": [{"name": "v1"}], "users": [{"name": "u", "password": "p"}]}`,
+		`{"vhosts": [{"name": "v1"}], "permissions": [{"user": "guest", "vhost": "/"}]}`,
+	} {
+		require.ErrorIs(t, b.LoadDefinitions([]byte(doc)), ErrInvalidArgument, doc)
+		_, ok := b.VHost("v1")
+		require.False(t, ok, "nothing applied: %s", doc)
+	}
+	require.NoError(t, b.LoadDefinitions([]byte(`{"vhosts": [{"name": "v1"}], "users": [], "permissions": null}`)))
+	_, ok := b.VHost("v1")
+	require.True(t, ok)
+	out, err := b.ExportDefinitions()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "\"users\": [],")
+	assert.Contains(t, string(out), "\"permissions\": [],")
+}
+
+func TestDeleteVHost(t *testing.T) {
 	b := New(Options{})
 	defer b.Close()
 	b.AddVHost("v")
-	require.ErrorIs(t, b.SetPermission(Permission{User: "carol", VHost: "v"}), ErrNotFound)
-	require.NoError(t, b.SetPermission(Permission{User: "guest", VHost: "v"}), "the default guest user")
-	assert.True(t, b.CanAccessVHost("guest", "v"))
-	assert.False(t, b.CanAccessVHost("guest", "/"), "no entry for /")
-	require.NoError(t, b.DeletePermission("guest", "v"))
-	assert.False(t, b.CanAccessVHost("guest", "v"), "an empty permission table grants nothing")
-	require.ErrorIs(t, b.Authorize("guest", "v", ResourceQueue, "q", Read), ErrAccessRefused)
-
-	h, err := HashPassword(HashSHA512, "pw")
-	require.NoError(t, err)
-	require.NoError(t, b.PutUser(User{Name: "carol", PasswordHash: h, HashingAlgorithm: HashSHA512, Tags: []string{"management"}}))
-	require.NoError(t, b.SetPermission(Permission{User: "carol", VHost: "v", Read: "^r"}))
-	assert.Len(t, b.Permissions(), 1)
-	assert.Len(t, b.Users(), 1)
-	require.NoError(t, b.DeleteUser("carol"))
-	assert.Empty(t, b.Permissions())
-	require.ErrorIs(t, b.DeleteUser("carol"), ErrNotFound)
-
 	require.NoError(t, b.DeleteVHost("v"))
 	require.ErrorIs(t, b.DeleteVHost("v"), ErrNotFound)
 }

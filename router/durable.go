@@ -215,8 +215,8 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 		final = out
 		// The bytes are on disk now: count them again, so that the disk
 		// alarm also checks behind the committer, which may lag the
-		// publishes (alarm.go).
-		b.consumed(m.size())
+		// publishes (package alarm).
+		b.alarms.Consumed(m.size())
 		if !phase.CompareAndSwap(0, 1) {
 			confirm(out)
 		}

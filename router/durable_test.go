@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,10 +163,6 @@ func TestDurableTopologyRecovered(t *testing.T) {
 	d.queue(t, "q1", Quorum, "x-max-length", int64(10))
 	require.NoError(t, d.v.Bind(Binding{Source: "x", Destination: "q1", Key: "a.#"}))
 	require.NoError(t, d.v.PutPolicy(Policy{Name: "p", Pattern: "^q", Priority: 3, Definition: value.Map{{Key: "message-ttl", Value: int64(60000)}}}))
-	h, err := HashPassword("", "pw")
-	require.NoError(t, err)
-	require.NoError(t, d.b.PutUser(User{Name: "alice", PasswordHash: h, Tags: []string{"administrator"}}))
-	require.NoError(t, d.b.SetPermission(Permission{User: "alice", VHost: "v2", Configure: ".*", Write: ".*", Read: "^r"}))
 	_, _, err = v2.DeclareQueue(QueueSpec{Name: "gone", Durable: true})
 	require.NoError(t, err)
 	_, err = v2.DeleteQueue("gone")
@@ -187,12 +184,6 @@ func TestDurableTopologyRecovered(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "p", pol)
 	require.Contains(t, d2.v.Bindings(), Binding{Source: "x", Destination: "q1", Key: "a.#"})
-	require.True(t, d2.b.Authenticate("alice", "pw"))
-	u, _ := d2.b.User("alice")
-	require.Equal(t, []string{"administrator"}, u.Tags)
-	p, ok := d2.b.Permission("alice", "v2")
-	require.True(t, ok)
-	require.Equal(t, "^r", p.Read)
 	v2b, _ := d2.b.VHost("v2")
 	_, ok = v2b.Queue("gone")
 	require.False(t, ok)
@@ -305,60 +296,29 @@ func TestMemoryStoreKeepsBehaviour(t *testing.T) {
 	require.Equal(t, Accepted, st.Kind)
 }
 
-func TestAlarms(t *testing.T) {
-	var free, mem atomicU64
-	free.set(100 << 20)
-	mem.set(10 << 20)
+// Every publish feeds the broker's alarm monitor its bytes, so a publish that
+// takes them past the step checks the alarms at once, not at the next tick.
+func TestPublishFeedsAlarms(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(100 << 20)
+	var reads atomic.Int64
 	e := newEnv(t, func(o *Options) {
 		o.DataDir = "/data"
-		o.DiskFreeLimit = 50 << 20
-		o.MemoryHighWatermark = 64 << 20
-		o.AlarmInterval = time.Hour // checked by hand below
-		o.DiskFree = func(dir string) (uint64, error) { require.Equal(t, "/data", dir); return free.get(), nil }
-		o.MemoryUsed = mem.get
+		o.DiskFreeLimit = 1 << 20 // a check per 256 KiB published
+		o.AlarmInterval = time.Hour
+		o.DiskFree = func(dir string) (uint64, error) {
+			require.Equal(t, "/data", dir)
+			reads.Add(1)
+			return free.Load(), nil
+		}
 	})
-	blocked, ch := e.b.PublishBlocked()
+	e.queue(t, "q", Classic)
+	require.Equal(t, int64(1), reads.Load(), "New checks once")
+	free.Store(1)
+	blocked, changed := e.b.Alarms().PublishBlocked()
 	require.False(t, blocked)
-	free.set(10 << 20)
-	a := e.b.CheckAlarms()
-	require.True(t, a.Disk)
-	require.False(t, a.Memory)
-	<-ch // closed on the change
-	blocked, ch = e.b.PublishBlocked()
-	require.True(t, blocked)
-	mem.set(100 << 20)
-	e.b.CheckAlarms()
-	<-ch
-	require.True(t, e.b.Alarms().Memory)
-	free.set(100 << 20)
-	e.b.CheckAlarms()
-	blocked, ch = e.b.PublishBlocked()
-	require.True(t, blocked, "memory alarm still set")
-	mem.set(1 << 20)
-	e.b.CheckAlarms()
-	<-ch
-	blocked, _ = e.b.PublishBlocked()
-	require.False(t, blocked)
-	// Consumers keep draining while blocked: the router never refuses deliveries.
+	e.publish(t, "", msg(strings.Repeat("x", 300<<10), "q"))
+	<-changed
+	require.Equal(t, int64(2), reads.Load())
+	require.True(t, e.b.Alarms().State().Disk)
 }
-
-func TestAlarmTimerClearsByItself(t *testing.T) {
-	var free atomicU64
-	free.set(1)
-	e := newEnv(t, func(o *Options) {
-		o.DiskFreeLimit = 10
-		o.AlarmInterval = time.Millisecond
-		o.DiskFree = func(string) (uint64, error) { return free.get(), nil }
-	})
-	blocked, ch := e.b.PublishBlocked()
-	require.True(t, blocked)
-	free.set(100)
-	<-ch
-	blocked, _ = e.b.PublishBlocked()
-	require.False(t, blocked)
-}
-
-type atomicU64 struct{ v atomic.Uint64 }
-
-func (a *atomicU64) set(n uint64) { a.v.Store(n) }
-func (a *atomicU64) get() uint64  { return a.v.Load() }

@@ -225,18 +225,18 @@ func decodeState(e *entry, b []byte) error {
 // ---- metadata ----
 
 // Metadata keys (store.PutMeta). Names are joined with NUL, which AMQP names
-// may not contain in practice (RabbitMQ refuses it too).
+// may not contain in practice (RabbitMQ refuses it too). The prefixes "u/",
+// "P/" and "d/" are package auth's (users, permissions, the first-start
+// marker), written through Broker.CommitMeta: the router never uses them.
 const (
-	metaVHost      = "v/" // v/<vhost>
-	metaExchange   = "x/" // x/<vhost>\0<name> → [type, durable, auto-delete, internal, arguments]
-	metaQueue      = "q/" // q/<vhost>\0<name> → [id, type, durable, exclusive, auto-delete, arguments]
-	metaBinding    = "b/" // b/<vhost>\0<source>\0<encoded binding> → binding
-	metaPolicy     = "p/" // p/<vhost>\0<name> → [pattern, apply-to, priority, definition]
-	metaUser       = "u/" // u/<name> → [hash, algorithm, tags]
-	metaPermission = "P/" // P/<user>\0<vhost> → [configure, write, read]
-	metaSeq        = "n/" // n/<queue id> → reserved seq high-water mark
-	metaQueueID    = "id" // next queue id high-water mark
-	seqReserve     = 1 << 16
+	metaVHost    = "v/" // v/<vhost>
+	metaExchange = "x/" // x/<vhost>\0<name> → [type, durable, auto-delete, internal, arguments]
+	metaQueue    = "q/" // q/<vhost>\0<name> → [id, type, durable, exclusive, auto-delete, arguments]
+	metaBinding  = "b/" // b/<vhost>\0<source>\0<encoded binding> → binding
+	metaPolicy   = "p/" // p/<vhost>\0<name> → [pattern, apply-to, priority, definition]
+	metaSeq      = "n/" // n/<queue id> → reserved seq high-water mark
+	metaQueueID  = "id" // next queue id high-water mark
+	seqReserve   = 1 << 16
 )
 
 func joinKey(prefix string, parts ...string) string {

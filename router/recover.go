@@ -6,11 +6,10 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/router/store"
-	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Recover rebuilds the broker from its store: vhosts, exchanges, policies,
-// queues (with their QueueIDs), bindings, users and permissions, then every
+// queues (with their QueueIDs) and bindings, then every
 // durable queue's messages in seq order. Call it once, after New (and after
 // the DeadLetterer is set), before serving. Without a store it does nothing.
 //
@@ -65,8 +64,6 @@ func (b *Broker) recover() error {
 	seqRes := map[store.QueueID]uint64{}
 	for _, kv := range all {
 		switch {
-		case kv.key == metaSeeded:
-			b.seeded = true
 		case kv.key == metaQueueID:
 			if len(kv.value) == 8 {
 				b.qidRes = binary.BigEndian.Uint64(kv.value)
@@ -153,34 +150,6 @@ func (b *Broker) recover() error {
 			b.log.Error("recover: binding not restored", "vhost", vh, "binding", bd.String(), "err", err)
 		}
 	}
-	b.mu.Lock()
-	for _, kv := range by[metaUser] {
-		l, err := decodeList(kv.value, 3)
-		if err != nil {
-			b.mu.Unlock()
-			return fmt.Errorf("%w: router: bad user metadata %q: %v", store.ErrCorrupt, kv.key, err)
-		}
-		u := &User{Name: kv.key[len(metaUser):], PasswordHash: listStr(l[0]), HashingAlgorithm: listStr(l[1])}
-		if tags, ok := l[2].(value.List); ok {
-			for _, t := range tags {
-				u.Tags = append(u.Tags, listStr(t))
-			}
-		}
-		b.users[u.Name] = u
-	}
-	for _, kv := range by[metaPermission] {
-		user, vh, ok := splitKey(kv.key, metaPermission)
-		l, err := decodeList(kv.value, 3)
-		if !ok || err != nil {
-			b.mu.Unlock()
-			return fmt.Errorf("%w: router: bad permission metadata %q: %v", store.ErrCorrupt, kv.key, err)
-		}
-		if b.perms[user] == nil {
-			b.perms[user] = map[string]Permission{}
-		}
-		b.perms[user][vh] = Permission{User: user, VHost: vh, Configure: listStr(l[0]), Write: listStr(l[1]), Read: listStr(l[2])}
-	}
-	b.mu.Unlock()
 
 	// Two phases: every queue is loaded (its seq counter set) before any
 	// message that died while the broker was down (TTL passed, delivery

@@ -584,7 +584,7 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 	if exchange == "amq.default" {
 		exchange = ""
 	}
-	v.b.consumed(m.size())
+	v.b.alarms.Consumed(m.size())
 	queues, err := v.route(dst, exchange, m)
 	if err != nil {
 		return PublishResult{}, err

@@ -247,25 +247,13 @@ func (cfg *Config) traceExporter(ctx context.Context) (sdktrace.SpanExporter, er
 		return nil, err
 	}
 	if proto == ProtocolGRPC {
-		var opts []otlptracegrpc.Option
-		if cfg.OTLPEndpoint != "" {
-			host, insecure, _, _ := cfg.endpoint()
-			opts = append(opts, otlptracegrpc.WithEndpoint(host))
-			if insecure {
-				opts = append(opts, otlptracegrpc.WithInsecure())
-			}
-		}
-		return otlptracegrpc.New(ctx, opts...)
+		return otlptracegrpc.New(ctx, otlpOptions[otlptracegrpc.Option]{
+			endpoint: otlptracegrpc.WithEndpoint, insecure: otlptracegrpc.WithInsecure,
+		}.build(cfg, "")...)
 	}
-	var opts []otlptracehttp.Option
-	if cfg.OTLPEndpoint != "" {
-		host, insecure, path, _ := cfg.endpoint()
-		opts = append(opts, otlptracehttp.WithEndpoint(host), otlptracehttp.WithURLPath(path+"/v1/traces"))
-		if insecure {
-			opts = append(opts, otlptracehttp.WithInsecure())
-		}
-	}
-	return otlptracehttp.New(ctx, opts...)
+	return otlptracehttp.New(ctx, otlpOptions[otlptracehttp.Option]{
+		endpoint: otlptracehttp.WithEndpoint, urlPath: otlptracehttp.WithURLPath, insecure: otlptracehttp.WithInsecure,
+	}.build(cfg, "/v1/traces")...)
 }
 
 func (cfg *Config) metricExporter(ctx context.Context) (sdkmetric.Exporter, error) {
@@ -274,23 +262,38 @@ func (cfg *Config) metricExporter(ctx context.Context) (sdkmetric.Exporter, erro
 		return nil, err
 	}
 	if proto == ProtocolGRPC {
-		var opts []otlpmetricgrpc.Option
-		if cfg.OTLPEndpoint != "" {
-			host, insecure, _, _ := cfg.endpoint()
-			opts = append(opts, otlpmetricgrpc.WithEndpoint(host))
-			if insecure {
-				opts = append(opts, otlpmetricgrpc.WithInsecure())
-			}
-		}
-		return otlpmetricgrpc.New(ctx, opts...)
+		return otlpmetricgrpc.New(ctx, otlpOptions[otlpmetricgrpc.Option]{
+			endpoint: otlpmetricgrpc.WithEndpoint, insecure: otlpmetricgrpc.WithInsecure,
+		}.build(cfg, "")...)
 	}
-	var opts []otlpmetrichttp.Option
-	if cfg.OTLPEndpoint != "" {
-		host, insecure, path, _ := cfg.endpoint()
-		opts = append(opts, otlpmetrichttp.WithEndpoint(host), otlpmetrichttp.WithURLPath(path+"/v1/metrics"))
-		if insecure {
-			opts = append(opts, otlpmetrichttp.WithInsecure())
-		}
+	return otlpmetrichttp.New(ctx, otlpOptions[otlpmetrichttp.Option]{
+		endpoint: otlpmetrichttp.WithEndpoint, urlPath: otlpmetrichttp.WithURLPath, insecure: otlpmetrichttp.WithInsecure,
+	}.build(cfg, "/v1/metrics")...)
+}
+
+// otlpOptions names one OTLP exporter package's option constructors: each
+// of the four exporters has its own Option type, but they take the
+// configured endpoint the same way.
+type otlpOptions[O any] struct {
+	endpoint func(string) O
+	urlPath  func(string) O // nil for gRPC, which has no URL path
+	insecure func() O
+}
+
+// build returns the options for cfg's endpoint (none when it is not set, so
+// that the exporter reads the OTEL_EXPORTER_OTLP_* variables itself);
+// signalPath is appended to the endpoint's path for HTTP.
+func (o otlpOptions[O]) build(cfg *Config, signalPath string) []O {
+	if cfg.OTLPEndpoint == "" {
+		return nil
 	}
-	return otlpmetrichttp.New(ctx, opts...)
+	host, insecure, path, _ := cfg.endpoint()
+	opts := []O{o.endpoint(host)}
+	if o.urlPath != nil {
+		opts = append(opts, o.urlPath(path+signalPath))
+	}
+	if insecure {
+		opts = append(opts, o.insecure())
+	}
+	return opts
 }

@@ -60,10 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // serve starts the broker, announces its address on stdout, and blocks until
 // SIGINT or SIGTERM, then closes it.
 func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
-	opts, err := options(cfg, log)
-	if err != nil {
-		return err
-	}
+	opts := options(cfg, log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer startHeapFloor(heapFloorBytes(cfg), log)()
@@ -79,7 +76,7 @@ func serve(cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	log.Info("epitaph started", "listen", b.Addr(), "tls_listen", b.TLSAddr(), "anonymous", cfg.Anonymous,
-		"auto_create_queues", cfg.AutoCreateQueues, "definitions", cfg.Definitions)
+		"auto_create_queues", cfg.AutoCreateQueues, "definitions", cfg.DefinitionsFile)
 	if err := announce(stdout, b, cfg.HTTPTLS); err != nil {
 		_ = b.Close()
 		return fmt.Errorf("announce address: %w", err)
@@ -124,78 +121,13 @@ func announce(w io.Writer, b *epitaph.Broker, httpTLS bool) error {
 	return nil
 }
 
-// options maps the configuration onto the embedding API, reading the
-// definitions file if one is named.
-func options(cfg *config.Config, log *slog.Logger) (epitaph.Options, error) {
-	var defs []byte
-	if cfg.Definitions != "" {
-		var err error
-		if defs, err = os.ReadFile(cfg.Definitions); err != nil {
-			return epitaph.Options{}, fmt.Errorf("read definitions: %w", err)
-		}
-	}
-	maxConns := cfg.MaxConnections
-	if maxConns == 0 {
-		maxConns = -1 // unlimited (in epitaph.Options 0 means the default)
-	}
-	authDelay := cfg.AuthFailureDelay
-	if authDelay == 0 {
-		authDelay = -1 // no wait (in epitaph.Options 0 means the default)
-	}
-	opts := epitaph.Options{
-		AuthFailureDelay:   authDelay,
-		AuthFailureSources: cfg.AuthFailureSources,
-
-		HTTPGetMaxCount:        cfg.HTTPGetMaxCount,
-		HTTPGetMaxBytes:        cfg.HTTPGetMaxBytes,
-		ManagementPendingBytes: cfg.ManagementPendingBytes,
-
-		Listen:                  cfg.Listen,
-		NoPlainListener:         cfg.Listen == "",
-		HTTPListen:              cfg.HTTPListen,
-		Logger:                  log,
-		Definitions:             defs,
-		InMemory:                cfg.InMemory,
-		DataDir:                 cfg.DataDir,
-		StoreRecovery:           epitaph.StoreRecovery(cfg.StoreRecovery),
-		DiskFreeLimit:           cfg.DiskFreeLimit,
-		NoDiskAlarm:             cfg.DiskFreeLimit == 0,
-		MemoryHighWatermark:     cfg.MemoryHighWatermark,
-		DeadLetterRetryInterval: cfg.DeadLetterRetryInterval,
-		AutoCreateQueues:        cfg.AutoCreateQueues,
-		StrictParity:            cfg.StrictParity,
-		Anonymous:               epitaph.AnonymousPolicy(cfg.Anonymous),
-		MaxFrameSize:            cfg.MaxFrameSize,
-		ChannelMax:              cfg.ChannelMax,
-		HandleMax:               cfg.HandleMax,
-		IdleTimeout:             cfg.IdleTimeout,
-		MaxMessageSize:          cfg.MaxMessageSize,
-		HandshakeTimeout:        cfg.HandshakeTimeout,
-		WriteTimeout:            cfg.WriteTimeout,
-		MaxConnections:          maxConns,
-		InitialFrameMax:         cfg.InitialFrameMax,
-		MaxLinksPerConnection:   cfg.MaxLinksPerConnection,
-		MaxUnfinishedBytes:      int64(cfg.MaxUnfinishedBytes),
-		MaxUnsettledIncoming:    cfg.MaxUnsettledIncoming,
-		Telemetry: epitaph.TelemetryOptions{
-			Tracing:      cfg.Tracing,
-			OTLPEndpoint: cfg.OTLPEndpoint,
-			OTLPProtocol: cfg.OTLPProtocol,
-			Metrics:      cfg.Metrics,
-			OTLPMetrics:  cfg.OTLPMetrics,
-		},
-		PlainWithoutTLS: cfg.PlainWithoutTLS,
-	}
-	if cfg.TLSCertFile != "" {
-		opts.TLSListen = cfg.TLSListen
-		opts.TLSCertFile, opts.TLSKeyFile, opts.TLSCAFile = cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile
-		opts.TLSVerifyPeer, opts.TLSFailIfNoPeerCert = cfg.TLSVerifyPeer, cfg.TLSFailIfNoPeerCert
-		opts.TLSHandshakeTimeout = cfg.TLSHandshakeTimeout
-		opts.SSLCertLoginFrom = cfg.SSLCertLoginFrom
-		opts.SSLCertLoginSANType, opts.SSLCertLoginSANIndex = cfg.SSLCertLoginSANType, cfg.SSLCertLoginSANIndex
-		opts.HTTPTLS = cfg.HTTPTLS
-	}
-	return opts, nil
+// options is the embedding API's defaults with the loaded configuration:
+// epitaph.Options embeds config.Config, so nothing is mapped field by field.
+func options(cfg *config.Config, log *slog.Logger) epitaph.Options {
+	opts := epitaph.DefaultOptions()
+	opts.Config = *cfg
+	opts.Logger = log
+	return opts
 }
 
 // heapFloorBytes is the configured GC heap floor, capped at half the memory

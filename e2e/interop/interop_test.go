@@ -88,11 +88,10 @@ func need(t *testing.T, why, fix string) {
 // probes' queues declared, and returns its host and port.
 func startBroker(t *testing.T) (host, port string) {
 	t.Helper()
-	b, err := epitaph.Start(epitaph.Options{
-		Listen:      "127.0.0.1:0",
-		InMemory:    true,
-		Definitions: []byte(definitions),
-	})
+	opts := epitaph.DefaultOptions()
+	opts.Listen, opts.HTTPListen, opts.InMemory = "127.0.0.1:0", "", true
+	opts.Definitions = []byte(definitions)
+	b, err := epitaph.Start(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	host, port, err = net.SplitHostPort(b.Addr().String())

@@ -17,17 +17,12 @@ maps as {"type": "dict", "entries": [[key, value], ...]} in decoded order.
 Usage: /usr/bin/python3 proton_dl_probe.py --port 5672 --queue q --dlq dlq [--host 127.0.0.1] [--timeout 10]
 """
 import argparse
-import json
 import sys
 
 from proton import Array, Condition, Data, Delivery, Message, symbol
-from proton.handlers import MessagingHandler
-from proton.reactor import Container
 
-
-def emit(**event):
-    sys.stdout.write(json.dumps(event, default=str, sort_keys=True) + '\n')
-    sys.stdout.flush()
+import proton_common
+from proton_common import emit
 
 
 def describe(v):
@@ -42,45 +37,17 @@ def describe(v):
     return {'type': type(v).__name__, 'value': v}
 
 
-class Probe(MessagingHandler):
+class Probe(proton_common.Probe):
     def __init__(self, url, queue, dlq, timeout):
-        super().__init__(auto_accept=False, prefetch=0)
-        self.url, self.queue, self.dlq, self.timeout = url, queue, dlq, timeout
-        self.conn = self.sender = self.timer = None
+        super().__init__(url, timeout)
+        self.queue, self.dlq = queue, dlq
         self.sent = False
-        self.exit_code = None
-
-    def finish(self, code):
-        if self.exit_code is None:
-            self.exit_code = code
-        if self.timer:
-            self.timer.cancel()
-            self.timer = None
-
-    def fail(self, where, cond=None):
-        emit(event='error', where=where,
-             error=cond.name if cond else None, description=cond.description if cond else None)
-        self.finish(1)
-        if self.conn:
-            self.conn.close()
-        self.container.stop()
 
     def on_start(self, e):
-        self.container = e.container
-        self.timer = e.container.schedule(self.timeout, self)
-        self.conn = e.container.connect(self.url, allowed_mechs='ANONYMOUS', reconnect=False)
+        self.connect(e)
         self.src = e.container.create_receiver(self.conn, '/queues/' + self.queue, name='src')
         self.src.flow(1)
         self.sender = e.container.create_sender(self.conn, '/queues/' + self.queue)
-
-    def on_timer_task(self, e):
-        emit(event='timeout', after_s=self.timeout)
-        self.timer = None
-        self.finish(2)
-        e.container.stop()
-
-    def on_connection_opened(self, e):
-        emit(event='open', container_id=e.connection.remote_container)
 
     def on_sendable(self, e):
         if not self.sent and e.sender.credit > 0:
@@ -117,27 +84,6 @@ class Probe(MessagingHandler):
         emit(event='accepted', id=str(m.id))
         self.conn.close()
 
-    def on_connection_closed(self, e):
-        emit(event='closed')
-        self.finish(0)
-
-    def on_connection_error(self, e):
-        self.fail('connection', e.connection.remote_condition)
-
-    def on_session_error(self, e):
-        self.fail('session', e.session.remote_condition)
-
-    def on_link_error(self, e):
-        self.fail('link', e.link.remote_condition)
-
-    def on_transport_error(self, e):
-        if self.exit_code is None:
-            self.fail('transport', e.transport.condition)
-
-    def on_disconnected(self, e):
-        if self.exit_code is None:
-            self.fail('disconnected')
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -148,12 +94,7 @@ def main():
     p.add_argument('--timeout', type=float, default=10.0, help='seconds')
     a = p.parse_args()
     probe = Probe('amqp://%s:%s' % (a.host, a.port), a.queue, a.dlq, a.timeout)
-    try:
-        Container(probe).run()
-    except Exception as ex:  # a probe bug or a broker that breaks the client
-        emit(event='error', where='container', error=repr(ex))
-        return 1
-    return 1 if probe.exit_code is None else probe.exit_code
+    return proton_common.run(probe)
 
 
 if __name__ == '__main__':

@@ -14,19 +14,14 @@ Usage: /usr/bin/python3 proton_probe.py --port 5672 --queue q [--host 127.0.0.1]
 Proton always negotiates SASL; with no user in the URL it uses ANONYMOUS.
 """
 import argparse
-import json
 import sys
 
 from proton import Condition, Delivery, Message, symbol
-from proton.handlers import MessagingHandler
-from proton.reactor import Container
+
+import proton_common
+from proton_common import emit
 
 TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
-
-
-def emit(**event):
-    sys.stdout.write(json.dumps(event, default=str, sort_keys=True) + '\n')
-    sys.stdout.flush()
 
 
 def plain(d):
@@ -34,51 +29,21 @@ def plain(d):
     return {str(k): v for k, v in (d or {}).items()}
 
 
-class Probe(MessagingHandler):
+class Probe(proton_common.Probe):
     def __init__(self, url, address, timeout):
-        # prefetch=0: credit is issued by hand, one message at a time, after
-        # each settlement (proton's prefetch=1 controller does not top up
-        # reliably when the application settles later).
-        super().__init__(auto_accept=False, prefetch=0)
-        self.url, self.address, self.timeout = url, address, timeout
-        self.conn = self.sender = self.receiver = self.timer = None
+        super().__init__(url, timeout)
+        self.address = address
+        self.receiver = None
         self.pending = []
         self.seq = 0
         self.seen = {}
-        self.exit_code = None
-
-    def finish(self, code):
-        if self.exit_code is None:
-            self.exit_code = code
-        if self.timer:
-            self.timer.cancel()
-            self.timer = None
-
-    def fail(self, where, cond=None):
-        emit(event='error', where=where,
-             error=cond.name if cond else None, description=cond.description if cond else None)
-        self.finish(1)
-        if self.conn:
-            self.conn.close()
-        self.container.stop()
 
     def on_start(self, e):
-        self.container = e.container
-        self.timer = e.container.schedule(self.timeout, self)
-        self.conn = e.container.connect(self.url, allowed_mechs='ANONYMOUS', reconnect=False)
+        self.connect(e)
         self.receiver = e.container.create_receiver(self.conn, self.address)
         self.receiver.flow(1)
         self.sender = e.container.create_sender(self.conn, self.address)
         self.publish()
-
-    def on_timer_task(self, e):
-        emit(event='timeout', after_s=self.timeout)
-        self.timer = None
-        self.finish(2)
-        e.container.stop()
-
-    def on_connection_opened(self, e):
-        emit(event='open', container_id=e.connection.remote_container)
 
     def publish(self):
         self.seq += 1
@@ -139,27 +104,6 @@ class Probe(MessagingHandler):
         else:
             self.fail('unexpected message ' + mid)
 
-    def on_connection_closed(self, e):
-        emit(event='closed')
-        self.finish(0)
-
-    def on_connection_error(self, e):
-        self.fail('connection', e.connection.remote_condition)
-
-    def on_session_error(self, e):
-        self.fail('session', e.session.remote_condition)
-
-    def on_link_error(self, e):
-        self.fail('link', e.link.remote_condition)
-
-    def on_transport_error(self, e):
-        if self.exit_code is None:
-            self.fail('transport', e.transport.condition)
-
-    def on_disconnected(self, e):
-        if self.exit_code is None:
-            self.fail('disconnected')
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -169,12 +113,7 @@ def main():
     p.add_argument('--timeout', type=float, default=10.0, help='seconds')
     a = p.parse_args()
     probe = Probe('amqp://%s:%s' % (a.host, a.port), '/queues/' + a.queue, a.timeout)
-    try:
-        Container(probe).run()
-    except Exception as ex:  # a probe bug or a broker that breaks the client
-        emit(event='error', where='container', error=repr(ex))
-        return 1
-    return 1 if probe.exit_code is None else probe.exit_code
+    return proton_common.run(probe)
 
 
 if __name__ == '__main__':

@@ -18,7 +18,7 @@
 //
 // Usage: node rhea_dl_probe.js --port 5672 --queue q --dlq dlq [--host 127.0.0.1] [--timeout 10000]
 'use strict';
-const rhea = require('rhea');
+const { emit, start } = require('./rhea_common');
 const util = require('util');
 
 const args = util.parseArgs({
@@ -31,27 +31,6 @@ const args = util.parseArgs({
   },
 }).values;
 
-function emit(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-let finished = false;
-function finish(code) {
-  if (finished) return;
-  finished = true;
-  clearTimeout(timer);
-  process.stdout.write('', () => process.exit(code));
-}
-function fail(what, err) {
-  emit({ event: 'error', where: what, error: err ? String(err.condition || err.message || util.inspect(err)) : null,
-    description: err && err.description ? String(err.description) : undefined });
-  finish(1);
-}
-
-const timer = setTimeout(() => {
-  emit({ event: 'timeout', after_ms: Number(args.timeout) });
-  finish(2);
-}, Number(args.timeout));
 
 function jsType(v) {
   if (v instanceof Date) return 'Date';
@@ -66,8 +45,7 @@ function describeField(v) {
   return { js_type: jsType(v), value: v };
 }
 
-const container = rhea.create_container({ id: 'epitaph-rhea-dl-probe' });
-const conn = container.connect({ host: args.host, port: Number(args.port), reconnect: false });
+const { conn, fail } = start('epitaph-rhea-dl-probe', args.host, args.port, Number(args.timeout));
 
 conn.on('connection_open', (ctx) => {
   emit({ event: 'open' });
@@ -114,18 +92,4 @@ conn.on('message', (ctx) => {
   ctx.delivery.accept();
   emit({ event: 'accepted', id: id });
   ctx.connection.close();
-});
-
-conn.on('connection_close', () => {
-  emit({ event: 'closed' });
-  finish(0);
-});
-conn.on('connection_error', (ctx) => fail('connection', ctx.connection.error));
-conn.on('receiver_error', (ctx) => fail('receiver', ctx.receiver.error));
-conn.on('sender_error', (ctx) => fail('sender', ctx.sender.error));
-conn.on('session_error', (ctx) => fail('session', ctx.session.error));
-conn.on('protocol_error', (ctx) => fail('protocol', ctx.error));
-conn.on('error', (ctx) => fail('error', ctx.error));
-conn.on('disconnected', (ctx) => {
-  if (!finished) fail('disconnected', ctx.error || { message: 'socket closed before the probe finished' });
 });

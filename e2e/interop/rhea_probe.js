@@ -15,7 +15,7 @@
 // Usage: node rhea_probe.js --port 5672 --queue q [--host 127.0.0.1] [--timeout 10000]
 // No username is given, so rhea opens the connection without a SASL layer.
 'use strict';
-const rhea = require('rhea');
+const { emit, start } = require('./rhea_common');
 const util = require('util');
 
 const args = util.parseArgs({
@@ -29,31 +29,8 @@ const args = util.parseArgs({
 const address = '/queues/' + args.queue;
 const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
-function emit(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
 
-let finished = false;
-function finish(code) {
-  if (finished) return;
-  finished = true;
-  clearTimeout(timer);
-  // Let stdout drain before exiting.
-  process.stdout.write('', () => process.exit(code));
-}
-function fail(what, err) {
-  emit({ event: 'error', where: what, error: err ? String(err.condition || err.message || util.inspect(err)) : null,
-    description: err && err.description ? String(err.description) : undefined });
-  finish(1);
-}
-
-const timer = setTimeout(() => {
-  emit({ event: 'timeout', after_ms: Number(args.timeout) });
-  finish(2);
-}, Number(args.timeout));
-
-const container = rhea.create_container({ id: 'epitaph-rhea-probe' });
-const conn = container.connect({ host: args.host, port: Number(args.port), reconnect: false });
+const { conn, fail } = start('epitaph-rhea-probe', args.host, args.port, Number(args.timeout));
 
 let sender;
 const pending = []; // messages waiting for link credit
@@ -120,18 +97,4 @@ conn.on('message', (ctx) => {
   } else {
     fail('unexpected message ' + id);
   }
-});
-
-conn.on('connection_close', () => {
-  emit({ event: 'closed' });
-  finish(0);
-});
-conn.on('connection_error', (ctx) => fail('connection', ctx.connection.error));
-conn.on('receiver_error', (ctx) => fail('receiver', ctx.receiver.error));
-conn.on('sender_error', (ctx) => fail('sender', ctx.sender.error));
-conn.on('session_error', (ctx) => fail('session', ctx.session.error));
-conn.on('protocol_error', (ctx) => fail('protocol', ctx.error));
-conn.on('error', (ctx) => fail('error', ctx.error));
-conn.on('disconnected', (ctx) => {
-  if (!finished) fail('disconnected', ctx.error || { message: 'socket closed before the probe finished' });
 });

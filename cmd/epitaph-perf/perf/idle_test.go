@@ -15,9 +15,11 @@ import (
 
 // startEpitaph starts an in-process broker (so -broker-pid is this test
 // process) on a free loopback port.
-func startEpitaph(t *testing.T, opts epitaph.Options) string {
+func startEpitaph(t *testing.T, mod func(*epitaph.Options)) string {
 	t.Helper()
-	opts.Listen, opts.InMemory = "127.0.0.1:0", true
+	opts := epitaph.DefaultOptions()
+	opts.Listen, opts.HTTPListen, opts.InMemory = "127.0.0.1:0", "", true
+	mod(&opts)
 	b, err := epitaph.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +36,7 @@ func startEpitaph(t *testing.T, opts epitaph.Options) string {
 // is shorter than the settle time, so the connections survive only if the
 // keepalive frames work.
 func TestSmokeIdle(t *testing.T) {
-	url := startEpitaph(t, epitaph.Options{IdleTimeout: 300 * time.Millisecond})
+	url := startEpitaph(t, func(o *epitaph.Options) { o.IdleTimeout = 300 * time.Millisecond })
 	res, err := perf.Run(context.Background(), perf.Config{Scenario: "idle", Engine: "fast", URL: url, Connections: 50,
 		BrokerPID: os.Getpid(), Settle: 700 * time.Millisecond, Timeout: time.Minute})
 	if err != nil {
@@ -58,7 +60,7 @@ func TestSmokeIdle(t *testing.T) {
 // Connections beyond the broker's connection limit are counted as failed
 // and make the run fail; the broker still serves afterwards.
 func TestSmokeIdleBeyondConnectionLimit(t *testing.T) {
-	url := startEpitaph(t, epitaph.Options{MaxConnections: 10})
+	url := startEpitaph(t, func(o *epitaph.Options) { o.MaxConnections = 10 })
 	res, err := perf.Run(context.Background(), perf.Config{Scenario: "idle", URL: url, Connections: 15,
 		BrokerPID: os.Getpid(), Timeout: time.Minute})
 	if err != nil {

@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"encoding/json"
@@ -9,23 +9,24 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// httpNoAccess is the permission pattern stored for RabbitMQ's "" (grants
-// nothing): router.SetPermission turns "" into ".*", so the API stores a
+// noAccess is the permission pattern stored for RabbitMQ's "" (grants
+// nothing): auth.Registry.SetPermission turns "" into ".*", so the API stores a
 // pattern that matches no name and shows it as "" again.
-const httpNoAccess = `[^\s\S]`
+const noAccess = `[^\s\S]`
 
-func httpPermIn(p string) string {
+func permIn(p string) string {
 	if p == "" {
-		return httpNoAccess
+		return noAccess
 	}
 	return p
 }
 
-func httpPermOut(p string) string {
-	if p == httpNoAccess {
+func permOut(p string) string {
+	if p == noAccess {
 		return ""
 	}
 	return p
@@ -33,55 +34,55 @@ func httpPermOut(p string) string {
 
 // ---- health, overview, whoami ----
 
-func (s *httpServer) httpHealth(req *httpReq) error {
+func (s *server) health(req *request) error {
 	return req.ok(map[string]string{"status": "ok"})
 }
 
-// httpNodeName is the node name the API reports (overview, alarms).
-const httpNodeName = "epitaph@localhost"
+// nodeName is the node name the API reports (overview, alarms).
+const nodeName = "epitaph@localhost"
 
-// httpHealthAlarms answers RabbitMQ's alarm health checks: 200 {"status":
+// healthAlarms answers RabbitMQ's alarm health checks: 200 {"status":
 // "ok"} without alarms, else 503 with the alarms in effect, as
 // rabbit_mgmt_wm_health_check_alarms does (reason is the cluster or the node
 // wording of the path asked).
-func (s *httpServer) httpHealthAlarms(reason string) httpHandlerFunc {
-	return func(req *httpReq) error {
-		cur := s.b.Alarms()
+func (s *server) healthAlarms(reason string) handlerFunc {
+	return func(req *request) error {
+		cur := s.b.Alarms().State()
 		alarms := []map[string]string{}
 		if cur.Memory {
-			alarms = append(alarms, map[string]string{"resource": "memory", "node": httpNodeName})
+			alarms = append(alarms, map[string]string{"resource": "memory", "node": nodeName})
 		}
 		if cur.Disk {
-			alarms = append(alarms, map[string]string{"resource": "disk space", "node": httpNodeName})
+			alarms = append(alarms, map[string]string{"resource": "disk space", "node": nodeName})
 		}
 		if len(alarms) == 0 {
 			return req.ok(map[string]string{"status": "ok"})
 		}
-		httpWriteJSON(req.w, http.StatusServiceUnavailable, map[string]any{
+		writeJSON(req.w, http.StatusServiceUnavailable, map[string]any{
 			"status": "failed", "reason": reason, "alarms": alarms})
 		return nil
 	}
 }
 
-func (s *httpServer) httpWhoami(req *httpReq) error {
-	return req.ok(map[string]any{"name": req.user, "tags": httpTags(req.tags)})
+func (s *server) whoami(req *request) error {
+	return req.ok(map[string]any{"name": req.user, "tags": tagList(req.tags)})
 }
 
-func httpTags(tags []string) []string {
+func tagList(tags []string) []string {
 	if tags == nil {
 		return []string{}
 	}
 	return tags
 }
 
-func (s *httpServer) httpOverview(req *httpReq) error {
+func (s *server) overview(req *request) error {
 	out := map[string]any{
 		"product_name":       "epitaph",
 		"product_version":    s.version,
-		"rabbitmq_version":   httpRabbitVersion,
-		"management_version": httpRabbitVersion,
+		"rabbitmq_version":   rabbitVersion,
+		"management_version": rabbitVersion,
 		"cluster_name":       "epitaph",
-		"node":               httpNodeName,
+		"node":               nodeName,
 		"erlang_version":     "",
 		"message_stats":      map[string]any{},
 	}
@@ -117,7 +118,7 @@ func (s *httpServer) httpOverview(req *httpReq) error {
 
 // ---- vhosts ----
 
-func (s *httpServer) httpVHostJSON(v *router.VHost) map[string]any {
+func (s *server) vhostJSON(v *router.VHost) map[string]any {
 	var ready, unacked int
 	for _, q := range v.Queues() {
 		info := q.Info()
@@ -131,29 +132,29 @@ func (s *httpServer) httpVHostJSON(v *router.VHost) map[string]any {
 	}
 }
 
-func (s *httpServer) httpListVHosts(req *httpReq) error {
+func (s *server) listVHosts(req *request) error {
 	out := []map[string]any{}
 	for _, v := range s.visibleVHosts(req) {
-		out = append(out, s.httpVHostJSON(v))
+		out = append(out, s.vhostJSON(v))
 	}
 	return req.ok(out)
 }
 
-func (s *httpServer) httpGetVHost(req *httpReq) error {
+func (s *server) getVHost(req *request) error {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return err
 	}
-	return req.ok(s.httpVHostJSON(v))
+	return req.ok(s.vhostJSON(v))
 }
 
-func (s *httpServer) httpPutVHost(req *httpReq) error {
+func (s *server) putVHost(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
 	name := req.args[0]
 	if name == "" {
-		return httpErrorf(http.StatusBadRequest, "vhost name is empty")
+		return errorf(http.StatusBadRequest, "vhost name is empty")
 	}
 	var body struct {
 		Description      string `json:"description"`
@@ -170,14 +171,14 @@ func (s *httpServer) httpPutVHost(req *httpReq) error {
 	}
 	if !existed {
 		// RabbitMQ grants the creating user full access to a new vhost.
-		if err := s.b.SetPermission(router.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+		if err := s.auth.SetPermission(auth.Permission{User: req.user, VHost: name, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
 			s.log.Debug("no permission granted on new vhost", "vhost", name, "user", req.user, "err", err)
 		}
 	}
 	return req.created(!existed)
 }
 
-func (s *httpServer) httpDeleteVHost(req *httpReq) error {
+func (s *server) deleteVHost(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
@@ -189,66 +190,66 @@ func (s *httpServer) httpDeleteVHost(req *httpReq) error {
 
 // ---- users ----
 
-func httpUserJSON(u router.User) map[string]any {
+func userJSON(u auth.User) map[string]any {
 	return map[string]any{
 		"name": u.Name, "password_hash": u.PasswordHash, "hashing_algorithm": u.HashingAlgorithm,
-		"tags": httpTags(u.Tags), "limits": map[string]any{},
+		"tags": tagList(u.Tags), "limits": map[string]any{},
 	}
 }
 
-// httpUsers lists the users, the implicit guest included while no user is defined.
-func (s *httpServer) httpUsers() []router.User {
-	users := s.b.Users()
+// users lists the users, the implicit guest included while no user is defined.
+func (s *server) users() []auth.User {
+	users := s.auth.Users()
 	if len(users) == 0 {
-		return []router.User{{Name: "guest", HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}}}
+		return []auth.User{{Name: "guest", HashingAlgorithm: auth.HashSHA256, Tags: []string{"administrator"}}}
 	}
 	return users
 }
 
-func (s *httpServer) httpListUsers(req *httpReq) error {
+func (s *server) listUsers(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
 	out := []map[string]any{}
-	for _, u := range s.httpUsers() {
-		out = append(out, httpUserJSON(u))
+	for _, u := range s.users() {
+		out = append(out, userJSON(u))
 	}
 	return req.ok(out)
 }
 
-func (s *httpServer) httpGetUser(req *httpReq) error {
+func (s *server) getUser(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	for _, u := range s.httpUsers() {
+	for _, u := range s.users() {
 		if u.Name == req.args[0] {
-			return req.ok(httpUserJSON(u))
+			return req.ok(userJSON(u))
 		}
 	}
-	return httpErrorf(http.StatusNotFound, "no user '%s'", req.args[0])
+	return errorf(http.StatusNotFound, "no user '%s'", req.args[0])
 }
 
 // ensureGuest turns the implicit guest/guest user into a real one (tag
 // administrator) before the first user is defined, as RabbitMQ's default
 // user is real: defining another user must not lock guest out.
-func (s *httpServer) ensureGuest() error {
-	if len(s.b.Users()) > 0 {
+func (s *server) ensureGuest() error {
+	if len(s.auth.Users()) > 0 {
 		return nil
 	}
-	h, err := router.HashPassword(router.HashSHA256, "guest")
+	h, err := auth.HashPassword(auth.HashSHA256, "guest")
 	if err != nil {
 		return err
 	}
-	return s.b.PutUser(router.User{Name: "guest", PasswordHash: h, HashingAlgorithm: router.HashSHA256, Tags: []string{"administrator"}})
+	return s.auth.PutUser(auth.User{Name: "guest", PasswordHash: h, HashingAlgorithm: auth.HashSHA256, Tags: []string{"administrator"}})
 }
 
-func (s *httpServer) httpPutUser(req *httpReq) error {
+func (s *server) putUser(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
 	name := req.args[0]
 	if name == "" {
-		return httpErrorf(http.StatusBadRequest, "user name is empty")
+		return errorf(http.StatusBadRequest, "user name is empty")
 	}
 	var body struct {
 		Password         *string         `json:"password"`
@@ -259,18 +260,18 @@ func (s *httpServer) httpPutUser(req *httpReq) error {
 	if err := req.decode(&body); err != nil {
 		return err
 	}
-	tags, err := httpParseTags(body.Tags)
+	tags, err := parseTags(body.Tags)
 	if err != nil {
 		return err
 	}
-	old, existed := s.b.User(name)
-	u := router.User{Name: name, HashingAlgorithm: body.HashingAlgorithm, Tags: tags}
+	old, existed := s.auth.User(name)
+	u := auth.User{Name: name, HashingAlgorithm: body.HashingAlgorithm, Tags: tags}
 	switch {
 	case body.Password != nil:
 		if u.HashingAlgorithm == "" {
-			u.HashingAlgorithm = router.HashSHA256
+			u.HashingAlgorithm = auth.HashSHA256
 		}
-		if u.PasswordHash, err = router.HashPassword(u.HashingAlgorithm, *body.Password); err != nil {
+		if u.PasswordHash, err = auth.HashPassword(u.HashingAlgorithm, *body.Password); err != nil {
 			return err
 		}
 	case body.PasswordHash != nil:
@@ -278,21 +279,21 @@ func (s *httpServer) httpPutUser(req *httpReq) error {
 	case existed:
 		u.PasswordHash, u.HashingAlgorithm = old.PasswordHash, old.HashingAlgorithm
 	default:
-		return httpErrorf(http.StatusBadRequest, "Must specify password or password_hash")
+		return errorf(http.StatusBadRequest, "Must specify password or password_hash")
 	}
 	if name != "guest" {
 		if err := s.ensureGuest(); err != nil {
 			return err
 		}
 	}
-	if err := s.b.PutUser(u); err != nil {
+	if err := s.auth.PutUser(u); err != nil {
 		return err
 	}
 	return req.created(!existed)
 }
 
-// httpParseTags accepts a list or RabbitMQ's comma-separated string.
-func httpParseTags(raw json.RawMessage) ([]string, error) {
+// parseTags accepts a list or RabbitMQ's comma-separated string.
+func parseTags(raw json.RawMessage) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -302,7 +303,7 @@ func httpParseTags(raw json.RawMessage) ([]string, error) {
 	}
 	var str string
 	if err := json.Unmarshal(raw, &str); err != nil {
-		return nil, httpErrorf(http.StatusBadRequest, "tags must be a list or a comma-separated string")
+		return nil, errorf(http.StatusBadRequest, "tags must be a list or a comma-separated string")
 	}
 	var out []string
 	for t := range strings.SplitSeq(str, ",") {
@@ -313,11 +314,11 @@ func httpParseTags(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
-func (s *httpServer) httpDeleteUser(req *httpReq) error {
+func (s *server) deleteUser(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	if err := s.b.DeleteUser(req.args[0]); err != nil {
+	if err := s.auth.DeleteUser(req.args[0]); err != nil {
 		return err
 	}
 	return req.noContent()
@@ -325,58 +326,58 @@ func (s *httpServer) httpDeleteUser(req *httpReq) error {
 
 // ---- permissions ----
 
-func httpPermJSON(p router.Permission) map[string]string {
+func permJSON(p auth.Permission) map[string]string {
 	return map[string]string{"user": p.User, "vhost": p.VHost,
-		"configure": httpPermOut(p.Configure), "write": httpPermOut(p.Write), "read": httpPermOut(p.Read)}
+		"configure": permOut(p.Configure), "write": permOut(p.Write), "read": permOut(p.Read)}
 }
 
-func (s *httpServer) httpPermissions(keep func(router.Permission) bool) []map[string]string {
+func (s *server) permissions(keep func(auth.Permission) bool) []map[string]string {
 	out := []map[string]string{}
-	perms := s.b.Permissions()
+	perms := s.auth.Permissions()
 	for _, p := range perms {
 		if keep(p) {
-			out = append(out, httpPermJSON(p))
+			out = append(out, permJSON(p))
 		}
 	}
 	return out
 }
 
-func (s *httpServer) httpListPermissions(req *httpReq) error {
+func (s *server) listPermissions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	return req.ok(s.httpPermissions(func(router.Permission) bool { return true }))
+	return req.ok(s.permissions(func(auth.Permission) bool { return true }))
 }
 
-func (s *httpServer) httpVHostPermissions(req *httpReq) error {
+func (s *server) vhostPermissions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
 	if _, ok := s.b.VHost(req.args[0]); !ok {
-		return httpErrorf(http.StatusNotFound, "no vhost '%s'", req.args[0])
+		return errorf(http.StatusNotFound, "no vhost '%s'", req.args[0])
 	}
-	return req.ok(s.httpPermissions(func(p router.Permission) bool { return p.VHost == req.args[0] }))
+	return req.ok(s.permissions(func(p auth.Permission) bool { return p.VHost == req.args[0] }))
 }
 
-func (s *httpServer) httpUserPermissions(req *httpReq) error {
+func (s *server) userPermissions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	return req.ok(s.httpPermissions(func(p router.Permission) bool { return p.User == req.args[0] }))
+	return req.ok(s.permissions(func(p auth.Permission) bool { return p.User == req.args[0] }))
 }
 
-func (s *httpServer) httpGetPermission(req *httpReq) error {
+func (s *server) getPermission(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	list := s.httpPermissions(func(p router.Permission) bool { return p.VHost == req.args[0] && p.User == req.args[1] })
+	list := s.permissions(func(p auth.Permission) bool { return p.VHost == req.args[0] && p.User == req.args[1] })
 	if len(list) == 0 {
-		return httpErrorf(http.StatusNotFound, "no permission for user '%s' in vhost '%s'", req.args[1], req.args[0])
+		return errorf(http.StatusNotFound, "no permission for user '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
 	return req.ok(list[0])
 }
 
-func (s *httpServer) httpPutPermission(req *httpReq) error {
+func (s *server) putPermission(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
@@ -389,30 +390,30 @@ func (s *httpServer) httpPutPermission(req *httpReq) error {
 		return err
 	}
 	if body.Configure == nil || body.Write == nil || body.Read == nil {
-		return httpErrorf(http.StatusBadRequest, "configure, write and read are required")
+		return errorf(http.StatusBadRequest, "configure, write and read are required")
 	}
-	p := router.Permission{VHost: req.args[0], User: req.args[1],
-		Configure: httpPermIn(*body.Configure), Write: httpPermIn(*body.Write), Read: httpPermIn(*body.Read)}
+	p := auth.Permission{VHost: req.args[0], User: req.args[1],
+		Configure: permIn(*body.Configure), Write: permIn(*body.Write), Read: permIn(*body.Read)}
 	if _, ok := s.b.VHost(p.VHost); !ok {
-		return httpErrorf(http.StatusNotFound, "no vhost '%s'", p.VHost)
+		return errorf(http.StatusNotFound, "no vhost '%s'", p.VHost)
 	}
 	for _, re := range []string{p.Configure, p.Write, p.Read} {
-		if err := httpCheckRegexp(re); err != nil {
+		if err := checkRegexp(re); err != nil {
 			return err
 		}
 	}
-	_, existed := s.b.Permission(p.User, p.VHost)
-	if err := s.b.SetPermission(p); err != nil {
+	_, existed := s.auth.Permission(p.User, p.VHost)
+	if err := s.auth.SetPermission(p); err != nil {
 		return err
 	}
 	return req.created(!existed)
 }
 
-func (s *httpServer) httpDeletePermission(req *httpReq) error {
+func (s *server) deletePermission(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
-	if err := s.b.DeletePermission(req.args[1], req.args[0]); err != nil {
+	if err := s.auth.DeletePermission(req.args[1], req.args[0]); err != nil {
 		return err
 	}
 	return req.noContent()
@@ -420,35 +421,24 @@ func (s *httpServer) httpDeletePermission(req *httpReq) error {
 
 // ---- policies ----
 
-func httpPolicyJSON(p router.Policy) map[string]any {
+func policyJSON(p router.Policy) map[string]any {
 	return map[string]any{"vhost": p.VHost, "name": p.Name, "pattern": p.Pattern, "apply-to": p.ApplyTo,
-		"priority": p.Priority, "definition": httpMapJSON(p.Definition)}
+		"priority": p.Priority, "definition": mapJSON(p.Definition)}
 }
 
-func (s *httpServer) httpListPolicies(req *httpReq) error {
+func (s *server) listPolicies(req *request) error {
 	if err := req.requireTag("policymaker"); err != nil {
 		return err
 	}
-	var vhosts []*router.VHost
-	if len(req.args) == 1 {
-		v, err := s.vhost(req, req.args[0])
-		if err != nil {
-			return err
-		}
-		vhosts = []*router.VHost{v}
-	} else {
-		vhosts = s.visibleVHosts(req)
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
 		for _, p := range v.Policies() {
-			out = append(out, httpPolicyJSON(p))
+			out = append(out, policyJSON(p))
 		}
-	}
-	return req.ok(out)
+		return out
+	})
 }
 
-func (s *httpServer) httpGetPolicy(req *httpReq) error {
+func (s *server) getPolicy(req *request) error {
 	if err := req.requireTag("policymaker"); err != nil {
 		return err
 	}
@@ -458,12 +448,12 @@ func (s *httpServer) httpGetPolicy(req *httpReq) error {
 	}
 	p, ok := v.Policy(req.args[1])
 	if !ok {
-		return httpErrorf(http.StatusNotFound, "no policy '%s' in vhost '%s'", req.args[1], req.args[0])
+		return errorf(http.StatusNotFound, "no policy '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
-	return req.ok(httpPolicyJSON(p))
+	return req.ok(policyJSON(p))
 }
 
-func (s *httpServer) httpPutPolicy(req *httpReq) error {
+func (s *server) putPolicy(req *request) error {
 	if err := req.requireTag("policymaker"); err != nil {
 		return err
 	}
@@ -481,18 +471,18 @@ func (s *httpServer) httpPutPolicy(req *httpReq) error {
 		return err
 	}
 	if body.Pattern == nil {
-		return httpErrorf(http.StatusBadRequest, "pattern is required")
+		return errorf(http.StatusBadRequest, "pattern is required")
 	}
 	if body.Definition == nil {
-		return httpErrorf(http.StatusBadRequest, "definition is required")
+		return errorf(http.StatusBadRequest, "definition is required")
 	}
 	prio := int64(0)
 	if body.Priority != "" {
 		if prio, err = body.Priority.Int64(); err != nil || prio < -1<<31 || prio > 1<<31-1 {
-			return httpErrorf(http.StatusBadRequest, "priority %s is not an integer", body.Priority)
+			return errorf(http.StatusBadRequest, "priority %s is not an integer", body.Priority)
 		}
 	}
-	def, err := httpArgs("policy definition", body.Definition)
+	def, err := arguments("policy definition", body.Definition)
 	if err != nil {
 		return err
 	}
@@ -504,7 +494,7 @@ func (s *httpServer) httpPutPolicy(req *httpReq) error {
 	return req.created(!existed)
 }
 
-func (s *httpServer) httpDeletePolicy(req *httpReq) error {
+func (s *server) deletePolicy(req *request) error {
 	if err := req.requireTag("policymaker"); err != nil {
 		return err
 	}
@@ -520,10 +510,10 @@ func (s *httpServer) httpDeletePolicy(req *httpReq) error {
 
 // ---- definitions ----
 
-// httpVHostScoped are the definitions sections that belong to a vhost.
-var httpVHostScoped = []string{"policies", "queues", "exchanges", "bindings"}
+// vhostScoped are the definitions sections that belong to a vhost.
+var vhostScoped = []string{"policies", "queues", "exchanges", "bindings"}
 
-func (s *httpServer) httpExportDefinitions(req *httpReq) error {
+func (s *server) exportDefinitions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
@@ -532,10 +522,10 @@ func (s *httpServer) httpExportDefinitions(req *httpReq) error {
 		return err
 	}
 	var doc map[string]any
-	if err := httpUnmarshal(raw, &doc); err != nil {
+	if err := unmarshal(raw, &doc); err != nil {
 		return err
 	}
-	doc["rabbitmq_version"] = httpRabbitVersion
+	doc["rabbitmq_version"] = rabbitVersion
 	doc["product_name"] = "epitaph"
 	doc["product_version"] = s.version
 	if perms, ok := doc["permissions"].([]any); ok {
@@ -543,7 +533,7 @@ func (s *httpServer) httpExportDefinitions(req *httpReq) error {
 			if pm, ok := p.(map[string]any); ok {
 				for _, k := range []string{"configure", "write", "read"} {
 					if str, ok := pm[k].(string); ok {
-						pm[k] = httpPermOut(str)
+						pm[k] = permOut(str)
 					}
 				}
 			}
@@ -552,12 +542,12 @@ func (s *httpServer) httpExportDefinitions(req *httpReq) error {
 	if len(req.args) == 1 {
 		vh := req.args[0]
 		if _, ok := s.b.VHost(vh); !ok {
-			return httpErrorf(http.StatusNotFound, "no vhost '%s'", vh)
+			return errorf(http.StatusNotFound, "no vhost '%s'", vh)
 		}
 		delete(doc, "users")
 		delete(doc, "vhosts")
 		delete(doc, "permissions")
-		for _, sec := range httpVHostScoped {
+		for _, sec := range vhostScoped {
 			items, _ := doc[sec].([]any)
 			kept := []any{}
 			for _, it := range items {
@@ -583,7 +573,7 @@ func (s *httpServer) httpExportDefinitions(req *httpReq) error {
 	return req.ok(doc)
 }
 
-func (s *httpServer) httpImportDefinitions(req *httpReq) error {
+func (s *server) importDefinitions(req *request) error {
 	if err := req.requireAdmin(); err != nil {
 		return err
 	}
@@ -592,21 +582,21 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 		return err
 	}
 	var doc map[string]any
-	if err := httpUnmarshal(raw, &doc); err != nil {
+	if err := unmarshal(raw, &doc); err != nil {
 		return err
 	}
 	if doc == nil {
-		return httpErrorf(http.StatusBadRequest, "definitions must be a JSON object")
+		return errorf(http.StatusBadRequest, "definitions must be a JSON object")
 	}
 	if len(req.args) == 1 {
 		vh := req.args[0]
 		if _, ok := s.b.VHost(vh); !ok {
-			return httpErrorf(http.StatusNotFound, "no vhost '%s'", vh)
+			return errorf(http.StatusNotFound, "no vhost '%s'", vh)
 		}
 		delete(doc, "users")
 		delete(doc, "vhosts")
 		delete(doc, "permissions")
-		for _, sec := range httpVHostScoped {
+		for _, sec := range vhostScoped {
 			items, _ := doc[sec].([]any)
 			for _, it := range items {
 				if m, ok := it.(map[string]any); ok {
@@ -625,7 +615,7 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 			if pm, ok := p.(map[string]any); ok {
 				for _, k := range []string{"configure", "write", "read"} {
 					if str, ok := pm[k].(string); ok {
-						pm[k] = httpPermIn(str)
+						pm[k] = permIn(str)
 					}
 				}
 			}
@@ -633,12 +623,12 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 	}
 	out, err := json.Marshal(doc)
 	if err != nil {
-		return httpErrorf(http.StatusBadRequest, "definitions: %v", err)
+		return errorf(http.StatusBadRequest, "definitions: %v", err)
 	}
 	if err := s.b.LoadDefinitions(out); err != nil {
-		he := httpFromRouter(err)
+		he := fromRouter(err)
 		if he.status >= 500 {
-			he = httpErrorf(http.StatusBadRequest, "%s", he.reason)
+			he = errorf(http.StatusBadRequest, "%s", he.reason)
 		}
 		return he
 	}
@@ -647,31 +637,31 @@ func (s *httpServer) httpImportDefinitions(req *httpReq) error {
 
 // definitionsBody reads a JSON body, or the "file" field of a multipart
 // upload (the management UI's form).
-func (s *httpServer) definitionsBody(req *httpReq) ([]byte, error) {
+func (s *server) definitionsBody(req *request) ([]byte, error) {
 	mt, _, _ := mime.ParseMediaType(req.r.Header.Get("Content-Type"))
 	if !strings.HasPrefix(mt, "multipart/") {
 		return req.readBody()
 	}
-	req.r.Body = http.MaxBytesReader(req.w, req.r.Body, httpMaxBody)
-	if err := req.r.ParseMultipartForm(httpMaxBody); err != nil {
-		return nil, httpErrorf(http.StatusBadRequest, "multipart body: %v", err)
+	req.r.Body = http.MaxBytesReader(req.w, req.r.Body, maxBody)
+	if err := req.r.ParseMultipartForm(maxBody); err != nil {
+		return nil, errorf(http.StatusBadRequest, "multipart body: %v", err)
 	}
 	f, _, err := req.r.FormFile("file")
 	if err != nil {
-		return nil, httpErrorf(http.StatusBadRequest, "multipart body without a 'file' field")
+		return nil, errorf(http.StatusBadRequest, "multipart body without a 'file' field")
 	}
 	defer f.Close()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return nil, httpErrorf(http.StatusBadRequest, "multipart body: %v", err)
+		return nil, errorf(http.StatusBadRequest, "multipart body: %v", err)
 	}
 	return b, nil
 }
 
-// httpCheckRegexp validates a permission pattern as the router compiles it.
-func httpCheckRegexp(re string) error {
+// checkRegexp validates a permission pattern as the router compiles it.
+func checkRegexp(re string) error {
 	if _, err := regexp.Compile("^(?:" + re + ")"); err != nil {
-		return httpErrorf(http.StatusBadRequest, "invalid regular expression %q: %v", re, err)
+		return errorf(http.StatusBadRequest, "invalid regular expression %q: %v", re, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package management
+package amqpnode
 
 import (
 	"strings"
@@ -8,38 +8,41 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// amqpTestEnv is a router with its default vhost and a management node.
-type amqpTestEnv struct {
-	rt   *router.Broker
-	vh   *router.VHost
-	node *AMQPNode
-	user string
+// testEnv is a router with its default vhost and a management node.
+type testEnv struct {
+	rt    *router.Broker
+	users *auth.Registry
+	vh    *router.VHost
+	node  *Node
+	user  string
 }
 
-func amqpNewTestEnv(t *testing.T) *amqpTestEnv {
+func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	rt := router.New(router.Options{})
 	t.Cleanup(rt.Close)
-	rt.SeedDefaults() // guest on "/", as at a broker's first start
+	users := auth.New(rt)
+	users.SeedDefaults() // guest on "/", as at a broker's first start
 	vh, ok := rt.VHost("/")
 	require.True(t, ok)
-	return &amqpTestEnv{rt: rt, vh: vh, node: NewAMQPNode(AMQPOptions{Router: rt, Node: "epitaph@test"}), user: "guest"}
+	return &testEnv{rt: rt, users: users, vh: vh, node: New(Options{Router: rt, Auth: users, Node: "epitaph@test"}), user: "guest"}
 }
 
-// amqpTestResp is a decoded response.
-type amqpTestResp struct {
+// testResp is a decoded response.
+type testResp struct {
 	status   string
 	corr     any
 	appProps amqp10.Map
 	body     any
 }
 
-// amqpTestRequest encodes a request as the official client does:
+// testRequest encodes a request as the official client does:
 // message-id, to, subject, reply-to "$me" and an amqp-value body.
-func amqpTestRequest(t *testing.T, id any, method, path string, body any) *amqp10.Message {
+func testRequest(t *testing.T, id any, method, path string, body any) *amqp10.Message {
 	t.Helper()
 	replyTo := "$me"
 	b, err := amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: id, To: &path, Subject: &method, ReplyTo: &replyTo})
@@ -51,7 +54,7 @@ func amqpTestRequest(t *testing.T, id any, method, path string, body any) *amqp1
 	return m
 }
 
-func amqpDecodeTestResp(t *testing.T, raw []byte) amqpTestResp {
+func decodeTestResp(t *testing.T, raw []byte) testResp {
 	t.Helper()
 	m, err := amqp10.ParseMessage(raw)
 	require.NoError(t, err)
@@ -69,18 +72,18 @@ func amqpDecodeTestResp(t *testing.T, raw []byte) amqpTestResp {
 	d, ok := v.(*amqp10.Described)
 	require.True(t, ok, "body is %T", v)
 	require.Equal(t, amqp10.DescAMQPValue, d.Descriptor)
-	return amqpTestResp{status: *p.Subject, corr: p.CorrelationID, appProps: ap, body: d.Value}
+	return testResp{status: *p.Subject, corr: p.CorrelationID, appProps: ap, body: d.Value}
 }
 
-func (e *amqpTestEnv) do(t *testing.T, method, path string, body any) amqpTestResp {
+func (e *testEnv) do(t *testing.T, method, path string, body any) testResp {
 	t.Helper()
-	r := amqpDecodeTestResp(t, e.node.Request(nil, e.user, e.vh, amqpTestRequest(t, "req-1", method, path, body)))
+	r := decodeTestResp(t, e.node.Request(nil, e.user, e.vh, testRequest(t, "req-1", method, path, body)))
 	require.Equal(t, "req-1", r.corr)
 	return r
 }
 
-// amqpRequireError requires status and a utf8 explanation (never a map).
-func amqpRequireError(t *testing.T, r amqpTestResp, status string) string {
+// requireError requires status and a utf8 explanation (never a map).
+func requireError(t *testing.T, r testResp, status string) string {
 	t.Helper()
 	require.Equal(t, status, r.status, "body: %v", r.body)
 	s, ok := r.body.(string)
@@ -89,14 +92,14 @@ func amqpRequireError(t *testing.T, r amqpTestResp, status string) string {
 	return s
 }
 
-func amqpGet(t *testing.T, m amqp10.Map, key string) any {
+func get(t *testing.T, m amqp10.Map, key string) any {
 	t.Helper()
 	v, ok := m.Get(key)
 	require.True(t, ok, "key %q missing in %v", key, m)
 	return v
 }
 
-func amqpQueueBodyMap(args amqp10.Map) amqp10.Map {
+func queueBodyMap(args amqp10.Map) amqp10.Map {
 	return amqp10.Map{
 		{Key: "durable", Value: true},
 		{Key: "auto_delete", Value: false},
@@ -105,7 +108,7 @@ func amqpQueueBodyMap(args amqp10.Map) amqp10.Map {
 	}
 }
 
-func amqpEnqueue(t *testing.T, vh *router.VHost, queue string, n int) {
+func enqueue(t *testing.T, vh *router.VHost, queue string, n int) {
 	t.Helper()
 	q, ok := vh.Queue(queue)
 	require.True(t, ok)
@@ -118,15 +121,15 @@ func amqpEnqueue(t *testing.T, vh *router.VHost, queue string, n int) {
 	}
 }
 
-func TestAMQPDeclareQuorumQueueExactTypes(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestDeclareQuorumQueueExactTypes(t *testing.T) {
+	e := newTestEnv(t)
 	args := amqp10.Map{
 		{Key: "x-queue-type", Value: "quorum"},
 		{Key: "x-dead-letter-exchange", Value: "dlx"},
 		{Key: "x-delivery-limit", Value: int64(3)},
 		{Key: "x-single-active-consumer", Value: true},
 	}
-	r := e.do(t, "PUT", "/queues/work", amqpQueueBodyMap(args))
+	r := e.do(t, "PUT", "/queues/work", queueBodyMap(args))
 	require.Equal(t, "201", r.status, "body: %v", r.body)
 	require.Equal(t, amqp10.Map{{Key: "http:response", Value: "1.1"}}, r.appProps)
 	m, ok := r.body.(amqp10.Map)
@@ -134,22 +137,22 @@ func TestAMQPDeclareQuorumQueueExactTypes(t *testing.T) {
 	for _, kv := range m {
 		require.IsType(t, "", kv.Key, "keys are utf8")
 	}
-	assert.Equal(t, "work", amqpGet(t, m, "name"))
-	assert.Equal(t, "/", amqpGet(t, m, "vhost"))
-	assert.Equal(t, true, amqpGet(t, m, "durable"))
-	assert.Equal(t, false, amqpGet(t, m, "auto_delete"))
-	assert.Equal(t, false, amqpGet(t, m, "exclusive"))
-	assert.Equal(t, "quorum", amqpGet(t, m, "type"))
-	assert.Equal(t, "epitaph@test", amqpGet(t, m, "leader"))
-	assert.Equal(t, uint32(0), amqpGet(t, m, "consumer_count"))
-	assert.Equal(t, uint64(0), amqpGet(t, m, "message_count"))
-	assert.Equal(t, &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{"epitaph@test"}}, amqpGet(t, m, "replicas"))
-	qa, ok := amqpGet(t, m, "arguments").(amqp10.Map)
+	assert.Equal(t, "work", get(t, m, "name"))
+	assert.Equal(t, "/", get(t, m, "vhost"))
+	assert.Equal(t, true, get(t, m, "durable"))
+	assert.Equal(t, false, get(t, m, "auto_delete"))
+	assert.Equal(t, false, get(t, m, "exclusive"))
+	assert.Equal(t, "quorum", get(t, m, "type"))
+	assert.Equal(t, "epitaph@test", get(t, m, "leader"))
+	assert.Equal(t, uint32(0), get(t, m, "consumer_count"))
+	assert.Equal(t, uint64(0), get(t, m, "message_count"))
+	assert.Equal(t, &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{"epitaph@test"}}, get(t, m, "replicas"))
+	qa, ok := get(t, m, "arguments").(amqp10.Map)
 	require.True(t, ok)
-	assert.Equal(t, "quorum", amqpGet(t, qa, "x-queue-type"))
-	assert.Equal(t, "dlx", amqpGet(t, qa, "x-dead-letter-exchange"))
-	assert.Equal(t, int64(3), amqpGet(t, qa, "x-delivery-limit"))
-	assert.Equal(t, true, amqpGet(t, qa, "x-single-active-consumer"))
+	assert.Equal(t, "quorum", get(t, qa, "x-queue-type"))
+	assert.Equal(t, "dlx", get(t, qa, "x-dead-letter-exchange"))
+	assert.Equal(t, int64(3), get(t, qa, "x-delivery-limit"))
+	assert.Equal(t, true, get(t, qa, "x-single-active-consumer"))
 
 	q, ok := e.vh.Queue("work")
 	require.True(t, ok)
@@ -157,130 +160,130 @@ func TestAMQPDeclareQuorumQueueExactTypes(t *testing.T) {
 	assert.Equal(t, int64(3), q.DeliveryLimit())
 
 	// an equivalent redeclare: 200 with the counts
-	amqpEnqueue(t, e.vh, "work", 2)
-	r = e.do(t, "PUT", "/queues/work", amqpQueueBodyMap(args))
+	enqueue(t, e.vh, "work", 2)
+	r = e.do(t, "PUT", "/queues/work", queueBodyMap(args))
 	require.Equal(t, "200", r.status)
-	assert.Equal(t, uint64(2), amqpGet(t, r.body.(amqp10.Map), "message_count"))
+	assert.Equal(t, uint64(2), get(t, r.body.(amqp10.Map), "message_count"))
 
 	// different arguments: 409 with a string
 	args2 := amqp10.Map{{Key: "x-queue-type", Value: "quorum"}, {Key: "x-delivery-limit", Value: int64(5)}}
-	msg := amqpRequireError(t, e.do(t, "PUT", "/queues/work", amqpQueueBodyMap(args2)), "409")
+	msg := requireError(t, e.do(t, "PUT", "/queues/work", queueBodyMap(args2)), "409")
 	assert.Contains(t, msg, "inequivalent arg")
 	assert.NotContains(t, msg, "router:")
 	// a different type: 409
-	amqpRequireError(t, e.do(t, "PUT", "/queues/work", amqpQueueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "classic"}})), "409")
+	requireError(t, e.do(t, "PUT", "/queues/work", queueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "classic"}})), "409")
 }
 
-func TestAMQPClassicQueueArgumentsAlwaysCarryType(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestClassicQueueArgumentsAlwaysCarryType(t *testing.T) {
+	e := newTestEnv(t)
 	// the client's DefaultQueueSpecification sends no x-queue-type and an empty map
-	r := e.do(t, "PUT", "/queues/plain", amqpQueueBodyMap(amqp10.Map{}))
+	r := e.do(t, "PUT", "/queues/plain", queueBodyMap(amqp10.Map{}))
 	require.Equal(t, "201", r.status)
 	m := r.body.(amqp10.Map)
-	assert.Equal(t, "classic", amqpGet(t, m, "type"))
-	assert.Equal(t, amqp10.Map{{Key: "x-queue-type", Value: "classic"}}, amqpGet(t, m, "arguments"))
+	assert.Equal(t, "classic", get(t, m, "type"))
+	assert.Equal(t, amqp10.Map{{Key: "x-queue-type", Value: "classic"}}, get(t, m, "arguments"))
 
 	// omitted properties take RabbitMQ's defaults (durable true)
 	r = e.do(t, "PUT", "/queues/defaults", amqp10.Map{})
 	require.Equal(t, "201", r.status)
-	assert.Equal(t, true, amqpGet(t, r.body.(amqp10.Map), "durable"))
+	assert.Equal(t, true, get(t, r.body.(amqp10.Map), "durable"))
 
 	// an existing quorum queue redeclared without a type is equivalent
-	require.Equal(t, "201", e.do(t, "PUT", "/queues/qq", amqpQueueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "quorum"}})).status)
-	r = e.do(t, "PUT", "/queues/qq", amqpQueueBodyMap(amqp10.Map{}))
+	require.Equal(t, "201", e.do(t, "PUT", "/queues/qq", queueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "quorum"}})).status)
+	r = e.do(t, "PUT", "/queues/qq", queueBodyMap(amqp10.Map{}))
 	require.Equal(t, "200", r.status)
-	assert.Equal(t, "quorum", amqpGet(t, r.body.(amqp10.Map), "type"))
+	assert.Equal(t, "quorum", get(t, r.body.(amqp10.Map), "type"))
 }
 
-func TestAMQPCorrelationIDKeepsItsType(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestCorrelationIDKeepsItsType(t *testing.T) {
+	e := newTestEnv(t)
 	for _, id := range []any{"5f0c6a2e-uuid-string", []byte{1, 2, 3}, uint64(42), amqp10.UUID{1, 2, 3}} {
-		raw := e.node.Request(nil, "guest", e.vh, amqpTestRequest(t, id, "GET", "/queues/missing", nil))
-		r := amqpDecodeTestResp(t, raw)
+		raw := e.node.Request(nil, "guest", e.vh, testRequest(t, id, "GET", "/queues/missing", nil))
+		r := decodeTestResp(t, raw)
 		assert.Equal(t, id, r.corr)
-		amqpRequireError(t, r, "404")
+		requireError(t, r, "404")
 	}
 	// without a message-id the response still has a subject
-	raw := e.node.Request(nil, "guest", e.vh, amqpTestRequest(t, nil, "GET", "/queues/missing", nil))
-	r := amqpDecodeTestResp(t, raw)
+	raw := e.node.Request(nil, "guest", e.vh, testRequest(t, nil, "GET", "/queues/missing", nil))
+	r := decodeTestResp(t, raw)
 	assert.Nil(t, r.corr)
 	assert.Equal(t, "404", r.status)
 }
 
-func TestAMQPQueueDeclareErrors(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestQueueDeclareErrors(t *testing.T) {
+	e := newTestEnv(t)
 	for _, tc := range []struct {
 		name, path string
 		body       any
 		status     string
 	}{
-		{"empty name", "/queues/", amqpQueueBodyMap(nil), "400"},
-		{"line feed", "/queues/a%0Ab", amqpQueueBodyMap(nil), "400"},
-		{"carriage return", "/queues/a%0Db", amqpQueueBodyMap(nil), "400"},
-		{"amq prefix", "/queues/amq.mine", amqpQueueBodyMap(nil), "403"},
+		{"empty name", "/queues/", queueBodyMap(nil), "400"},
+		{"line feed", "/queues/a%0Ab", queueBodyMap(nil), "400"},
+		{"carriage return", "/queues/a%0Db", queueBodyMap(nil), "400"},
+		{"amq prefix", "/queues/amq.mine", queueBodyMap(nil), "403"},
 		{"body not a map", "/queues/q", "durable", "400"},
 		{"null body", "/queues/q", nil, "400"},
 		{"unknown property", "/queues/q", amqp10.Map{{Key: "passive", Value: true}}, "400"},
 		{"durable not a boolean", "/queues/q", amqp10.Map{{Key: "durable", Value: "yes"}}, "400"},
 		{"arguments not a map", "/queues/q", amqp10.Map{{Key: "arguments", Value: "x"}}, "400"},
 		{"argument key not a string", "/queues/q", amqp10.Map{{Key: "arguments", Value: amqp10.Map{{Key: int64(1), Value: "x"}}}}, "400"},
-		{"dlx of the wrong type", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: int64(1)}}), "400"},
+		{"dlx of the wrong type", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: int64(1)}}), "400"},
 		// invalid arguments are precondition failures: 409
-		{"dlrk without dlx", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-routing-key", Value: "k"}}), "409"},
-		{"strategy foo", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "quorum"}, {Key: "x-dead-letter-strategy", Value: "foo"}}), "409"},
-		{"overflow bar", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-overflow", Value: "bar"}}), "409"},
-		{"CQ with a delivery limit", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-delivery-limit", Value: int64(2)}}), "409"},
-		{"CQ with a strategy", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-strategy", Value: "at-most-once"}}), "409"},
+		{"dlrk without dlx", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-dead-letter-routing-key", Value: "k"}}), "409"},
+		{"strategy foo", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-queue-type", Value: "quorum"}, {Key: "x-dead-letter-strategy", Value: "foo"}}), "409"},
+		{"overflow bar", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-overflow", Value: "bar"}}), "409"},
+		{"CQ with a delivery limit", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-delivery-limit", Value: int64(2)}}), "409"},
+		{"CQ with a strategy", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-dead-letter-strategy", Value: "at-most-once"}}), "409"},
 		{"non-durable quorum", "/queues/q", amqp10.Map{{Key: "durable", Value: false}, {Key: "arguments", Value: amqp10.Map{{Key: "x-queue-type", Value: "quorum"}}}}, "409"},
 		{"exclusive without a connection", "/queues/q", amqp10.Map{{Key: "exclusive", Value: true}}, "400"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			amqpRequireError(t, e.do(t, "PUT", tc.path, tc.body), tc.status)
+			requireError(t, e.do(t, "PUT", tc.path, tc.body), tc.status)
 		})
 	}
 	_, ok := e.vh.Queue("q")
 	assert.False(t, ok, "no failed declare created the queue")
 
 	// a DLX that does not exist is fine
-	r := e.do(t, "PUT", "/queues/q", amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: "nowhere"}}))
+	r := e.do(t, "PUT", "/queues/q", queueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: "nowhere"}}))
 	assert.Equal(t, "201", r.status)
 	// symbol argument keys and values are accepted
-	r = e.do(t, "PUT", "/queues/sym", amqpQueueBodyMap(amqp10.Map{{Key: amqp10.Symbol("x-dead-letter-exchange"), Value: amqp10.Symbol("dlx")}}))
+	r = e.do(t, "PUT", "/queues/sym", queueBodyMap(amqp10.Map{{Key: amqp10.Symbol("x-dead-letter-exchange"), Value: amqp10.Symbol("dlx")}}))
 	require.Equal(t, "201", r.status)
-	assert.Equal(t, "dlx", amqpGet(t, amqpGet(t, r.body.(amqp10.Map), "arguments").(amqp10.Map), "x-dead-letter-exchange"))
+	assert.Equal(t, "dlx", get(t, get(t, r.body.(amqp10.Map), "arguments").(amqp10.Map), "x-dead-letter-exchange"))
 }
 
-func TestAMQPPathSegmentsArePercentDecoded(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestPathSegmentsArePercentDecoded(t *testing.T) {
+	e := newTestEnv(t)
 	// the client's encodePathSegments: url.QueryEscape with + → %20
-	r := e.do(t, "PUT", "/queues/a%2Fb%20c%C3%A9", amqpQueueBodyMap(nil))
+	r := e.do(t, "PUT", "/queues/a%2Fb%20c%C3%A9", queueBodyMap(nil))
 	require.Equal(t, "201", r.status)
-	assert.Equal(t, "a/b cé", amqpGet(t, r.body.(amqp10.Map), "name"))
+	assert.Equal(t, "a/b cé", get(t, r.body.(amqp10.Map), "name"))
 	_, ok := e.vh.Queue("a/b cé")
 	assert.True(t, ok)
-	amqpRequireError(t, e.do(t, "GET", "/queues/a%ZZ", nil), "400")
+	requireError(t, e.do(t, "GET", "/queues/a%ZZ", nil), "400")
 }
 
-func TestAMQPGetDeletePurgeQueue(t *testing.T) {
-	e := amqpNewTestEnv(t)
-	require.Equal(t, "201", e.do(t, "PUT", "/queues/q", amqpQueueBodyMap(nil)).status)
-	amqpEnqueue(t, e.vh, "q", 3)
+func TestGetDeletePurgeQueue(t *testing.T) {
+	e := newTestEnv(t)
+	require.Equal(t, "201", e.do(t, "PUT", "/queues/q", queueBodyMap(nil)).status)
+	enqueue(t, e.vh, "q", 3)
 
 	r := e.do(t, "GET", "/queues/q", nil)
 	require.Equal(t, "200", r.status)
 	m := r.body.(amqp10.Map)
-	assert.Equal(t, uint64(3), amqpGet(t, m, "message_count"))
-	assert.Equal(t, uint32(0), amqpGet(t, m, "consumer_count"))
+	assert.Equal(t, uint64(3), get(t, m, "message_count"))
+	assert.Equal(t, uint32(0), get(t, m, "consumer_count"))
 
-	amqpRequireError(t, e.do(t, "GET", "/queues/nope", nil), "404")
+	requireError(t, e.do(t, "GET", "/queues/nope", nil), "404")
 
 	r = e.do(t, "DELETE", "/queues/q/messages", nil)
 	require.Equal(t, "200", r.status)
 	assert.Equal(t, amqp10.Map{{Key: "message_count", Value: uint64(3)}}, r.body)
-	assert.Equal(t, 0, amqpMustQueue(t, e.vh, "q").Len())
-	amqpRequireError(t, e.do(t, "DELETE", "/queues/nope/messages", nil), "400")
+	assert.Equal(t, 0, mustQueue(t, e.vh, "q").Len())
+	requireError(t, e.do(t, "DELETE", "/queues/nope/messages", nil), "400")
 
-	amqpEnqueue(t, e.vh, "q", 2)
+	enqueue(t, e.vh, "q", 2)
 	r = e.do(t, "DELETE", "/queues/q", nil)
 	require.Equal(t, "200", r.status)
 	assert.Equal(t, amqp10.Map{{Key: "message_count", Value: uint64(2)}}, r.body)
@@ -292,35 +295,35 @@ func TestAMQPGetDeletePurgeQueue(t *testing.T) {
 	assert.Equal(t, amqp10.Map{{Key: "message_count", Value: uint64(0)}}, r.body)
 }
 
-func amqpMustQueue(t *testing.T, vh *router.VHost, name string) *router.Queue {
+func mustQueue(t *testing.T, vh *router.VHost, name string) *router.Queue {
 	t.Helper()
 	q, ok := vh.Queue(name)
 	require.True(t, ok, "queue %q", name)
 	return q
 }
 
-func TestAMQPExclusiveQueues(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestExclusiveQueues(t *testing.T) {
+	e := newTestEnv(t)
 	type conn struct{ id int }
 	c1, c2 := &conn{1}, &conn{2}
-	req := func(owner any, method, path string, body any) amqpTestResp {
-		return amqpDecodeTestResp(t, e.node.Request(owner, "guest", e.vh, amqpTestRequest(t, "x", method, path, body)))
+	req := func(owner any, method, path string, body any) testResp {
+		return decodeTestResp(t, e.node.Request(owner, "guest", e.vh, testRequest(t, "x", method, path, body)))
 	}
 	body := amqp10.Map{{Key: "exclusive", Value: true}, {Key: "auto_delete", Value: false}, {Key: "durable", Value: false}}
 	r := req(c1, "PUT", "/queues/mine", body)
 	require.Equal(t, "201", r.status, "body %v", r.body)
-	assert.Equal(t, true, amqpGet(t, r.body.(amqp10.Map), "exclusive"))
-	assert.Equal(t, c1, amqpMustQueue(t, e.vh, "mine").Owner())
+	assert.Equal(t, true, get(t, r.body.(amqp10.Map), "exclusive"))
+	assert.Equal(t, c1, mustQueue(t, e.vh, "mine").Owner())
 	require.Equal(t, "200", req(c1, "PUT", "/queues/mine", body).status)
 	// another connection (or one the node does not know) finds it locked
-	amqpRequireError(t, req(c2, "PUT", "/queues/mine", body), "400")
-	amqpRequireError(t, req(c2, "DELETE", "/queues/mine/messages", nil), "400")
-	amqpRequireError(t, req(nil, "DELETE", "/queues/mine", nil), "400")
+	requireError(t, req(c2, "PUT", "/queues/mine", body), "400")
+	requireError(t, req(c2, "DELETE", "/queues/mine/messages", nil), "400")
+	requireError(t, req(nil, "DELETE", "/queues/mine", nil), "400")
 	require.Equal(t, "200", req(c1, "DELETE", "/queues/mine", nil).status)
 }
 
-func TestAMQPExchanges(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestExchanges(t *testing.T) {
+	e := newTestEnv(t)
 	xbody := func(typ string, autoDelete bool) amqp10.Map {
 		return amqp10.Map{{Key: "auto_delete", Value: autoDelete}, {Key: "durable", Value: true}, {Key: "type", Value: typ}}
 	}
@@ -332,8 +335,8 @@ func TestAMQPExchanges(t *testing.T) {
 	assert.Equal(t, "fanout", info.Type)
 
 	assert.Equal(t, "204", e.do(t, "PUT", "/exchanges/dlx", xbody("fanout", false)).status)
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/dlx", xbody("direct", false)), "409")
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/dlx", xbody("fanout", true)), "409")
+	requireError(t, e.do(t, "PUT", "/exchanges/dlx", xbody("direct", false)), "409")
+	requireError(t, e.do(t, "PUT", "/exchanges/dlx", xbody("fanout", true)), "409")
 	// default type direct
 	require.Equal(t, "204", e.do(t, "PUT", "/exchanges/d", amqp10.Map{}).status)
 	info, _ = e.vh.Exchange("d")
@@ -342,28 +345,28 @@ func TestAMQPExchanges(t *testing.T) {
 	require.Equal(t, "204", e.do(t, "PUT", "/exchanges/withae", amqp10.Map{{Key: "type", Value: "headers"},
 		{Key: "arguments", Value: amqp10.Map{{Key: "alternate-exchange", Value: "ae"}}}}).status)
 
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/", xbody("direct", false)), "403")
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/amq.mine", xbody("direct", false)), "403")
+	requireError(t, e.do(t, "PUT", "/exchanges/", xbody("direct", false)), "403")
+	requireError(t, e.do(t, "PUT", "/exchanges/amq.mine", xbody("direct", false)), "403")
 	assert.Equal(t, "204", e.do(t, "PUT", "/exchanges/amq.direct", xbody("direct", false)).status)
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/amq.direct", xbody("fanout", false)), "409")
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/bad", xbody("x-nope", false)), "400")
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/bad", amqp10.Map{{Key: "type", Value: int64(1)}}), "400")
-	amqpRequireError(t, e.do(t, "PUT", "/exchanges/a%0Ab", xbody("direct", false)), "400")
+	requireError(t, e.do(t, "PUT", "/exchanges/amq.direct", xbody("fanout", false)), "409")
+	requireError(t, e.do(t, "PUT", "/exchanges/bad", xbody("x-nope", false)), "400")
+	requireError(t, e.do(t, "PUT", "/exchanges/bad", amqp10.Map{{Key: "type", Value: int64(1)}}), "400")
+	requireError(t, e.do(t, "PUT", "/exchanges/a%0Ab", xbody("direct", false)), "400")
 
 	r = e.do(t, "DELETE", "/exchanges/dlx", nil)
 	require.Equal(t, "204", r.status)
 	assert.Nil(t, r.body)
 	assert.False(t, e.vh.HasExchange("dlx"))
 	assert.Equal(t, "204", e.do(t, "DELETE", "/exchanges/dlx", nil).status, "idempotent")
-	amqpRequireError(t, e.do(t, "DELETE", "/exchanges/amq.direct", nil), "403")
-	amqpRequireError(t, e.do(t, "DELETE", "/exchanges/", nil), "403")
+	requireError(t, e.do(t, "DELETE", "/exchanges/amq.direct", nil), "403")
+	requireError(t, e.do(t, "DELETE", "/exchanges/", nil), "403")
 }
 
-func TestAMQPBindings(t *testing.T) {
-	e := amqpNewTestEnv(t)
+func TestBindings(t *testing.T) {
+	e := newTestEnv(t)
 	require.Equal(t, "204", e.do(t, "PUT", "/exchanges/x", amqp10.Map{{Key: "type", Value: "direct"}}).status)
 	require.Equal(t, "204", e.do(t, "PUT", "/exchanges/x2", amqp10.Map{{Key: "type", Value: "fanout"}}).status)
-	require.Equal(t, "201", e.do(t, "PUT", "/queues/q", amqpQueueBodyMap(nil)).status)
+	require.Equal(t, "201", e.do(t, "PUT", "/queues/q", queueBodyMap(nil)).status)
 	bindBody := func(dstKey, dst, key string, args amqp10.Map) amqp10.Map {
 		return amqp10.Map{{Key: "binding_key", Value: key}, {Key: "source", Value: "x"}, {Key: dstKey, Value: dst}, {Key: "arguments", Value: args}}
 	}
@@ -380,15 +383,15 @@ func TestAMQPBindings(t *testing.T) {
 	require.True(t, ok, "body %T", r.body)
 	require.Len(t, list, 2)
 	first := list[0].(amqp10.Map)
-	assert.Equal(t, "x", amqpGet(t, first, "source"))
-	assert.Equal(t, "q", amqpGet(t, first, "destination_queue"))
-	assert.Equal(t, "k", amqpGet(t, first, "binding_key"))
-	assert.Equal(t, amqp10.Map{}, amqpGet(t, first, "arguments"))
-	assert.Equal(t, "/bindings/src=x;dstq=q;key=k;args=", amqpGet(t, first, "location"))
+	assert.Equal(t, "x", get(t, first, "source"))
+	assert.Equal(t, "q", get(t, first, "destination_queue"))
+	assert.Equal(t, "k", get(t, first, "binding_key"))
+	assert.Equal(t, amqp10.Map{}, get(t, first, "arguments"))
+	assert.Equal(t, "/bindings/src=x;dstq=q;key=k;args=", get(t, first, "location"))
 	withArgs := list[1].(amqp10.Map)
-	loc := amqpGet(t, withArgs, "location").(string)
+	loc := get(t, withArgs, "location").(string)
 	assert.Regexp(t, `^/bindings/src=x;dstq=q;key=k;args=[0-9A-Za-z\-_]+$`, loc)
-	amqpRequireError(t, e.do(t, "GET", "/bindings?src=x&key=k", nil), "400")
+	requireError(t, e.do(t, "GET", "/bindings?src=x&key=k", nil), "400")
 
 	// deleting by a location with an args hash removes only that binding
 	require.Equal(t, "204", e.do(t, "DELETE", loc, nil).status)
@@ -410,94 +413,94 @@ func TestAMQPBindings(t *testing.T) {
 	r = e.do(t, "GET", "/bindings?src=x&dste=x2&key=k", nil)
 	assert.Empty(t, r.body.(amqp10.List))
 
-	amqpRequireError(t, e.do(t, "DELETE", "/bindings/src=x;dstz=q;key=k;args=", nil), "400")
-	amqpRequireError(t, e.do(t, "POST", "/bindings", bindBody("destination_queue", "missing", "k", nil)), "400")
-	amqpRequireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: "x"}}), "400")
-	amqpRequireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: ""}, {Key: "destination_queue", Value: "q"}}), "403")
-	amqpRequireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: "x"}, {Key: "destination_queue", Value: "q"}, {Key: "routing_key", Value: "k"}}), "400")
+	requireError(t, e.do(t, "DELETE", "/bindings/src=x;dstz=q;key=k;args=", nil), "400")
+	requireError(t, e.do(t, "POST", "/bindings", bindBody("destination_queue", "missing", "k", nil)), "400")
+	requireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: "x"}}), "400")
+	requireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: ""}, {Key: "destination_queue", Value: "q"}}), "403")
+	requireError(t, e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: "x"}, {Key: "destination_queue", Value: "q"}, {Key: "routing_key", Value: "k"}}), "400")
 
 	// percent-encoded names in the unbind path
-	require.Equal(t, "201", e.do(t, "PUT", "/queues/a%2Fb", amqpQueueBodyMap(nil)).status)
+	require.Equal(t, "201", e.do(t, "PUT", "/queues/a%2Fb", queueBodyMap(nil)).status)
 	require.Equal(t, "204", e.do(t, "POST", "/bindings", amqp10.Map{{Key: "source", Value: "x"}, {Key: "destination_queue", Value: "a/b"}, {Key: "binding_key", Value: "k k"}}).status)
 	r = e.do(t, "GET", "/bindings?src=x&dstq=a%2Fb&key=k%20k", nil)
 	require.Len(t, r.body.(amqp10.List), 1)
-	assert.Equal(t, "/bindings/src=x;dstq=a%2Fb;key=k%20k;args=", amqpGet(t, r.body.(amqp10.List)[0].(amqp10.Map), "location"))
+	assert.Equal(t, "/bindings/src=x;dstq=a%2Fb;key=k%20k;args=", get(t, r.body.(amqp10.List)[0].(amqp10.Map), "location"))
 	require.Equal(t, "204", e.do(t, "DELETE", "/bindings/src=x;dstq=a%2Fb;key=k%20k;args=", nil).status)
 	r = e.do(t, "GET", "/bindings?src=x&dstq=a%2Fb&key=k%20k", nil)
 	assert.Empty(t, r.body.(amqp10.List))
 }
 
-func TestAMQPUnknownRequests(t *testing.T) {
-	e := amqpNewTestEnv(t)
-	amqpRequireError(t, e.do(t, "GET", "/nothing", nil), "400")
-	amqpRequireError(t, e.do(t, "GET", "/queues/q/extra", nil), "400")
-	amqpRequireError(t, e.do(t, "POST", "/queues/q", nil), "405")
-	amqpRequireError(t, e.do(t, "GET", "/exchanges/x", nil), "405")
-	amqpRequireError(t, e.do(t, "PATCH", "/bindings", nil), "405")
-	amqpRequireError(t, e.do(t, "GET", "/queues/q/messages", nil), "405")
-	amqpRequireError(t, e.do(t, "PUT", "/auth/tokens", []byte("token")), "400")
-	amqpRequireError(t, e.do(t, "GET", "queues/q", nil), "400")
+func TestUnknownRequests(t *testing.T) {
+	e := newTestEnv(t)
+	requireError(t, e.do(t, "GET", "/nothing", nil), "400")
+	requireError(t, e.do(t, "GET", "/queues/q/extra", nil), "400")
+	requireError(t, e.do(t, "POST", "/queues/q", nil), "405")
+	requireError(t, e.do(t, "GET", "/exchanges/x", nil), "405")
+	requireError(t, e.do(t, "PATCH", "/bindings", nil), "405")
+	requireError(t, e.do(t, "GET", "/queues/q/messages", nil), "405")
+	requireError(t, e.do(t, "PUT", "/auth/tokens", []byte("token")), "400")
+	requireError(t, e.do(t, "GET", "queues/q", nil), "400")
 
 	// reply-to other than $me, or no path
-	b, err := amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "i", To: amqpPtr("/queues/q"), Subject: amqpPtr("GET"), ReplyTo: amqpPtr("/queues/elsewhere")})
+	b, err := amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "i", To: ptr("/queues/q"), Subject: ptr("GET"), ReplyTo: ptr("/queues/elsewhere")})
 	require.NoError(t, err)
 	m, err := amqp10.ParseMessage(b)
 	require.NoError(t, err)
-	r := amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, m))
+	r := decodeTestResp(t, e.node.Request(nil, "guest", e.vh, m))
 	assert.Equal(t, "i", r.corr)
-	amqpRequireError(t, r, "400")
-	b, err = amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "j", Subject: amqpPtr("GET")})
+	requireError(t, r, "400")
+	b, err = amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "j", Subject: ptr("GET")})
 	require.NoError(t, err)
 	m, err = amqp10.ParseMessage(b)
 	require.NoError(t, err)
-	r = amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, m))
+	r = decodeTestResp(t, e.node.Request(nil, "guest", e.vh, m))
 	assert.Equal(t, "j", r.corr)
-	amqpRequireError(t, r, "400")
+	requireError(t, r, "400")
 	// no properties at all
 	m, err = amqp10.ParseMessage(amqp10.AppendData(nil, []byte("x")))
 	require.NoError(t, err)
-	amqpRequireError(t, amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, m)), "400")
+	requireError(t, decodeTestResp(t, e.node.Request(nil, "guest", e.vh, m)), "400")
 	// a data body where a map is expected
-	b, err = amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "k", To: amqpPtr("/queues/q"), Subject: amqpPtr("PUT")})
+	b, err = amqp10.AppendProperties(nil, &amqp10.Properties{MessageID: "k", To: ptr("/queues/q"), Subject: ptr("PUT")})
 	require.NoError(t, err)
 	m, err = amqp10.ParseMessage(amqp10.AppendData(b, []byte("{}")))
 	require.NoError(t, err)
-	amqpRequireError(t, amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, m)), "400")
+	requireError(t, decodeTestResp(t, e.node.Request(nil, "guest", e.vh, m)), "400")
 }
 
-func amqpPtr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return &v }
 
-func TestAMQPPermissions(t *testing.T) {
-	e := amqpNewTestEnv(t)
-	hash, err := router.HashPassword("", "pw")
+func TestPermissions(t *testing.T) {
+	e := newTestEnv(t)
+	hash, err := auth.HashPassword("", "pw")
 	require.NoError(t, err)
 	for _, u := range []string{"admin", "u"} {
-		require.NoError(t, e.rt.PutUser(router.User{Name: u, PasswordHash: hash}))
+		require.NoError(t, e.users.PutUser(auth.User{Name: u, PasswordHash: hash}))
 	}
-	require.NoError(t, e.rt.SetPermission(router.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
+	require.NoError(t, e.users.SetPermission(auth.Permission{User: "admin", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
 	set := func(c, w, r string) {
 		t.Helper()
-		require.NoError(t, e.rt.SetPermission(router.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
+		require.NoError(t, e.users.SetPermission(auth.Permission{User: "u", VHost: "/", Configure: c, Write: w, Read: r}))
 	}
-	as := func(user, method, path string, body any) amqpTestResp {
+	as := func(user, method, path string, body any) testResp {
 		t.Helper()
-		return amqpDecodeTestResp(t, e.node.Request(nil, user, e.vh, amqpTestRequest(t, "p", method, path, body)))
+		return decodeTestResp(t, e.node.Request(nil, user, e.vh, testRequest(t, "p", method, path, body)))
 	}
 	const none = "^$"
-	dlq := amqpQueueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: "dlx"}})
+	dlq := queueBodyMap(amqp10.Map{{Key: "x-dead-letter-exchange", Value: "dlx"}})
 	require.Equal(t, "204", as("admin", "PUT", "/exchanges/dlx", amqp10.Map{{Key: "type", Value: "fanout"}}).status)
 
 	// declare: configure on the queue
 	set(none, ".*", ".*")
-	amqpRequireError(t, as("u", "PUT", "/queues/q1", amqpQueueBodyMap(nil)), "403")
+	requireError(t, as("u", "PUT", "/queues/q1", queueBodyMap(nil)), "403")
 	set("q.*", none, none)
-	require.Equal(t, "201", as("u", "PUT", "/queues/q1", amqpQueueBodyMap(nil)).status)
+	require.Equal(t, "201", as("u", "PUT", "/queues/q1", queueBodyMap(nil)).status)
 
 	// the DLX rule: configure + read on the queue + write on the DLX
 	set("q.*", ".*", none)
-	amqpRequireError(t, as("u", "PUT", "/queues/q2", dlq), "403")
+	requireError(t, as("u", "PUT", "/queues/q2", dlq), "403")
 	set("q.*", none, "q.*")
-	msg := amqpRequireError(t, as("u", "PUT", "/queues/q2", dlq), "403")
+	msg := requireError(t, as("u", "PUT", "/queues/q2", dlq), "403")
 	assert.Contains(t, msg, "dlx")
 	set("q.*", "dl.*", "q.*")
 	require.Equal(t, "201", as("u", "PUT", "/queues/q2", dlq).status)
@@ -511,49 +514,49 @@ func TestAMQPPermissions(t *testing.T) {
 	require.Equal(t, "204", as("admin", "PUT", "/exchanges/x", amqp10.Map{}).status)
 	bind := amqp10.Map{{Key: "source", Value: "x"}, {Key: "destination_queue", Value: "q1"}, {Key: "binding_key", Value: "k"}}
 	set(".*", none, ".*")
-	amqpRequireError(t, as("u", "POST", "/bindings", bind), "403")
+	requireError(t, as("u", "POST", "/bindings", bind), "403")
 	set(".*", ".*", "q.*")
-	amqpRequireError(t, as("u", "POST", "/bindings", bind), "403")
+	requireError(t, as("u", "POST", "/bindings", bind), "403")
 	set(none, "q.*", "x")
 	require.Equal(t, "204", as("u", "POST", "/bindings", bind).status)
 	// listing bindings: read on the source and on the destination
-	amqpRequireError(t, as("u", "GET", "/bindings?src=x&dstq=q1&key=k", nil), "403")
+	requireError(t, as("u", "GET", "/bindings?src=x&dstq=q1&key=k", nil), "403")
 	set(none, none, "x|q1")
 	require.Equal(t, "200", as("u", "GET", "/bindings?src=x&dstq=q1&key=k", nil).status)
 	set(none, ".*", none)
-	amqpRequireError(t, as("u", "DELETE", "/bindings/src=x;dstq=q1;key=k;args=", nil), "403")
-	amqpRequireError(t, as("u", "GET", "/bindings?src=x&dstq=q1&key=k", nil), "403")
+	requireError(t, as("u", "DELETE", "/bindings/src=x;dstq=q1;key=k;args=", nil), "403")
+	requireError(t, as("u", "GET", "/bindings?src=x&dstq=q1&key=k", nil), "403")
 	set(none, "q.*", "x")
 	require.Equal(t, "204", as("u", "DELETE", "/bindings/src=x;dstq=q1;key=k;args=", nil).status)
 
 	// purge: read; delete: configure; exchanges: configure
 	set(".*", ".*", none)
-	amqpRequireError(t, as("u", "DELETE", "/queues/q1/messages", nil), "403")
+	requireError(t, as("u", "DELETE", "/queues/q1/messages", nil), "403")
 	set(none, none, "q1")
 	require.Equal(t, "200", as("u", "DELETE", "/queues/q1/messages", nil).status)
-	amqpRequireError(t, as("u", "DELETE", "/queues/q1", nil), "403")
-	amqpRequireError(t, as("u", "PUT", "/exchanges/mine", amqp10.Map{}), "403")
-	amqpRequireError(t, as("u", "DELETE", "/exchanges/x", nil), "403")
+	requireError(t, as("u", "DELETE", "/queues/q1", nil), "403")
+	requireError(t, as("u", "PUT", "/exchanges/mine", amqp10.Map{}), "403")
+	requireError(t, as("u", "DELETE", "/exchanges/x", nil), "403")
 	// GET needs only access to the vhost
 	require.Equal(t, "200", as("u", "GET", "/queues/q1", nil).status)
-	amqpRequireError(t, as("stranger", "GET", "/queues/q1", nil), "403")
+	requireError(t, as("stranger", "GET", "/queues/q1", nil), "403")
 	set("q1|mine|x", none, none)
 	require.Equal(t, "200", as("u", "DELETE", "/queues/q1", nil).status)
 	require.Equal(t, "204", as("u", "PUT", "/exchanges/mine", amqp10.Map{}).status)
 	require.Equal(t, "204", as("u", "DELETE", "/exchanges/x", nil).status)
 }
 
-func TestAMQPAnswersInRequestOrderConcurrently(t *testing.T) {
+func TestAnswersInRequestOrderConcurrently(t *testing.T) {
 	// the node has no per-request state: concurrent requests on different
 	// links are safe (race detector) and each answer matches its request
-	e := amqpNewTestEnv(t)
+	e := newTestEnv(t)
 	done := make(chan struct{})
 	for i := range 8 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for j := range 20 {
 				id := uint64(i*100 + j)
-				raw := e.node.Request(nil, "guest", e.vh, amqpTestRequest(t, id, "PUT", "/queues/c", amqpQueueBodyMap(nil)))
+				raw := e.node.Request(nil, "guest", e.vh, testRequest(t, id, "PUT", "/queues/c", queueBodyMap(nil)))
 				m, err := amqp10.ParseMessage(raw)
 				if !assert.NoError(t, err) {
 					return
@@ -573,16 +576,16 @@ func TestAMQPAnswersInRequestOrderConcurrently(t *testing.T) {
 
 // The management node refuses queue and exchange names that are not at
 // most 255 bytes of valid UTF-8 without NUL (400), and creates nothing.
-func TestAMQPNamesValidated(t *testing.T) {
-	e := amqpNewTestEnv(t)
-	req := func(method, path string, body any) amqpTestResp {
-		return amqpDecodeTestResp(t, e.node.Request(nil, "guest", e.vh, amqpTestRequest(t, "x", method, path, body)))
+func TestNamesValidated(t *testing.T) {
+	e := newTestEnv(t)
+	req := func(method, path string, body any) testResp {
+		return decodeTestResp(t, e.node.Request(nil, "guest", e.vh, testRequest(t, "x", method, path, body)))
 	}
 	for _, path := range []string{"/queues/a%00b", "/queues/%FF", "/queues/" + strings.Repeat("q", 256)} {
-		amqpRequireError(t, req("PUT", path, amqpQueueBodyMap(nil)), "400")
+		requireError(t, req("PUT", path, queueBodyMap(nil)), "400")
 	}
 	xBody := amqp10.Map{{Key: "type", Value: "direct"}, {Key: "durable", Value: true}, {Key: "auto_delete", Value: false},
 		{Key: "internal", Value: false}, {Key: "arguments", Value: amqp10.Map{}}}
-	amqpRequireError(t, req("PUT", "/exchanges/x%00", xBody), "400")
+	requireError(t, req("PUT", "/exchanges/x%00", xBody), "400")
 	require.Empty(t, e.vh.Queues())
 }

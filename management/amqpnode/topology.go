@@ -1,4 +1,4 @@
-package management
+package amqpnode
 
 import (
 	"cmp"
@@ -16,19 +16,19 @@ import (
 
 // ---- exchanges ----
 
-// amqpExchangeBody is a decoded PUT /exchanges/{e} body.
-type amqpExchangeBody struct {
+// exchangeBody is a decoded PUT /exchanges/{e} body.
+type exchangeBody struct {
 	typ                           string
 	durable, autoDelete, internal bool
 	args                          amqp10.Map
 }
 
-// amqpDecodeExchange decodes an exchange declaration (decode_exchange):
+// decodeExchange decodes an exchange declaration (decode_exchange):
 // type (utf8, default direct), durable (default true), auto_delete,
 // internal, arguments; any other property is a 400.
-func amqpDecodeExchange(body any) (amqpExchangeBody, error) {
-	x := amqpExchangeBody{typ: router.ExchangeDirect, durable: true}
-	m, err := amqpBodyMap(body, "exchange")
+func decodeExchange(body any) (exchangeBody, error) {
+	x := exchangeBody{typ: router.ExchangeDirect, durable: true}
+	m, err := bodyMap(body, "exchange")
 	if err != nil {
 		return x, err
 	}
@@ -46,11 +46,11 @@ func amqpDecodeExchange(body any) (amqpExchangeBody, error) {
 		case k == "type" && isStr:
 			x.typ = s
 		case k == "arguments":
-			if x.args, err = amqpArguments(kv.Value); err != nil {
+			if x.args, err = arguments(kv.Value); err != nil {
 				return x, err
 			}
 		default:
-			return x, amqpFail(amqpStatusBadRequest, "bad exchange property %v: %v", kv.Key, kv.Value)
+			return x, fail(statusBadRequest, "bad exchange property %v: %v", kv.Key, kv.Value)
 		}
 	}
 	return x, nil
@@ -60,44 +60,44 @@ func amqpDecodeExchange(body any) (amqpExchangeBody, error) {
 // 409 when not equivalent; 403 for the default exchange, the amq. prefix
 // (unless redeclaring an existing standard exchange equivalently) or
 // without configure permission; 400 for a bad type, body or name.
-func (n *AMQPNode) declareExchange(r *amqpRequest, name string) (string, any, error) {
-	body, err := amqpDecodeExchange(r.body)
+func (n *Node) declareExchange(r *request, name string) (string, any, error) {
+	body, err := decodeExchange(r.body)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := amqpCheckDefaultExchange(name); err != nil {
+	if err := checkDefaultExchange(name); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceExchange, name, router.Configure); err != nil {
+	if err := forbidden(r.MayConfigureExchange(name)); err != nil {
 		return "", nil, err
 	}
-	cur, exists := r.vh.Exchange(name)
+	cur, exists := r.VHost.Exchange(name)
 	if !exists {
-		if err := amqpCheckName(name); err != nil {
+		if err := checkName(name); err != nil {
 			return "", nil, err
 		}
-		if err := amqpCheckReserved("exchange", name, r.vh.Name()); err != nil {
+		if err := checkReserved("exchange", name, r.VHost.Name()); err != nil {
 			return "", nil, err
 		}
 	} else if strings.HasPrefix(name, "amq.") {
 		// the router refuses every amq. name; RabbitMQ checks an existing
 		// standard exchange for equivalence instead
-		if !amqpExchangeEquivalent(cur.ExchangeSpec, body) {
-			return "", nil, amqpFail(amqpStatusConflict, "inequivalent arg for exchange '%s' in vhost '%s'", name, r.vh.Name())
+		if !exchangeEquivalent(cur.ExchangeSpec, body) {
+			return "", nil, fail(statusConflict, "inequivalent arg for exchange '%s' in vhost '%s'", name, r.VHost.Name())
 		}
-		return amqpStatusNoContent, nil, nil
+		return statusNoContent, nil, nil
 	}
-	_, err = r.vh.DeclareExchange(router.ExchangeSpec{
+	_, err = r.VHost.DeclareExchange(router.ExchangeSpec{
 		Name: name, Type: body.typ, Durable: body.durable, AutoDelete: body.autoDelete,
 		Internal: body.internal, Arguments: body.args,
 	})
 	if err != nil {
-		return "", nil, amqpRouterError(err)
+		return "", nil, routerError(err)
 	}
-	return amqpStatusNoContent, nil, nil
+	return statusNoContent, nil, nil
 }
 
-func amqpExchangeEquivalent(cur router.ExchangeSpec, x amqpExchangeBody) bool {
+func exchangeEquivalent(cur router.ExchangeSpec, x exchangeBody) bool {
 	return cur.Type == x.typ && cur.Durable == x.durable && cur.AutoDelete == x.autoDelete &&
 		cur.Internal == x.internal && len(cur.Arguments) == 0 && len(x.args) == 0
 }
@@ -105,40 +105,40 @@ func amqpExchangeEquivalent(cur router.ExchangeSpec, x amqpExchangeBody) bool {
 // deleteExchange: DELETE /exchanges/{e} → 204 + null, also when the
 // exchange does not exist; 403 for the default exchange, amq. names or
 // without configure permission.
-func (n *AMQPNode) deleteExchange(r *amqpRequest, name string) (string, any, error) {
-	if err := amqpCheckName(name); err != nil {
+func (n *Node) deleteExchange(r *request, name string) (string, any, error) {
+	if err := checkName(name); err != nil {
 		return "", nil, err
 	}
-	if err := amqpCheckDefaultExchange(name); err != nil {
+	if err := checkDefaultExchange(name); err != nil {
 		return "", nil, err
 	}
-	if err := amqpCheckReserved("exchange", name, r.vh.Name()); err != nil {
+	if err := checkReserved("exchange", name, r.VHost.Name()); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceExchange, name, router.Configure); err != nil {
+	if err := forbidden(r.MayConfigureExchange(name)); err != nil {
 		return "", nil, err
 	}
-	if err := r.vh.DeleteExchange(name); err != nil && !errors.Is(err, router.ErrNotFound) {
-		return "", nil, amqpRouterError(err)
+	if err := r.VHost.DeleteExchange(name); err != nil && !errors.Is(err, router.ErrNotFound) {
+		return "", nil, routerError(err)
 	}
-	return amqpStatusNoContent, nil, nil
+	return statusNoContent, nil, nil
 }
 
 // ---- bindings ----
 
-// amqpBindingBody is a decoded POST /bindings body.
-type amqpBindingBody struct {
+// bindingBody is a decoded POST /bindings body.
+type bindingBody struct {
 	source, destination, key string
 	toExchange, hasDest      bool
 	args                     amqp10.Map
 }
 
-// amqpDecodeBinding decodes a binding (decode_binding): source,
+// decodeBinding decodes a binding (decode_binding): source,
 // destination_queue or destination_exchange, binding_key (utf8) and
 // arguments; any other field is a 400.
-func amqpDecodeBinding(body any) (amqpBindingBody, error) {
-	var b amqpBindingBody
-	m, err := amqpBodyMap(body, "binding")
+func decodeBinding(body any) (bindingBody, error) {
+	var b bindingBody
+	m, err := bodyMap(body, "binding")
 	if err != nil {
 		return b, err
 	}
@@ -156,15 +156,15 @@ func amqpDecodeBinding(body any) (amqpBindingBody, error) {
 		case k == "binding_key" && isStr:
 			b.key = s
 		case k == "arguments":
-			if b.args, err = amqpArguments(kv.Value); err != nil {
+			if b.args, err = arguments(kv.Value); err != nil {
 				return b, err
 			}
 		default:
-			return b, amqpFail(amqpStatusBadRequest, "bad binding field %v: %v", kv.Key, kv.Value)
+			return b, fail(statusBadRequest, "bad binding field %v: %v", kv.Key, kv.Value)
 		}
 	}
 	if !hasSource || !b.hasDest {
-		return b, amqpFail(amqpStatusBadRequest, "a binding needs a source and one of destination_queue or destination_exchange")
+		return b, fail(statusBadRequest, "a binding needs a source and one of destination_queue or destination_exchange")
 	}
 	return b, nil
 }
@@ -172,55 +172,48 @@ func amqpDecodeBinding(body any) (amqpBindingBody, error) {
 // bindingChecks is binding_checks: no default exchange as source or
 // destination (403), no CR/LF in the names (400), write on the
 // destination and read on the source (403).
-func (n *AMQPNode) bindingChecks(r *amqpRequest, b amqpBindingBody) error {
-	if err := amqpCheckDefaultExchange(b.source); err != nil {
+func bindingChecks(r *request, b bindingBody) error {
+	if err := checkDefaultExchange(b.source); err != nil {
 		return err
 	}
 	if b.toExchange {
-		if err := amqpCheckDefaultExchange(b.destination); err != nil {
+		if err := checkDefaultExchange(b.destination); err != nil {
 			return err
 		}
 	}
 	for _, name := range []string{b.source, b.destination} {
-		if err := amqpCheckName(name); err != nil {
+		if err := checkName(name); err != nil {
 			return err
 		}
 	}
-	kind := router.ResourceQueue
-	if b.toExchange {
-		kind = router.ResourceExchange
-	}
-	if err := n.authorize(r, kind, b.destination, router.Write); err != nil {
-		return err
-	}
-	return n.authorize(r, router.ResourceExchange, b.source, router.Read)
+	return forbidden(r.MayBind(b.source, b.destination, b.toExchange))
 }
 
 // bind: POST /bindings → 204 + null; a missing source or destination is a
 // 400, as RabbitMQ's binding_action errors are.
-func (n *AMQPNode) bind(r *amqpRequest) (string, any, error) {
-	b, err := amqpDecodeBinding(r.body)
+func (n *Node) bind(r *request) (string, any, error) {
+	b, err := decodeBinding(r.body)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := n.bindingChecks(r, b); err != nil {
+	if err := bindingChecks(r, b); err != nil {
 		return "", nil, err
 	}
-	err = r.vh.Bind(router.Binding{Source: b.source, Destination: b.destination,
+	err = r.VHost.Bind(router.Binding{Source: b.source, Destination: b.destination,
 		DestinationIsExchange: b.toExchange, Key: b.key, Arguments: b.args})
 	if err != nil {
 		if errors.Is(err, router.ErrAccessRefused) {
-			return "", nil, amqpRouterError(err)
+			return "", nil, routerError(err)
 		}
-		return "", nil, amqpFail(amqpStatusBadRequest, "%s", amqpExplain(err))
+		return "", nil, fail(statusBadRequest, "%s", explain(err))
 	}
-	return amqpStatusNoContent, nil, nil
+	return statusNoContent, nil, nil
 }
 
-// amqpBindingSegment is RabbitMQ's binding path segment: source,
+// bindingSegment is RabbitMQ's binding path segment: source,
 // destination kind and name, key (percent-encoded) and the arguments hash
 // (URL-safe base64).
-var amqpBindingSegment = regexp.MustCompile(`^src=([0-9A-Za-z\-._~%]+);dst([eq])=([0-9A-Za-z\-._~%]+);key=([0-9A-Za-z\-._~%]*);args=([0-9A-Za-z\-_]*)$`)
+var bindingSegment = regexp.MustCompile(`^src=([0-9A-Za-z\-._~%]+);dst([eq])=([0-9A-Za-z\-._~%]+);key=([0-9A-Za-z\-._~%]*);args=([0-9A-Za-z\-_]*)$`)
 
 // unbind: DELETE /bindings/src=…;dstq=…;key=…;args=… → 204 + null, also
 // when nothing matched. An empty args= (which the official client always
@@ -228,34 +221,34 @@ var amqpBindingSegment = regexp.MustCompile(`^src=([0-9A-Za-z\-._~%]+);dst([eq])
 // that source, destination and key whatever its arguments; a non-empty
 // hash (from a GET /bindings location) removes the bindings whose
 // arguments have that hash.
-func (n *AMQPNode) unbind(r *amqpRequest, segment string) (string, any, error) {
-	sub := amqpBindingSegment.FindStringSubmatch(segment)
+func (n *Node) unbind(r *request, segment string) (string, any, error) {
+	sub := bindingSegment.FindStringSubmatch(segment)
 	if sub == nil {
-		return "", nil, amqpFail(amqpStatusBadRequest, "bad binding path segment '%s'", segment)
+		return "", nil, fail(statusBadRequest, "bad binding path segment '%s'", segment)
 	}
 	var dec [3]string
 	for i, s := range []string{sub[1], sub[3], sub[4]} {
 		d, err := url.PathUnescape(s)
 		if err != nil {
-			return "", nil, amqpFail(amqpStatusBadRequest, "bad binding path segment '%s': %v", segment, err)
+			return "", nil, fail(statusBadRequest, "bad binding path segment '%s': %v", segment, err)
 		}
 		dec[i] = d
 	}
-	b := amqpBindingBody{source: dec[0], destination: dec[1], key: dec[2], toExchange: sub[2] == "e", hasDest: true}
+	b := bindingBody{source: dec[0], destination: dec[1], key: dec[2], toExchange: sub[2] == "e", hasDest: true}
 	hash := sub[5]
-	if err := n.bindingChecks(r, b); err != nil {
+	if err := bindingChecks(r, b); err != nil {
 		return "", nil, err
 	}
-	for _, o := range r.vh.Bindings() {
+	for _, o := range r.VHost.Bindings() {
 		if o.Source != b.source || o.Destination != b.destination || o.DestinationIsExchange != b.toExchange ||
-			o.Key != b.key || (hash != "" && amqpArgsHash(o.Arguments) != hash) {
+			o.Key != b.key || (hash != "" && argsHash(o.Arguments) != hash) {
 			continue
 		}
-		if err := r.vh.Unbind(o); err != nil && !errors.Is(err, router.ErrNotFound) {
-			return "", nil, amqpRouterError(err)
+		if err := r.VHost.Unbind(o); err != nil && !errors.Is(err, router.ErrNotFound) {
+			return "", nil, routerError(err)
 		}
 	}
-	return amqpStatusNoContent, nil, nil
+	return statusNoContent, nil, nil
 }
 
 // listBindings: GET /bindings?src=…&dstq=…|dste=…&key=… → 200 + a list of
@@ -263,42 +256,35 @@ func (n *AMQPNode) unbind(r *amqpRequest, segment string) (string, any, error) {
 // binding_key, arguments, location). RabbitMQ checks no permission here
 // (an authorisation gap: anyone may list any bindings); epitaph requires
 // read on the source exchange and on the destination.
-func (n *AMQPNode) listBindings(r *amqpRequest) (string, any, error) {
+func (n *Node) listBindings(r *request) (string, any, error) {
 	q := r.query
 	if q == nil || !q.Has("src") || !q.Has("key") {
-		return "", nil, amqpFail(amqpStatusBadRequest, "GET /bindings needs the query parameters src, key and dstq or dste")
+		return "", nil, fail(statusBadRequest, "GET /bindings needs the query parameters src, key and dstq or dste")
 	}
-	b := amqpBindingBody{source: q.Get("src"), key: q.Get("key")}
+	b := bindingBody{source: q.Get("src"), key: q.Get("key")}
 	switch {
 	case q.Has("dste"):
 		b.destination, b.toExchange = q.Get("dste"), true
 	case q.Has("dstq"):
 		b.destination = q.Get("dstq")
 	default:
-		return "", nil, amqpFail(amqpStatusBadRequest, "missing 'dste' or 'dstq' in query: %s", q.Encode())
+		return "", nil, fail(statusBadRequest, "missing 'dste' or 'dstq' in query: %s", q.Encode())
 	}
-	kind := router.ResourceQueue
-	if b.toExchange {
-		kind = router.ResourceExchange
-	}
-	if err := n.authorize(r, router.ResourceExchange, b.source, router.Read); err != nil {
-		return "", nil, err
-	}
-	if err := n.authorize(r, kind, b.destination, router.Read); err != nil {
+	if err := forbidden(r.MayListBindings(b.source, b.destination, b.toExchange)); err != nil {
 		return "", nil, err
 	}
 	out := amqp10.List{}
-	for _, o := range r.vh.Bindings() {
+	for _, o := range r.VHost.Bindings() {
 		if o.Source != b.source || o.Destination != b.destination || o.DestinationIsExchange != b.toExchange || o.Key != b.key {
 			continue
 		}
-		out = append(out, amqpBindingMap(o))
+		out = append(out, bindingMap(o))
 	}
-	return amqpStatusOK, out, nil
+	return statusOK, out, nil
 }
 
-// amqpBindingMap encodes a binding as RabbitMQ's encode_bindings does.
-func amqpBindingMap(b router.Binding) amqp10.Map {
+// bindingMap encodes a binding as RabbitMQ's encode_bindings does.
+func bindingMap(b router.Binding) amqp10.Map {
 	dst, dstChar := "destination_queue", "q"
 	if b.DestinationIsExchange {
 		dst, dstChar = "destination_exchange", "e"
@@ -307,8 +293,8 @@ func amqpBindingMap(b router.Binding) amqp10.Map {
 	if args == nil {
 		args = amqp10.Map{}
 	}
-	loc := "/bindings/src=" + amqpQuote(b.Source) + ";dst" + dstChar + "=" + amqpQuote(b.Destination) +
-		";key=" + amqpQuote(b.Key) + ";args=" + amqpArgsHash(b.Arguments)
+	loc := "/bindings/src=" + quote(b.Source) + ";dst" + dstChar + "=" + quote(b.Destination) +
+		";key=" + quote(b.Key) + ";args=" + argsHash(b.Arguments)
 	return amqp10.Map{
 		{Key: "source", Value: b.Source},
 		{Key: dst, Value: b.Destination},
@@ -318,9 +304,9 @@ func amqpBindingMap(b router.Binding) amqp10.Map {
 	}
 }
 
-// amqpQuote percent-encodes everything but the unreserved characters
+// quote percent-encodes everything but the unreserved characters
 // A-Z a-z 0-9 - . _ ~ (uri_string:quote).
-func amqpQuote(s string) string {
+func quote(s string) string {
 	const hex = "0123456789ABCDEF"
 	var sb strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -336,18 +322,18 @@ func amqpQuote(s string) string {
 	return sb.String()
 }
 
-// amqpArgsHash identifies binding arguments in a location: "" for none,
+// argsHash identifies binding arguments in a location: "" for none,
 // otherwise the URL-safe unpadded base64 of a 32-bit FNV-1a hash of the
 // arguments sorted by key (RabbitMQ uses erlang:phash2, which clients
 // treat as opaque).
-func amqpArgsHash(args amqp10.Map) string {
+func argsHash(args amqp10.Map) string {
 	if len(args) == 0 {
 		return ""
 	}
 	sorted := slices.Clone(args)
 	slices.SortStableFunc(sorted, func(a, b amqp10.KV) int {
-		ka, _ := amqpStringArg(a.Key)
-		kb, _ := amqpStringArg(b.Key)
+		ka, _ := stringArg(a.Key)
+		kb, _ := stringArg(b.Key)
 		return cmp.Compare(ka, kb)
 	})
 	enc, err := amqp10.AppendMap(nil, sorted)

@@ -1,11 +1,4 @@
-package management
-
-// RabbitMQ 4's AMQP 1.0 management node ("HTTP over AMQP" on the
-// /management link pair), modelled on rabbit_amqp_management.erl and shaped
-// for github.com/rabbitmq/rabbitmq-amqp-go-client.
-//
-// Every unexported identifier in the amqp*.go files starts with "amqp": the
-// HTTP API lives in the same package.
+package amqpnode
 
 import (
 	"errors"
@@ -16,16 +9,21 @@ import (
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
+	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
-// AMQPOptions configure an AMQPNode.
-type AMQPOptions struct {
-	// Router is the data model; it also authorises users. Nil refuses every
+// Options configure a Node.
+type Options struct {
+	// Router is the data model. Nil refuses every
 	// request (500).
 	Router *router.Broker
+	// Auth holds the users and their permissions. Nil refuses every
+	// request (500).
+	Auth *auth.Registry
 	// DeadLetters is the dead-letter component (reserved; not used today).
 	DeadLetters *deadletter.DeadLetterer
 	// Logger receives a warning per failed request; nil discards.
@@ -35,18 +33,19 @@ type AMQPOptions struct {
 	Node string
 }
 
-// AMQPNode answers RabbitMQ 4's HTTP-over-AMQP management requests. It
+// Node answers RabbitMQ 4's HTTP-over-AMQP management requests. It
 // implements link.ManagementNode and is safe for concurrent use.
-type AMQPNode struct {
+type Node struct {
 	rt   *router.Broker
+	auth *auth.Registry
 	log  *slog.Logger
 	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
 }
 
-// NewAMQPNode returns a management node serving opts.Router.
-func NewAMQPNode(opts AMQPOptions) *AMQPNode {
-	n := &AMQPNode{rt: opts.Router, log: opts.Logger, node: opts.Node}
+// New returns a management node serving opts.Router.
+func New(opts Options) *Node {
+	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -63,34 +62,34 @@ func NewAMQPNode(opts AMQPOptions) *AMQPNode {
 
 // HTTP status codes used in responses (the response subject).
 const (
-	amqpStatusOK          = "200"
-	amqpStatusCreated     = "201"
-	amqpStatusNoContent   = "204"
-	amqpStatusBadRequest  = "400"
-	amqpStatusForbidden   = "403"
-	amqpStatusNotFound    = "404"
-	amqpStatusBadMethod   = "405"
-	amqpStatusConflict    = "409"
-	amqpStatusServerError = "500"
+	statusOK          = "200"
+	statusCreated     = "201"
+	statusNoContent   = "204"
+	statusBadRequest  = "400"
+	statusForbidden   = "403"
+	statusNotFound    = "404"
+	statusBadMethod   = "405"
+	statusConflict    = "409"
+	statusServerError = "500"
 )
 
-// amqpFailure is an error answer: a status code and a utf8 explanation.
-type amqpFailure struct {
+// failure is an error answer: a status code and a utf8 explanation.
+type failure struct {
 	status string
 	text   string
 }
 
-func (f *amqpFailure) Error() string { return f.status + " " + f.text }
+func (f *failure) Error() string { return f.status + " " + f.text }
 
-func amqpFail(status, format string, args ...any) *amqpFailure {
-	return &amqpFailure{status: status, text: fmt.Sprintf(format, args...)}
+func fail(status, format string, args ...any) *failure {
+	return &failure{status: status, text: fmt.Sprintf(format, args...)}
 }
 
-// amqpRequest is one decoded management request.
-type amqpRequest struct {
+// request is one decoded management request.
+type request struct {
+	management.Operator // the requesting user and the link's vhost
+
 	owner    any // the requesting connection (exclusive queues); nil when unknown
-	user     string
-	vh       *router.VHost
 	method   string
 	segments []string   // percent-decoded path segments after the leading "/"
 	raw      []string   // the same segments, still encoded
@@ -104,10 +103,10 @@ type amqpRequest struct {
 // for that connection. Exclusive queues declared here are owned by it (and
 // so deleted with the connection's other exclusive queues, as RabbitMQ
 // does); exclusive queues of other owners are locked (400).
-func (n *AMQPNode) Request(owner any, user string, vhost *router.VHost, req *amqp10.Message) []byte {
+func (n *Node) Request(owner any, user string, vhost *router.VHost, req *amqp10.Message) []byte {
 	props, err := req.Properties()
 	if err != nil {
-		return n.encode(nil, amqpStatusBadRequest, "malformed properties: "+err.Error())
+		return n.encode(nil, statusBadRequest, "malformed properties: "+err.Error())
 	}
 	var corr any
 	if props != nil {
@@ -118,7 +117,7 @@ func (n *AMQPNode) Request(owner any, user string, vhost *router.VHost, req *amq
 }
 
 // handle decodes and dispatches one request.
-func (n *AMQPNode) handle(owner any, user string, vh *router.VHost, props *amqp10.Properties, m *amqp10.Message) (string, any) {
+func (n *Node) handle(owner any, user string, vh *router.VHost, props *amqp10.Properties, m *amqp10.Message) (string, any) {
 	method, target := "", ""
 	if props != nil && props.Subject != nil {
 		method = *props.Subject
@@ -129,69 +128,71 @@ func (n *AMQPNode) handle(owner any, user string, vh *router.VHost, props *amqp1
 	status, body := func() (string, any) {
 		switch {
 		case props == nil || props.To == nil:
-			return amqpStatusBadRequest, "request without properties.to (the request path)"
+			return statusBadRequest, "request without properties.to (the request path)"
 		case props.Subject == nil:
-			return amqpStatusBadRequest, "request without properties.subject (the HTTP method)"
+			return statusBadRequest, "request without properties.subject (the HTTP method)"
 		case props.ReplyTo != nil && *props.ReplyTo != "$me":
-			return amqpStatusBadRequest, fmt.Sprintf("reply-to must be \"$me\", got %q", *props.ReplyTo)
+			return statusBadRequest, fmt.Sprintf("reply-to must be \"$me\", got %q", *props.ReplyTo)
 		case n.rt == nil || vh == nil:
-			return amqpStatusServerError, "management node has no virtual host"
+			return statusServerError, "management node has no virtual host"
+		case n.auth == nil:
+			return statusServerError, "management node has no user registry"
 		}
-		r := &amqpRequest{owner: owner, user: user, vh: vh, method: method}
+		r := &request{Operator: management.Operator{Auth: n.auth, User: user, VHost: vh}, owner: owner, method: method}
 		if f := r.parseTarget(target); f != nil {
 			return f.status, f.text
 		}
 		var err error
-		if r.body, err = amqpRequestBody(m); err != nil {
-			return amqpStatusBadRequest, err.Error()
+		if r.body, err = requestBody(m); err != nil {
+			return statusBadRequest, err.Error()
 		}
 		status, body, err := n.dispatch(r)
 		if err != nil {
-			var f *amqpFailure
+			var f *failure
 			if errors.As(err, &f) {
 				return f.status, f.text
 			}
-			return amqpStatusServerError, "internal error"
+			return statusServerError, "internal error"
 		}
 		return status, body
 	}()
 	if status[0] != '2' {
 		reason, _ := body.(string)
-		n.warn.Warn("management request failed", "management request failed", "method", clip(method), "path", clip(target),
-			"user", clip(user), "status", status, "reason", clip(reason))
+		n.warn.Warn("management request failed", "management request failed", "method", management.Clip(method), "path", management.Clip(target),
+			"user", management.Clip(user), "status", status, "reason", management.Clip(reason))
 	}
 	return status, body
 }
 
 // parseTarget splits the request target into percent-decoded path segments
 // and the query.
-func (r *amqpRequest) parseTarget(target string) *amqpFailure {
+func (r *request) parseTarget(target string) *failure {
 	path, rawQuery, hasQuery := strings.Cut(target, "?")
 	if !strings.HasPrefix(path, "/") {
-		return amqpFail(amqpStatusBadRequest, "request path '%s' does not start with '/'", target)
+		return fail(statusBadRequest, "request path '%s' does not start with '/'", target)
 	}
 	r.raw = strings.Split(path[1:], "/")
 	r.segments = make([]string, len(r.raw))
 	for i, s := range r.raw {
 		d, err := url.PathUnescape(s)
 		if err != nil {
-			return amqpFail(amqpStatusBadRequest, "failed to decode path segment '%s': %v", s, err)
+			return fail(statusBadRequest, "failed to decode path segment '%s': %v", s, err)
 		}
 		r.segments[i] = d
 	}
 	if hasQuery {
 		q, err := url.ParseQuery(rawQuery)
 		if err != nil {
-			return amqpFail(amqpStatusBadRequest, "failed to dissect query '%s': %v", rawQuery, err)
+			return fail(statusBadRequest, "failed to dissect query '%s': %v", rawQuery, err)
 		}
 		r.query = q
 	}
 	return nil
 }
 
-// amqpRequestBody returns the value of the request's amqp-value section
+// requestBody returns the value of the request's amqp-value section
 // (nil when there is none).
-func amqpRequestBody(m *amqp10.Message) (any, error) {
+func requestBody(m *amqp10.Message) (any, error) {
 	raw, err := m.Body()
 	if err != nil {
 		return nil, fmt.Errorf("malformed body: %w", err)
@@ -204,13 +205,13 @@ func amqpRequestBody(m *amqp10.Message) (any, error) {
 		return nil, fmt.Errorf("malformed body: %w", err)
 	}
 	d, ok := v.(*amqp10.Described)
-	if !ok || !amqpIsDescriptor(d.Descriptor, amqp10.DescAMQPValue, "amqp:amqp-value:*") {
+	if !ok || !isDescriptor(d.Descriptor, amqp10.DescAMQPValue, "amqp:amqp-value:*") {
 		return nil, errors.New("the request body must be an amqp-value section")
 	}
 	return d.Value, nil
 }
 
-func amqpIsDescriptor(d any, code uint64, name amqp10.Symbol) bool {
+func isDescriptor(d any, code uint64, name amqp10.Symbol) bool {
 	switch d := d.(type) {
 	case uint64:
 		return d == code
@@ -222,13 +223,13 @@ func amqpIsDescriptor(d any, code uint64, name amqp10.Symbol) bool {
 
 // dispatch routes a request by method and path (rabbit_amqp_management's
 // handle_http_req clauses).
-func (n *AMQPNode) dispatch(r *amqpRequest) (string, any, error) {
+func (n *Node) dispatch(r *request) (string, any, error) {
 	seg := r.segments
 	if r.query != nil && !(len(seg) == 1 && seg[0] == "bindings") {
-		return "", nil, amqpFail(amqpStatusBadRequest, "unexpected query in request path")
+		return "", nil, fail(statusBadRequest, "unexpected query in request path")
 	}
 	allowed := func(methods ...string) error {
-		return amqpFail(amqpStatusBadMethod, "method %s not allowed on /%s (allowed: %s)",
+		return fail(statusBadMethod, "method %s not allowed on /%s (allowed: %s)",
 			r.method, strings.Join(r.raw, "/"), strings.Join(methods, ", "))
 	}
 	switch {
@@ -270,26 +271,26 @@ func (n *AMQPNode) dispatch(r *amqpRequest) (string, any, error) {
 		}
 		return "", nil, allowed("DELETE")
 	case len(seg) == 2 && seg[0] == "auth" && seg[1] == "tokens":
-		return "", nil, amqpFail(amqpStatusBadRequest, "token refresh is not supported: this broker has no OAuth 2.0 backend")
+		return "", nil, fail(statusBadRequest, "token refresh is not supported: this broker has no OAuth 2.0 backend")
 	}
-	return "", nil, amqpFail(amqpStatusBadRequest, "unknown request path '/%s'", strings.Join(r.raw, "/"))
+	return "", nil, fail(statusBadRequest, "unknown request path '/%s'", strings.Join(r.raw, "/"))
 }
 
 // encode builds the response message: properties (subject = status,
 // correlation-id = the request's message-id, same type), application
 // properties {"http:response": "1.1"}, and an amqp-value body.
-func (n *AMQPNode) encode(corr any, status string, body any) []byte {
-	b, err := amqpEncode(corr, status, body)
+func (n *Node) encode(corr any, status string, body any) []byte {
+	b, err := encodeResponse(corr, status, body)
 	if err != nil {
 		n.log.Error("management response not encodable", "status", status, "err", err)
-		if b, err = amqpEncode(corr, amqpStatusServerError, "internal error: response not encodable"); err != nil {
-			b, _ = amqpEncode(nil, amqpStatusServerError, "internal error: response not encodable")
+		if b, err = encodeResponse(corr, statusServerError, "internal error: response not encodable"); err != nil {
+			b, _ = encodeResponse(nil, statusServerError, "internal error: response not encodable")
 		}
 	}
 	return b
 }
 
-func amqpEncode(corr any, status string, body any) ([]byte, error) {
+func encodeResponse(corr any, status string, body any) ([]byte, error) {
 	b, err := amqp10.AppendProperties(nil, &amqp10.Properties{Subject: &status, CorrelationID: corr})
 	if err != nil {
 		return nil, err
@@ -302,40 +303,40 @@ func amqpEncode(corr any, status string, body any) ([]byte, error) {
 
 // ---- permissions and errors ----
 
-// authorize checks r's user may access a resource (RabbitMQ's
-// check_resource_access): 403 on refusal.
-func (n *AMQPNode) authorize(r *amqpRequest, kind, name string, a router.Access) error {
-	if err := n.rt.Authorize(r.user, r.vh.Name(), kind, name, a); err != nil {
-		return amqpFail(amqpStatusForbidden, "%s", amqpExplain(err))
+// forbidden answers a refusal of a management.Operator permission check
+// with 403 and the router's explanation; nil stays nil.
+func forbidden(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fail(statusForbidden, "%s", explain(err))
 }
 
-// amqpRouterError maps a router error to a status: precondition failures
+// routerError maps a router error to a status: precondition failures
 // 409, refusals 403, everything else (invalid arguments, locked exclusive
 // queues, missing resources) 400, as rabbit_amqp_management does.
-func amqpRouterError(err error) error {
-	status := amqpStatusBadRequest
+func routerError(err error) error {
+	status := statusBadRequest
 	switch {
 	case errors.Is(err, router.ErrPreconditionFailed):
-		status = amqpStatusConflict
+		status = statusConflict
 	case errors.Is(err, router.ErrAccessRefused):
-		status = amqpStatusForbidden
+		status = statusForbidden
 	}
-	return amqpFail(status, "%s", amqpExplain(err))
+	return fail(status, "%s", explain(err))
 }
 
-// amqpSentinels are the router errors whose text prefixes explanations.
-var amqpSentinels = []error{
+// sentinels are the router errors whose text prefixes explanations.
+var sentinels = []error{
 	router.ErrNotFound, router.ErrPreconditionFailed, router.ErrInvalidArgument,
 	router.ErrAccessRefused, router.ErrResourceLocked, router.ErrInvalidXCC,
 }
 
-// amqpExplain returns err's text without the router's "router: <kind>: "
+// explain returns err's text without the router's "router: <kind>: "
 // prefix.
-func amqpExplain(err error) string {
+func explain(err error) string {
 	s := err.Error()
-	for _, e := range amqpSentinels {
+	for _, e := range sentinels {
 		if p := e.Error() + ": "; strings.HasPrefix(s, p) {
 			return s[len(p):]
 		}
@@ -343,26 +344,26 @@ func amqpExplain(err error) string {
 	return s
 }
 
-// amqpCheckName refuses names with a carriage return or line feed (400).
-func amqpCheckName(name string) error {
+// checkName refuses names with a carriage return or line feed (400).
+func checkName(name string) error {
 	if strings.ContainsAny(name, "\r\n") {
-		return amqpFail(amqpStatusBadRequest, "Bad name '%s': line feed and carriage return characters not allowed", name)
+		return fail(statusBadRequest, "Bad name '%s': line feed and carriage return characters not allowed", name)
 	}
 	return nil
 }
 
-// amqpCheckReserved refuses resource names with the "amq." prefix (403).
-func amqpCheckReserved(kind, name, vhost string) error {
+// checkReserved refuses resource names with the "amq." prefix (403).
+func checkReserved(kind, name, vhost string) error {
 	if strings.HasPrefix(name, "amq.") {
-		return amqpFail(amqpStatusForbidden, "%s '%s' in vhost '%s' starts with reserved prefix 'amq.'", kind, name, vhost)
+		return fail(statusForbidden, "%s '%s' in vhost '%s' starts with reserved prefix 'amq.'", kind, name, vhost)
 	}
 	return nil
 }
 
-// amqpCheckDefaultExchange refuses operations on the default exchange (403).
-func amqpCheckDefaultExchange(name string) error {
+// checkDefaultExchange refuses operations on the default exchange (403).
+func checkDefaultExchange(name string) error {
 	if name == "" {
-		return amqpFail(amqpStatusForbidden, "operation not permitted on the default exchange")
+		return fail(statusForbidden, "operation not permitted on the default exchange")
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"encoding/base64"
@@ -13,7 +13,7 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// Defaults of the bounds of one get request (HTTPOptions.GetMaxCount and
+// Defaults of the bounds of one get request (Options.GetMaxCount and
 // GetMaxBytes). RabbitMQ has none; without them one request for 100,000
 // large messages built a gigabyte-sized answer.
 const (
@@ -26,11 +26,11 @@ const (
 // the bound. The body stays RabbitMQ's plain array.
 const HeaderGetTruncated = "X-Epitaph-Get-Truncated"
 
-// httpGetMessages is POST /api/queues/{vhost}/{queue}/get. ack_requeue_true
+// getMessages is POST /api/queues/{vhost}/{queue}/get. ack_requeue_true
 // is a true peek (nothing about the messages changes); ack_requeue_false
 // removes them; reject_requeue_true returns them (redelivered afterwards);
 // reject_requeue_false dead-letters them (reason rejected).
-func (s *httpServer) httpGetMessages(req *httpReq) error {
+func (s *server) getMessages(req *request) error {
 	v, q, err := s.queue(req)
 	if err != nil {
 		return err
@@ -48,24 +48,24 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 	count := int64(1)
 	if body.Count != "" {
 		if count, err = body.Count.Int64(); err != nil || count < 0 {
-			return httpErrorf(http.StatusBadRequest, "count must be a non-negative integer")
+			return errorf(http.StatusBadRequest, "count must be a non-negative integer")
 		}
 	}
 	if count > int64(s.getMaxCount) {
 		// Refused before anything is taken: a silently shorter answer to
 		// a destructive ackmode would be easy to misread.
-		return httpErrorf(http.StatusBadRequest, "count %d is above the limit of %d messages per get", count, s.getMaxCount)
+		return errorf(http.StatusBadRequest, "count %d is above the limit of %d messages per get", count, s.getMaxCount)
 	}
 	truncate := int64(-1)
 	if body.Truncate != "" {
 		if truncate, err = body.Truncate.Int64(); err != nil || truncate < 0 {
-			return httpErrorf(http.StatusBadRequest, "truncate must be a non-negative integer")
+			return errorf(http.StatusBadRequest, "truncate must be a non-negative integer")
 		}
 	}
 	switch body.Encoding {
 	case "", "auto", "base64":
 	default:
-		return httpErrorf(http.StatusBadRequest, "encoding must be auto or base64, not %q", body.Encoding)
+		return errorf(http.StatusBadRequest, "encoding must be auto or base64, not %q", body.Encoding)
 	}
 	if body.AckMode == "" {
 		body.AckMode = "ack_requeue_true"
@@ -84,9 +84,9 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 	case "reject_requeue_false":
 		get = q.Reject
 	default:
-		return httpErrorf(http.StatusBadRequest, "ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false, not %q", body.AckMode)
+		return errorf(http.StatusBadRequest, "ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false, not %q", body.AckMode)
 	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
+	if err := forbidden(s.operator(req, v).MayReadQueue(q.Name())); err != nil {
 		return err
 	}
 	// How many messages fit the byte bound, seen by a peek (which changes
@@ -99,7 +99,7 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 		peeked = q.Peek(n)
 		fit, total := 0, 0
 		for _, p := range peeked {
-			size := len(httpPayload(amqp10Wire(p.Msg)))
+			size := len(payloadOf(amqp10Wire(p.Msg)))
 			if truncate >= 0 {
 				size = min(size, int(truncate))
 			}
@@ -120,17 +120,17 @@ func (s *httpServer) httpGetMessages(req *httpReq) error {
 	}
 	out := []map[string]any{}
 	for _, p := range got {
-		out = append(out, httpMessageJSON(p, body.Encoding == "base64", truncate))
+		out = append(out, messageJSON(p, body.Encoding == "base64", truncate))
 	}
 	return req.ok(out)
 }
 
-// httpMessageJSON renders a message in RabbitMQ's get shape, plus epitaph's
+// messageJSON renders a message in RabbitMQ's get shape, plus epitaph's
 // readable dead-letter history ("deaths", "first_death", "last_death").
-func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) map[string]any {
+func messageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) map[string]any {
 	m := p.Msg
 	wire := amqp10Wire(m)
-	payload := httpPayload(wire)
+	payload := payloadOf(wire)
 	out := map[string]any{
 		"payload_bytes":  len(payload),
 		"redelivered":    p.Redelivered,
@@ -163,24 +163,24 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 	headers := map[string]any{}
 	if wire != nil {
 		if wp, err := wire.Properties(); err == nil && wp != nil {
-			httpAddProperties(props, wp)
+			addProperties(props, wp)
 		}
 		if ap, err := wire.ApplicationProperties(); err == nil {
-			for k, v := range httpMapJSON(ap) {
+			for k, v := range mapJSON(ap) {
 				headers[k] = v
 			}
 		}
 	}
-	out["message_annotations"] = httpMapJSON(p.Annotations)
+	out["message_annotations"] = mapJSON(p.Annotations)
 
 	if h, ok := annotations.HistoryOf(m.Anns); ok {
 		deaths := make([]map[string]any, len(h.Deaths))
 		for i, d := range h.Deaths {
-			deaths[i] = httpDeathJSON(d)
+			deaths[i] = deathJSON(d)
 		}
 		out["deaths"] = deaths
-		out["first_death"] = httpPlaceJSON(h.First)
-		out["last_death"] = httpPlaceJSON(h.Last)
+		out["first_death"] = placeJSON(h.First)
+		out["last_death"] = placeJSON(h.Last)
 		if h.LastError != nil {
 			out["last_death_error"] = map[string]string{"condition": string(h.LastError.Condition), "description": h.LastError.Description}
 		}
@@ -189,7 +189,7 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 		xdeath := make([]map[string]any, len(xd))
 		for i, d := range xd {
 			e := map[string]any{"count": d.Count, "reason": d.Reason, "queue": d.Queue, "time": d.Time,
-				"exchange": d.Exchange, "routing-keys": httpStrings(d.RoutingKeys)}
+				"exchange": d.Exchange, "routing-keys": nonNilStrings(d.RoutingKeys)}
 			if d.HasOriginalExpiration {
 				e["original-expiration"] = d.OriginalExpiration
 			}
@@ -206,23 +206,23 @@ func httpMessageJSON(p router.PeekedMessage, forceBase64 bool, truncate int64) m
 	return out
 }
 
-func httpStrings(s []string) []string {
+func nonNilStrings(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
 	return s
 }
 
-// httpTime renders an AMQP timestamp (ms) in RFC 3339 with milliseconds, UTC.
-func httpTime(t amqp10.Timestamp) string {
+// timeJSON renders an AMQP timestamp (ms) in RFC 3339 with milliseconds, UTC.
+func timeJSON(t amqp10.Timestamp) string {
 	return time.UnixMilli(int64(t)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
-func httpDeathJSON(d annotations.Death) map[string]any {
+func deathJSON(d annotations.Death) map[string]any {
 	out := map[string]any{
 		"queue": d.Queue, "reason": d.Reason, "count": d.Count,
-		"first_time": httpTime(d.FirstTime), "last_time": httpTime(d.LastTime),
-		"exchange": d.Exchange, "routing_keys": httpStrings(d.RoutingKeys),
+		"first_time": timeJSON(d.FirstTime), "last_time": timeJSON(d.LastTime),
+		"exchange": d.Exchange, "routing_keys": nonNilStrings(d.RoutingKeys),
 	}
 	if d.HasTTL {
 		out["ttl"] = d.TTL
@@ -230,17 +230,17 @@ func httpDeathJSON(d annotations.Death) map[string]any {
 	return out
 }
 
-func httpPlaceJSON(p annotations.Place) map[string]string {
+func placeJSON(p annotations.Place) map[string]string {
 	return map[string]string{"queue": p.Queue, "reason": p.Reason, "exchange": p.Exchange}
 }
 
-// httpAddProperties maps AMQP 1.0 properties to RabbitMQ's 0.9.1 names.
-func httpAddProperties(props map[string]any, p *amqp10.Properties) {
+// addProperties maps AMQP 1.0 properties to RabbitMQ's 0.9.1 names.
+func addProperties(props map[string]any, p *amqp10.Properties) {
 	if p.MessageID != nil {
-		props["message_id"] = httpValueJSON(p.MessageID)
+		props["message_id"] = valueJSON(p.MessageID)
 	}
 	if p.CorrelationID != nil {
-		props["correlation_id"] = httpValueJSON(p.CorrelationID)
+		props["correlation_id"] = valueJSON(p.CorrelationID)
 	}
 	if p.UserID != nil {
 		props["user_id"] = string(p.UserID)
@@ -261,16 +261,13 @@ func httpAddProperties(props map[string]any, p *amqp10.Properties) {
 		props["timestamp"] = int64(*p.CreationTime) / 1000
 	}
 	if p.AbsoluteExpiryTime != nil {
-		props["absolute_expiry_time"] = httpTime(*p.AbsoluteExpiryTime)
+		props["absolute_expiry_time"] = timeJSON(*p.AbsoluteExpiryTime)
 	}
 	if p.GroupSequence != nil {
 		props["group_sequence"] = *p.GroupSequence
 	}
 }
 
-// httpPayload extracts the body: data sections concatenated, an
-// amqp-value string or binary as is, other values and sequences as JSON,
-// and the raw sections when they cannot be decoded.
 // amqp10Wire is m's AMQP 1.0 message, which the get shows; nil for a
 // message another protocol published.
 func amqp10Wire(m *router.Message) *amqp10.Message {
@@ -280,7 +277,10 @@ func amqp10Wire(m *router.Message) *amqp10.Message {
 	return nil
 }
 
-func httpPayload(w *amqp10.Message) []byte {
+// payloadOf extracts the body: data sections concatenated, an
+// amqp-value string or binary as is, other values and sequences as JSON,
+// and the raw sections when they cannot be decoded.
+func payloadOf(w *amqp10.Message) []byte {
 	if w == nil {
 		return nil
 	}
@@ -313,13 +313,13 @@ func httpPayload(w *amqp10.Message) []byte {
 			case []byte:
 				return x
 			}
-			enc, err := json.Marshal(httpValueJSON(d.Value))
+			enc, err := json.Marshal(valueJSON(d.Value))
 			if err != nil {
 				return raw
 			}
 			return enc
 		case amqp10.DescAMQPSequence:
-			seq = append(seq, httpValueJSON(d.Value))
+			seq = append(seq, valueJSON(d.Value))
 		default:
 			return raw
 		}

@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +14,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-type httpEnv struct {
-	b   *router.Broker
-	srv *httptest.Server
+type testEnv struct {
+	b     *router.Broker
+	users *auth.Registry
+	srv   *httptest.Server
 }
 
-func newHTTPEnv(t *testing.T) *httpEnv {
+func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC) }
 	dl := deadletter.New(deadletter.Options{Now: now})
-	b := router.New(router.Options{DeadLetterer: dl, Now: now, AuthFailureDelay: time.Millisecond})
+	b := router.New(router.Options{DeadLetterer: dl, Now: now})
 	t.Cleanup(b.Close)
-	b.SeedDefaults() // guest on "/", as at a broker's first start
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Router: b, DeadLetters: dl, ProductVersion: "test"}))
+	users := auth.New(b)
+	users.SetLoginBrake(auth.NewLoginBrake(time.Millisecond, auth.DefaultLoginFailureSources, nil))
+	users.SeedDefaults() // guest on "/", as at a broker's first start
+	srv := httptest.NewServer(NewHandler(Options{Router: b, Auth: users, DeadLetters: dl, ProductVersion: "test"}))
 	t.Cleanup(srv.Close)
-	return &httpEnv{b: b, srv: srv}
+	return &testEnv{b: b, users: users, srv: srv}
 }
 
 // call sends body (a string, or JSON-encoded) as user:pass ("" user: no auth).
-func (e *httpEnv) call(t *testing.T, method, path, user, pass string, body any) (int, []byte, http.Header) {
+func (e *testEnv) call(t *testing.T, method, path, user, pass string, body any) (int, []byte, http.Header) {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -61,7 +66,7 @@ func (e *httpEnv) call(t *testing.T, method, path, user, pass string, body any) 
 }
 
 // guest calls as the default user and checks the status.
-func (e *httpEnv) guest(t *testing.T, method, path string, body any, want int) []byte {
+func (e *testEnv) guest(t *testing.T, method, path string, body any, want int) []byte {
 	t.Helper()
 	st, out, _ := e.call(t, method, path, "guest", "guest", body)
 	require.Equal(t, want, st, "%s %s: %s", method, path, out)
@@ -75,7 +80,7 @@ func decodeJSON[T any](t *testing.T, b []byte) T {
 	return v
 }
 
-func (e *httpEnv) publish(t *testing.T, queue, body string) {
+func (e *testEnv) publish(t *testing.T, queue, body string) {
 	t.Helper()
 	raw := amqp10.AppendData(nil, []byte(body))
 	w, err := amqp10.ParseMessage(raw)
@@ -96,8 +101,8 @@ func requireError(t *testing.T, b []byte) map[string]string {
 	return m
 }
 
-func TestHTTPAuth(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestAuth(t *testing.T) {
+	e := newTestEnv(t)
 	st, out, h := e.call(t, "GET", "/api/overview", "", "", nil)
 	require.Equal(t, http.StatusUnauthorized, st)
 	require.Contains(t, h.Get("WWW-Authenticate"), "Basic")
@@ -146,8 +151,8 @@ func TestHTTPAuth(t *testing.T) {
 	require.Equal(t, "guest", who["name"])
 }
 
-func TestHTTPRoutingErrors(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestRoutingErrors(t *testing.T) {
+	e := newTestEnv(t)
 	st, out, _ := e.call(t, "GET", "/api/nothing", "guest", "guest", nil)
 	require.Equal(t, 404, st)
 	requireError(t, out)
@@ -161,8 +166,8 @@ func TestHTTPRoutingErrors(t *testing.T) {
 	require.Equal(t, 404, st)
 }
 
-func TestHTTPQueues(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestQueues(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}}, 204)
 	out := e.guest(t, "PUT", "/api/queues/%2f/q1", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 4}}, 400)
@@ -202,8 +207,8 @@ func TestHTTPQueues(t *testing.T) {
 	require.Equal(t, "a/b", q["vhost"])
 }
 
-func TestHTTPSeedPolicy(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestSeedPolicy(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/queues/%2f/work", nil, 201)
 	e.guest(t, "PUT", "/api/policies/%2f/DLX",
 		`{"pattern": ".*", "definition": {"dead-letter-exchange":"my-dlx"}, "priority": 7, "apply-to": "queues"}`, 201)
@@ -229,8 +234,8 @@ func TestHTTPSeedPolicy(t *testing.T) {
 	require.NotContains(t, q, "dead_letter_exchange")
 }
 
-func TestHTTPExchangesAndBindings(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestExchangesAndBindings(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 201)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 204)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "fanout"}, 400)
@@ -271,10 +276,18 @@ func TestHTTPExchangesAndBindings(t *testing.T) {
 	require.Len(t, all, 1)
 	e.guest(t, "DELETE", "/api/exchanges/%2f/x", nil, 204)
 	e.guest(t, "DELETE", "/api/exchanges/%2f/x", nil, 404)
+	out := e.guest(t, "GET", "/api/exchanges/%2f/x/bindings/source", nil, 404)
+	require.Equal(t, "no exchange 'x' in vhost '/'", requireError(t, out)["reason"])
+	e.guest(t, "GET", "/api/exchanges/nosuchvhost/x/bindings/destination", nil, 404)
+	e.guest(t, "DELETE", "/api/exchanges/nosuchvhost/x", nil, 404)
+	// amq.default in a path is the default exchange, which binds every queue
+	fromDefault := decodeJSON[[]map[string]any](t, e.guest(t, "GET", "/api/exchanges/%2f/amq.default/bindings/source", nil, 200))
+	require.NotEmpty(t, fromDefault)
+	require.Equal(t, "", fromDefault[0]["source"])
 }
 
-func TestHTTPPermissionMatrix(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestPermissionMatrix(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/users/u", map[string]any{"password": "pw", "tags": "management"}, 201)
 	dlxQueue := map[string]any{"arguments": map[string]any{"x-dead-letter-exchange": "dlx"}}
@@ -293,7 +306,7 @@ func TestHTTPPermissionMatrix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.guest(t, "PUT", "/api/permissions/%2f/u", map[string]any{"configure": tc.configure, "write": tc.write, "read": tc.read}, 0+func() int {
-				if _, ok := e.b.Permission("u", "/"); ok {
+				if _, ok := e.users.Permission("u", "/"); ok {
 					return 204
 				}
 				return 201
@@ -321,8 +334,8 @@ func TestHTTPPermissionMatrix(t *testing.T) {
 	e.guest(t, "GET", "/api/queues/v2", nil, 200)
 }
 
-func TestHTTPGetPeekAndDeaths(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestGetPeekAndDeaths(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/dlq", nil, 201)
 	e.guest(t, "POST", "/api/bindings/%2f/e/dlx/q/dlq", map[string]any{}, 201)
@@ -387,8 +400,8 @@ func TestHTTPGetPeekAndDeaths(t *testing.T) {
 	e.guest(t, "POST", "/api/queues/%2f/missing/get", map[string]any{}, 404)
 }
 
-func TestHTTPDefinitionsRoundTrip(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestDefinitionsRoundTrip(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/my-dlx", map[string]any{"type": "fanout"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/dlq", nil, 201)
 	e.guest(t, "POST", "/api/bindings/%2f/e/my-dlx/q/dlq", map[string]any{"routing_key": "k"}, 201)
@@ -423,8 +436,8 @@ func TestHTTPDefinitionsRoundTrip(t *testing.T) {
 }
 
 // TestHTTPBadBodiesNever500 sends malformed bodies to every writing endpoint.
-func TestHTTPBadBodiesNever500(t *testing.T) {
-	e := newHTTPEnv(t)
+func TestBadBodiesNever500(t *testing.T) {
+	e := newTestEnv(t)
 	e.guest(t, "PUT", "/api/exchanges/%2f/x", map[string]any{"type": "direct"}, 201)
 	e.guest(t, "PUT", "/api/queues/%2f/q", nil, 201)
 	paths := []struct{ method, path string }{
@@ -455,5 +468,48 @@ func TestHTTPBadBodiesNever500(t *testing.T) {
 				requireError(t, out)
 			}
 		}
+	}
+}
+
+// The list endpoints answer the path's vhost, or every vhost the user may
+// see; an unknown vhost is a 404, one the user may not use a 403, and an
+// empty list is [] (not null).
+func TestListsAreScopedByVHost(t *testing.T) {
+	e := newTestEnv(t)
+	e.guest(t, "PUT", "/api/vhosts/v2", nil, 201) // guest gets full access to it
+	for _, vh := range []string{"%2f", "v2"} {
+		e.guest(t, "PUT", "/api/queues/"+vh+"/q", nil, 201)
+		e.guest(t, "PUT", "/api/exchanges/"+vh+"/x", map[string]any{"type": "fanout"}, 201)
+		e.guest(t, "POST", "/api/bindings/"+vh+"/e/x/q/q", map[string]any{"routing_key": "k"}, 201)
+		e.guest(t, "PUT", "/api/policies/"+vh+"/p", `{"pattern": "^q$", "definition": {"max-length": 5}}`, 201)
+	}
+	e.guest(t, "PUT", "/api/users/m", map[string]any{"password": "pw", "tags": "management,policymaker"}, 201)
+	e.guest(t, "PUT", "/api/permissions/v2/m", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, 201)
+
+	// vhostsOf lists the vhosts the items of a list answer are in.
+	vhostsOf := func(user, pass, path string) []string {
+		t.Helper()
+		st, out, _ := e.call(t, "GET", path, user, pass, nil)
+		require.Equal(t, 200, st, "%s: %s", path, out)
+		var vhosts []string
+		for _, item := range decodeJSON[[]map[string]any](t, out) {
+			vhosts = append(vhosts, item["vhost"].(string))
+		}
+		slices.Sort(vhosts)
+		return slices.Compact(vhosts) // each vhost once
+	}
+	for _, kind := range []string{"queues", "exchanges", "bindings", "policies"} {
+		require.Equal(t, []string{"/", "v2"}, vhostsOf("guest", "guest", "/api/"+kind), kind)
+		require.Equal(t, []string{"v2"}, vhostsOf("guest", "guest", "/api/"+kind+"/v2"), kind)
+		require.Equal(t, []string{"v2"}, vhostsOf("m", "pw", "/api/"+kind), kind)
+		st, out, _ := e.call(t, "GET", "/api/"+kind+"/%2f", "m", "pw", nil)
+		require.Equal(t, 403, st, "%s: %s", kind, out)
+		st, out, _ = e.call(t, "GET", "/api/"+kind+"/nosuchvhost", "guest", "guest", nil)
+		require.Equal(t, 404, st, "%s: %s", kind, out)
+	}
+
+	e.guest(t, "PUT", "/api/vhosts/empty", nil, 201)
+	for _, kind := range []string{"queues", "bindings", "policies"} {
+		require.Equal(t, "[]", string(e.guest(t, "GET", "/api/"+kind+"/empty", nil, 200)), kind)
 	}
 }

@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"encoding/json"
@@ -14,15 +14,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
+	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
 
-// HTTPOptions configure the HTTP API.
-type HTTPOptions struct {
+// Options configure the HTTP API.
+type Options struct {
 	// Router is the broker's data model (required).
 	Router *router.Broker
+	// Auth holds the users and their permissions (required).
+	Auth *auth.Registry
 	// DeadLetters supplies the per-queue dead-letter counters; nil leaves
 	// them out.
 	DeadLetters *deadletter.DeadLetterer
@@ -42,39 +46,40 @@ type HTTPOptions struct {
 	GetMaxBytes int
 }
 
-// httpRabbitVersion is the RabbitMQ version the API reports (and mirrors).
-const httpRabbitVersion = "4.3.0"
+// rabbitVersion is the RabbitMQ version the API reports (and mirrors).
+const rabbitVersion = "4.3.0"
 
-// httpMaxBody bounds request bodies (definitions files included).
-const httpMaxBody = 32 << 20
+// maxBody bounds request bodies (definitions files included).
+const maxBody = 32 << 20
 
-// httpServer serves the management HTTP API.
-type httpServer struct {
+// server serves the management HTTP API.
+type server struct {
 	b       *router.Broker
+	auth    *auth.Registry
 	dl      *deadletter.DeadLetterer
 	log     *slog.Logger
 	version string
-	routes  []httpRoute
+	routes  []route
 	metrics http.Handler
 
 	getMaxCount, getMaxBytes int
 	errLog                   *ratelog.Limiter
 }
 
-// httpHandlerFunc handles one matched request; a returned error is written
+// handlerFunc handles one matched request; a returned error is written
 // as RabbitMQ's JSON error.
-type httpHandlerFunc func(*httpReq) error
+type handlerFunc func(*request) error
 
-// httpRoute is one path pattern: literal segments, or "*" for a
+// route is one path pattern: literal segments, or "*" for a
 // percent-decoded wildcard segment.
-type httpRoute struct {
+type route struct {
 	pattern []string
-	methods map[string]httpHandlerFunc
+	methods map[string]handlerFunc
 	noAuth  bool
 }
 
-// httpReq is one authenticated request.
-type httpReq struct {
+// request is one authenticated request.
+type request struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	user  string
@@ -83,16 +88,16 @@ type httpReq struct {
 	args  []string // the wildcard segments, decoded
 }
 
-// httpError is an API error with its HTTP status.
-type httpError struct {
+// apiError is an API error with its HTTP status.
+type apiError struct {
 	status int
 	err    string // RabbitMQ's "error": bad_request, not_found, ...
 	reason string
 }
 
-func (e *httpError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.err, e.reason) }
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.err, e.reason) }
 
-func httpErrorf(status int, format string, a ...any) *httpError {
+func errorf(status int, format string, a ...any) *apiError {
 	kind := "bad_request"
 	switch status {
 	case http.StatusUnauthorized:
@@ -108,14 +113,14 @@ func httpErrorf(status int, format string, a ...any) *httpError {
 	case http.StatusInternalServerError:
 		kind = "internal_error"
 	}
-	return &httpError{status: status, err: kind, reason: fmt.Sprintf(format, a...)}
+	return &apiError{status: status, err: kind, reason: fmt.Sprintf(format, a...)}
 }
 
-// NewHTTPHandler returns the RabbitMQ-compatible management HTTP API, with
+// NewHandler returns the RabbitMQ-compatible management HTTP API, with
 // HTTP basic authentication against the broker's users. Its paths, JSON
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
-func NewHTTPHandler(opts HTTPOptions) http.Handler {
-	s := &httpServer{b: opts.Router, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
+func NewHandler(opts Options) http.Handler {
+	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -125,7 +130,7 @@ func NewHTTPHandler(opts HTTPOptions) http.Handler {
 	}
 	s.getMaxCount, s.getMaxBytes = cmpOrPositive(opts.GetMaxCount, DefaultGetMaxCount), cmpOrPositive(opts.GetMaxBytes, DefaultGetMaxBytes)
 	s.errLog = ratelog.New(s.log, 0)
-	s.routes = s.httpRoutes()
+	s.routes = s.routeTable()
 	return s
 }
 
@@ -137,82 +142,82 @@ func cmpOrPositive(v, def int) int {
 	return def
 }
 
-func (s *httpServer) httpRoutes() []httpRoute {
-	type m = map[string]httpHandlerFunc
-	r := func(path string, methods m) httpRoute {
-		return httpRoute{pattern: strings.Split(path, "/"), methods: methods}
+func (s *server) routeTable() []route {
+	type m = map[string]handlerFunc
+	r := func(path string, methods m) route {
+		return route{pattern: strings.Split(path, "/"), methods: methods}
 	}
-	open := func(path string, methods m) httpRoute {
+	open := func(path string, methods m) route {
 		rt := r(path, methods)
 		rt.noAuth = true
 		return rt
 	}
-	return []httpRoute{
-		open("health/checks/alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect in the cluster")}),
-		open("health/checks/local-alarms", m{"GET": s.httpHealthAlarms("There are alarms in effect on the node")}),
-		open("health/checks/ready", m{"GET": s.httpHealth}),
-		open("health/checks/virtual-hosts", m{"GET": s.httpHealth}),
-		r("overview", m{"GET": s.httpOverview}),
-		r("whoami", m{"GET": s.httpWhoami}),
+	return []route{
+		open("health/checks/alarms", m{"GET": s.healthAlarms("There are alarms in effect in the cluster")}),
+		open("health/checks/local-alarms", m{"GET": s.healthAlarms("There are alarms in effect on the node")}),
+		open("health/checks/ready", m{"GET": s.health}),
+		open("health/checks/virtual-hosts", m{"GET": s.health}),
+		r("overview", m{"GET": s.overview}),
+		r("whoami", m{"GET": s.whoami}),
 
-		r("vhosts", m{"GET": s.httpListVHosts}),
-		r("vhosts/*", m{"GET": s.httpGetVHost, "PUT": s.httpPutVHost, "DELETE": s.httpDeleteVHost}),
-		r("vhosts/*/permissions", m{"GET": s.httpVHostPermissions}),
+		r("vhosts", m{"GET": s.listVHosts}),
+		r("vhosts/*", m{"GET": s.getVHost, "PUT": s.putVHost, "DELETE": s.deleteVHost}),
+		r("vhosts/*/permissions", m{"GET": s.vhostPermissions}),
 
-		r("users", m{"GET": s.httpListUsers}),
-		r("users/*", m{"GET": s.httpGetUser, "PUT": s.httpPutUser, "DELETE": s.httpDeleteUser}),
-		r("users/*/permissions", m{"GET": s.httpUserPermissions}),
+		r("users", m{"GET": s.listUsers}),
+		r("users/*", m{"GET": s.getUser, "PUT": s.putUser, "DELETE": s.deleteUser}),
+		r("users/*/permissions", m{"GET": s.userPermissions}),
 
-		r("permissions", m{"GET": s.httpListPermissions}),
-		r("permissions/*/*", m{"GET": s.httpGetPermission, "PUT": s.httpPutPermission, "DELETE": s.httpDeletePermission}),
+		r("permissions", m{"GET": s.listPermissions}),
+		r("permissions/*/*", m{"GET": s.getPermission, "PUT": s.putPermission, "DELETE": s.deletePermission}),
 
-		r("queues", m{"GET": s.httpListQueues}),
-		r("queues/*", m{"GET": s.httpListQueues}),
-		r("queues/*/*", m{"GET": s.httpGetQueue, "PUT": s.httpPutQueue, "DELETE": s.httpDeleteQueue}),
-		r("queues/*/*/contents", m{"DELETE": s.httpPurgeQueue}),
-		r("queues/*/*/get", m{"POST": s.httpGetMessages}),
-		r("queues/*/*/bindings", m{"GET": s.httpQueueBindings}),
+		r("queues", m{"GET": s.listQueues}),
+		r("queues/*", m{"GET": s.listQueues}),
+		r("queues/*/*", m{"GET": s.getQueue, "PUT": s.putQueue, "DELETE": s.deleteQueue}),
+		r("queues/*/*/contents", m{"DELETE": s.purgeQueue}),
+		r("queues/*/*/get", m{"POST": s.getMessages}),
+		r("queues/*/*/bindings", m{"GET": s.queueBindings}),
 
-		r("exchanges", m{"GET": s.httpListExchanges}),
-		r("exchanges/*", m{"GET": s.httpListExchanges}),
-		r("exchanges/*/*", m{"GET": s.httpGetExchange, "PUT": s.httpPutExchange, "DELETE": s.httpDeleteExchange}),
-		r("exchanges/*/*/bindings/source", m{"GET": s.httpExchangeBindings(true)}),
-		r("exchanges/*/*/bindings/destination", m{"GET": s.httpExchangeBindings(false)}),
+		r("exchanges", m{"GET": s.listExchanges}),
+		r("exchanges/*", m{"GET": s.listExchanges}),
+		r("exchanges/*/*", m{"GET": s.getExchange, "PUT": s.putExchange, "DELETE": s.deleteExchange}),
+		r("exchanges/*/*/bindings/source", m{"GET": s.exchangeBindings(true)}),
+		r("exchanges/*/*/bindings/destination", m{"GET": s.exchangeBindings(false)}),
 
-		r("bindings", m{"GET": s.httpListBindings}),
-		r("bindings/*", m{"GET": s.httpListBindings}),
-		r("bindings/*/e/*/q/*", m{"GET": s.httpBindingsBetween(false), "POST": s.httpPostBinding(false)}),
-		r("bindings/*/e/*/e/*", m{"GET": s.httpBindingsBetween(true), "POST": s.httpPostBinding(true)}),
-		r("bindings/*/e/*/q/*/*", m{"GET": s.httpGetBinding(false), "DELETE": s.httpDeleteBinding(false)}),
-		r("bindings/*/e/*/e/*/*", m{"GET": s.httpGetBinding(true), "DELETE": s.httpDeleteBinding(true)}),
+		r("bindings", m{"GET": s.listBindings}),
+		r("bindings/*", m{"GET": s.listBindings}),
+		r("bindings/*/e/*/q/*", m{"GET": s.bindingsBetween(false), "POST": s.postBinding(false)}),
+		r("bindings/*/e/*/e/*", m{"GET": s.bindingsBetween(true), "POST": s.postBinding(true)}),
+		r("bindings/*/e/*/q/*/*", m{"GET": s.getBinding(false), "DELETE": s.deleteBinding(false)}),
+		r("bindings/*/e/*/e/*/*", m{"GET": s.getBinding(true), "DELETE": s.deleteBinding(true)}),
 
-		r("policies", m{"GET": s.httpListPolicies}),
-		r("policies/*", m{"GET": s.httpListPolicies}),
-		r("policies/*/*", m{"GET": s.httpGetPolicy, "PUT": s.httpPutPolicy, "DELETE": s.httpDeletePolicy}),
+		r("policies", m{"GET": s.listPolicies}),
+		r("policies/*", m{"GET": s.listPolicies}),
+		r("policies/*/*", m{"GET": s.getPolicy, "PUT": s.putPolicy, "DELETE": s.deletePolicy}),
 
-		r("definitions", m{"GET": s.httpExportDefinitions, "POST": s.httpImportDefinitions}),
-		r("definitions/*", m{"GET": s.httpExportDefinitions, "POST": s.httpImportDefinitions}),
+		r("definitions", m{"GET": s.exportDefinitions, "POST": s.importDefinitions}),
+		r("definitions/*", m{"GET": s.exportDefinitions, "POST": s.importDefinitions}),
 	}
 }
 
 // ServeHTTP routes a request: unknown paths get 404, known paths with
 // another method 405, and everything but the health checks needs basic auth.
-func (s *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.metrics != nil && r.URL.Path == "/metrics" {
 		s.metrics.ServeHTTP(w, r)
 		return
 	}
-	req := &httpReq{w: w, r: r}
+	req := &request{w: w, r: r}
 	if err := s.serve(req); err != nil {
 		s.writeError(w, r, err)
 	}
 }
 
-func (s *httpServer) serve(req *httpReq) error {
+func (s *server) serve(req *request) error {
 	r := req.r
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/")
 	if !ok {
-		return httpErrorf(http.StatusNotFound, "Object Not Found")
+		return errorf(http.StatusNotFound, "Object Not Found")
 	}
 	rest = strings.TrimSuffix(rest, "/")
 	raw := strings.Split(rest, "/")
@@ -220,13 +225,13 @@ func (s *httpServer) serve(req *httpReq) error {
 	for i, p := range raw {
 		u, err := url.PathUnescape(p)
 		if err != nil {
-			return httpErrorf(http.StatusBadRequest, "invalid percent-encoding in path segment %q", p)
+			return errorf(http.StatusBadRequest, "invalid percent-encoding in path segment %q", p)
 		}
 		segs[i] = u
 	}
 	route, args := s.match(segs)
 	if route == nil {
-		return httpErrorf(http.StatusNotFound, "Object Not Found")
+		return errorf(http.StatusNotFound, "Object Not Found")
 	}
 	if !route.noAuth {
 		if err := s.authenticate(req); err != nil {
@@ -245,13 +250,13 @@ func (s *httpServer) serve(req *httpReq) error {
 		}
 		slices.Sort(allow)
 		req.w.Header().Set("Allow", strings.Join(allow, ", "))
-		return httpErrorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
+		return errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
 	}
 	req.args = args
 	return h(req)
 }
 
-func (s *httpServer) match(segs []string) (*httpRoute, []string) {
+func (s *server) match(segs []string) (*route, []string) {
 	for i := range s.routes {
 		rt := &s.routes[i]
 		if len(rt.pattern) != len(segs) {
@@ -277,7 +282,7 @@ func (s *httpServer) match(segs []string) (*httpRoute, []string) {
 }
 
 // authenticate checks HTTP basic credentials against the broker's users.
-func (s *httpServer) authenticate(req *httpReq) error {
+func (s *server) authenticate(req *request) error {
 	user, pass, ok := req.r.BasicAuth()
 	if ok && user == "guest" && !remoteIsLoopback(req.r.RemoteAddr) {
 		// As on the AMQP listener (RabbitMQ's loopback_users): the peer's
@@ -285,27 +290,27 @@ func (s *httpServer) authenticate(req *httpReq) error {
 		// whatever --http-listen binds.
 		s.authDelay(req.r)
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
-		return httpErrorf(http.StatusUnauthorized, "User can only log in via localhost")
+		return errorf(http.StatusUnauthorized, "User can only log in via localhost")
 	}
-	if !ok || !s.b.Authenticate(user, pass) {
+	if !ok || !s.auth.Authenticate(user, pass) {
 		req.w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		if !ok {
-			return httpErrorf(http.StatusUnauthorized, "Not_Authorized")
+			return errorf(http.StatusUnauthorized, "Not_Authorized")
 		}
 		s.authDelay(req.r)
-		return httpErrorf(http.StatusUnauthorized, "Login failed")
+		return errorf(http.StatusUnauthorized, "Login failed")
 	}
 	req.user = user
-	if u, found := s.b.User(user); found {
+	if u, found := s.auth.User(user); found {
 		req.tags = u.Tags
-	} else if user == "guest" && len(s.b.Users()) == 0 {
+	} else if user == "guest" && len(s.auth.Users()) == 0 {
 		req.tags = []string{"administrator"} // the implicit default user
 	}
 	req.admin = slices.Contains(req.tags, "administrator")
 	if !slices.ContainsFunc(req.tags, isManagementTag) {
 		// RabbitMQ's is_mgmt_user: the HTTP API is for users tagged for it,
 		// whatever their permissions over AMQP.
-		return httpErrorf(http.StatusUnauthorized, "Not management user")
+		return errorf(http.StatusUnauthorized, "Not management user")
 	}
 	return nil
 }
@@ -332,11 +337,11 @@ func remoteIP(remote string) netip.Addr {
 }
 
 // authDelay waits before a refused login is answered, as the AMQP listener
-// does (router.Broker.AuthFailed: longer for repeated failures from one
+// does (auth.Registry.LoginFailed: longer for repeated failures from one
 // address). A request without credentials is not a failure: browsers and
 // clients send one first to learn the realm.
-func (s *httpServer) authDelay(r *http.Request) {
-	d := s.b.AuthFailed(remoteIP(r.RemoteAddr))
+func (s *server) authDelay(r *http.Request) {
+	d := s.auth.LoginFailed(remoteIP(r.RemoteAddr))
 	if d <= 0 {
 		return
 	}
@@ -355,15 +360,15 @@ func remoteIsLoopback(remote string) bool {
 	return remoteIP(remote).IsLoopback()
 }
 
-func (req *httpReq) requireAdmin() error {
+func (req *request) requireAdmin() error {
 	if !req.admin {
-		return httpErrorf(http.StatusForbidden, "Not administrator user")
+		return errorf(http.StatusForbidden, "Not administrator user")
 	}
 	return nil
 }
 
 // requireTag allows administrators and users with one of tags.
-func (req *httpReq) requireTag(tags ...string) error {
+func (req *request) requireTag(tags ...string) error {
 	if req.admin {
 		return nil
 	}
@@ -372,28 +377,28 @@ func (req *httpReq) requireTag(tags ...string) error {
 			return nil
 		}
 	}
-	return httpErrorf(http.StatusForbidden, "User not authorised: needs tag %s", strings.Join(tags, " or "))
+	return errorf(http.StatusForbidden, "User not authorised: needs tag %s", strings.Join(tags, " or "))
 }
 
 // vhost returns the named vhost when it exists and the user may use it.
-func (s *httpServer) vhost(req *httpReq, name string) (*router.VHost, error) {
+func (s *server) vhost(req *request, name string) (*router.VHost, error) {
 	v, ok := s.b.VHost(name)
 	if !ok {
-		return nil, httpErrorf(http.StatusNotFound, "vhost_not_found: no vhost '%s'", name)
+		return nil, errorf(http.StatusNotFound, "vhost_not_found: no vhost '%s'", name)
 	}
-	if !s.b.CanAccessVHost(req.user, name) {
-		return nil, httpErrorf(http.StatusForbidden, "User '%s' not authorised to access virtual host '%s'", req.user, name)
+	if !s.auth.CanAccessVHost(req.user, name) {
+		return nil, errorf(http.StatusForbidden, "User '%s' not authorised to access virtual host '%s'", req.user, name)
 	}
 	return v, nil
 }
 
 // visibleVHosts lists the vhosts the user may see: all of them for an
 // administrator, else those it can access.
-func (s *httpServer) visibleVHosts(req *httpReq) []*router.VHost {
+func (s *server) visibleVHosts(req *request) []*router.VHost {
 	var out []*router.VHost
 	for _, n := range s.b.VHosts() {
 		v, ok := s.b.VHost(n)
-		if !ok || (!req.admin && !s.b.CanAccessVHost(req.user, n)) {
+		if !ok || (!req.admin && !s.auth.CanAccessVHost(req.user, n)) {
 			continue
 		}
 		out = append(out, v)
@@ -401,30 +406,36 @@ func (s *httpServer) visibleVHosts(req *httpReq) []*router.VHost {
 	return out
 }
 
-// authorize is router.Authorize with the refusal as a 403.
-func (s *httpServer) authorize(req *httpReq, vhost, kind, name string, a router.Access) error {
-	if err := s.b.Authorize(req.user, vhost, kind, name, a); err != nil {
-		return httpErrorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), router.ErrAccessRefused.Error()+": "))
+// operator is req's user acting on v, for the permission checks.
+func (s *server) operator(req *request, v *router.VHost) management.Operator {
+	return management.Operator{Auth: s.auth, User: req.user, VHost: v}
+}
+
+// forbidden answers a refusal of a management.Operator permission check
+// with 403; nil stays nil.
+func forbidden(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), router.ErrAccessRefused.Error()+": "))
 }
 
 // writeError writes err as RabbitMQ's {"error","reason"} with its status.
-func (s *httpServer) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpError
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var he *apiError
 	if !errors.As(err, &he) {
-		he = httpFromRouter(err)
+		he = fromRouter(err)
 	}
 	if he.status >= 500 {
-		s.errLog.Error("management request failed", "management request failed", "method", clip(r.Method), "path", clip(r.URL.Path), "err", clip(err.Error()))
+		s.errLog.Error("management request failed", "management request failed", "method", management.Clip(r.Method), "path", management.Clip(r.URL.Path), "err", management.Clip(err.Error()))
 	} else {
-		s.log.Debug("management request refused", "method", clip(r.Method), "path", clip(r.URL.Path), "status", he.status, "err", clip(err.Error()))
+		s.log.Debug("management request refused", "method", management.Clip(r.Method), "path", management.Clip(r.URL.Path), "status", he.status, "err", management.Clip(err.Error()))
 	}
-	httpWriteJSON(w, he.status, map[string]string{"error": he.err, "reason": he.reason})
+	writeJSON(w, he.status, map[string]string{"error": he.err, "reason": he.reason})
 }
 
-// httpFromRouter maps the router's sentinel errors to RabbitMQ's statuses.
-func httpFromRouter(err error) *httpError {
+// fromRouter maps the router's sentinel errors to RabbitMQ's statuses.
+func fromRouter(err error) *apiError {
 	msg := err.Error()
 	for _, sentinel := range []error{router.ErrNotFound, router.ErrPreconditionFailed, router.ErrInvalidArgument,
 		router.ErrAccessRefused, router.ErrResourceLocked} {
@@ -433,24 +444,24 @@ func httpFromRouter(err error) *httpError {
 	var maxBytes *http.MaxBytesError
 	switch {
 	case errors.As(err, &maxBytes):
-		return httpErrorf(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBytes.Limit)
+		return errorf(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBytes.Limit)
 	case errors.Is(err, router.ErrNotFound):
-		return httpErrorf(http.StatusNotFound, "%s", msg)
+		return errorf(http.StatusNotFound, "%s", msg)
 	case errors.Is(err, router.ErrAccessRefused):
-		return httpErrorf(http.StatusForbidden, "%s", msg)
+		return errorf(http.StatusForbidden, "%s", msg)
 	case errors.Is(err, router.ErrPreconditionFailed):
 		// RabbitMQ's HTTP API answers PRECONDITION_FAILED with 400.
-		return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s", msg)
+		return errorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s", msg)
 	case errors.Is(err, router.ErrResourceLocked):
-		return httpErrorf(http.StatusBadRequest, "RESOURCE_LOCKED - %s", msg)
+		return errorf(http.StatusBadRequest, "RESOURCE_LOCKED - %s", msg)
 	case errors.Is(err, router.ErrInvalidArgument):
-		return httpErrorf(http.StatusBadRequest, "%s", msg)
+		return errorf(http.StatusBadRequest, "%s", msg)
 	}
-	return httpErrorf(http.StatusInternalServerError, "%s", msg)
+	return errorf(http.StatusInternalServerError, "%s", msg)
 }
 
-// httpWriteJSON writes v with status.
-func httpWriteJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -462,13 +473,13 @@ func httpWriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-func (req *httpReq) ok(v any) error {
-	httpWriteJSON(req.w, http.StatusOK, v)
+func (req *request) ok(v any) error {
+	writeJSON(req.w, http.StatusOK, v)
 	return nil
 }
 
 // created answers 201 when something was created, else 204.
-func (req *httpReq) created(created bool) error {
+func (req *request) created(created bool) error {
 	if created {
 		req.w.WriteHeader(http.StatusCreated)
 	} else {
@@ -477,23 +488,23 @@ func (req *httpReq) created(created bool) error {
 	return nil
 }
 
-func (req *httpReq) noContent() error {
+func (req *request) noContent() error {
 	req.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 // readBody reads the request body (bounded); an empty body is "{}".
-func (req *httpReq) readBody() ([]byte, error) {
+func (req *request) readBody() ([]byte, error) {
 	if req.r.Body == nil {
 		return []byte("{}"), nil
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, httpMaxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, maxBody))
 	if err != nil {
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
-			return nil, httpFromRouter(err)
+			return nil, fromRouter(err)
 		}
-		return nil, httpErrorf(http.StatusBadRequest, "reading the request body: %v", err)
+		return nil, errorf(http.StatusBadRequest, "reading the request body: %v", err)
 	}
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return []byte("{}"), nil
@@ -503,27 +514,27 @@ func (req *httpReq) readBody() ([]byte, error) {
 
 // decode reads a JSON object body into v (numbers as json.Number inside
 // maps); any syntax or type error is a 400.
-func (req *httpReq) decode(v any) error {
+func (req *request) decode(v any) error {
 	if ct := req.r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err == nil && strings.HasPrefix(mt, "multipart/") {
-			return httpErrorf(http.StatusUnsupportedMediaType, "expected a JSON body, got %s", mt)
+			return errorf(http.StatusUnsupportedMediaType, "expected a JSON body, got %s", mt)
 		}
 	}
 	b, err := req.readBody()
 	if err != nil {
 		return err
 	}
-	return httpUnmarshal(b, v)
+	return unmarshal(b, v)
 }
 
-func httpUnmarshal(b []byte, v any) error {
+func unmarshal(b []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		return httpErrorf(http.StatusBadRequest, "invalid JSON body: %v", err)
+		return errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
 	}
 	if dec.More() {
-		return httpErrorf(http.StatusBadRequest, "invalid JSON body: trailing data")
+		return errorf(http.StatusBadRequest, "invalid JSON body: trailing data")
 	}
 	return nil
 }

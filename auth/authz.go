@@ -1,9 +1,11 @@
-package router
+package auth
 
 import (
 	"fmt"
 	"regexp"
 	"sync"
+
+	"github.com/epitaph-mq/epitaph/router"
 )
 
 // Access is a RabbitMQ permission kind.
@@ -57,16 +59,15 @@ func permMatch(pattern, name string) bool {
 // named queue or exchange in vhost, as RabbitMQ's permission regexps do. The
 // default exchange "" is checked under the name "amq.default". A user
 // without a permission entry for vhost may do nothing there, also when no
-// permission is defined at all. A refusal wraps ErrAccessRefused.
-func (b *Broker) Authorize(user, vhost, kind, name string, a Access) error {
+// permission is defined at all. A refusal wraps router.ErrAccessRefused.
+func (r *Registry) Authorize(user, vhost, kind, name string, a Access) error {
 	if kind == ResourceExchange && name == "" {
 		name = "amq.default"
 	}
-	b.mu.RLock()
-	_, vhostOK := b.vhosts[vhost]
-	p, has := b.perms[user][vhost]
-	b.mu.RUnlock()
-	if vhostOK && has {
+	r.mu.RLock()
+	p, has := r.perms[user][vhost]
+	r.mu.RUnlock()
+	if has && r.vhostExists(vhost) {
 		var pattern string
 		switch a {
 		case Configure:
@@ -81,5 +82,16 @@ func (b *Broker) Authorize(user, vhost, kind, name string, a Access) error {
 		}
 	}
 	return fmt.Errorf("%w: %s access to %s '%s' in vhost '%s' refused for user '%s'",
-		ErrAccessRefused, a, kind, name, vhost, user)
+		router.ErrAccessRefused, a, kind, name, vhost, user)
+}
+
+// CanAccessVHost reports whether user may use vhost: the user has a
+// permission entry for it. No entry grants nothing, even when the
+// permission table is empty (the first-start default is a real entry:
+// SeedDefaults).
+func (r *Registry) CanAccessVHost(user, vhost string) bool {
+	r.mu.RLock()
+	_, ok := r.perms[user][vhost]
+	r.mu.RUnlock()
+	return ok && r.vhostExists(vhost)
 }

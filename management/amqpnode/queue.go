@@ -1,4 +1,4 @@
-package management
+package amqpnode
 
 import (
 	"errors"
@@ -7,18 +7,18 @@ import (
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// amqpQueueBody is a decoded PUT /queues/{q} body.
-type amqpQueueBody struct {
+// queueBody is a decoded PUT /queues/{q} body.
+type queueBody struct {
 	durable, exclusive, autoDelete bool
 	args                           amqp10.Map
 }
 
-// amqpDecodeQueue decodes a queue declaration (decode_queue): boolean
+// decodeQueue decodes a queue declaration (decode_queue): boolean
 // durable (default true), exclusive and auto_delete, and an arguments map;
 // any other property is a 400.
-func amqpDecodeQueue(body any) (amqpQueueBody, error) {
-	q := amqpQueueBody{durable: true}
-	m, err := amqpBodyMap(body, "queue")
+func decodeQueue(body any) (queueBody, error) {
+	q := queueBody{durable: true}
+	m, err := bodyMap(body, "queue")
 	if err != nil {
 		return q, err
 	}
@@ -32,39 +32,39 @@ func amqpDecodeQueue(body any) (amqpQueueBody, error) {
 		case k == "auto_delete" && isBool:
 			q.autoDelete = b
 		case k == "arguments":
-			if q.args, err = amqpArguments(kv.Value); err != nil {
+			if q.args, err = arguments(kv.Value); err != nil {
 				return q, err
 			}
 		default:
-			return q, amqpFail(amqpStatusBadRequest, "bad queue property %v: %v", kv.Key, kv.Value)
+			return q, fail(statusBadRequest, "bad queue property %v: %v", kv.Key, kv.Value)
 		}
 	}
 	return q, nil
 }
 
-// amqpBodyMap requires the body to be a map with utf8 keys.
-func amqpBodyMap(body any, what string) (amqp10.Map, error) {
+// bodyMap requires the body to be a map with utf8 keys.
+func bodyMap(body any, what string) (amqp10.Map, error) {
 	m, ok := body.(amqp10.Map)
 	if !ok {
-		return nil, amqpFail(amqpStatusBadRequest, "the %s body must be a map, got %s", what, amqpTypeName(body))
+		return nil, fail(statusBadRequest, "the %s body must be a map, got %s", what, typeName(body))
 	}
 	for _, kv := range m {
 		if _, ok := kv.Key.(string); !ok {
-			return nil, amqpFail(amqpStatusBadRequest, "bad %s property key %v (%s): keys must be utf8 strings", what, kv.Key, amqpTypeName(kv.Key))
+			return nil, fail(statusBadRequest, "bad %s property key %v (%s): keys must be utf8 strings", what, kv.Key, typeName(kv.Key))
 		}
 	}
 	return m, nil
 }
 
-// amqpArguments converts an arguments map (utf8 or symbol keys, as
+// arguments converts an arguments map (utf8 or symbol keys, as
 // args_amqp_to_amqpl) to string keys; null is no arguments.
-func amqpArguments(v any) (amqp10.Map, error) {
+func arguments(v any) (amqp10.Map, error) {
 	if v == nil {
 		return nil, nil
 	}
 	m, ok := v.(amqp10.Map)
 	if !ok {
-		return nil, amqpFail(amqpStatusBadRequest, "arguments must be a map, got %s", amqpTypeName(v))
+		return nil, fail(statusBadRequest, "arguments must be a map, got %s", typeName(v))
 	}
 	out := make(amqp10.Map, 0, len(m))
 	for _, kv := range m {
@@ -75,14 +75,14 @@ func amqpArguments(v any) (amqp10.Map, error) {
 		case amqp10.Symbol:
 			k = string(key)
 		default:
-			return nil, amqpFail(amqpStatusBadRequest, "unsupported argument %v: keys must be utf8 or symbol", kv.Key)
+			return nil, fail(statusBadRequest, "unsupported argument %v: keys must be utf8 or symbol", kv.Key)
 		}
 		out = out.Set(k, kv.Value)
 	}
 	return out, nil
 }
 
-func amqpTypeName(v any) string {
+func typeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -104,8 +104,8 @@ func amqpTypeName(v any) string {
 	return "another type"
 }
 
-// amqpStringArg returns a string or symbol argument value.
-func amqpStringArg(v any) (string, bool) {
+// stringArg returns a string or symbol argument value.
+func stringArg(v any) (string, bool) {
 	switch s := v.(type) {
 	case string:
 		return s, true
@@ -120,7 +120,7 @@ func amqpStringArg(v any) (string, bool) {
 // auto_delete and exclusive bool, arguments a non-empty map with utf8 keys
 // (x-queue-type always present), replicas an array of str, consumer_count
 // uint and message_count ulong.
-func (n *AMQPNode) queueMap(q *router.Queue) amqp10.Map {
+func (n *Node) queueMap(q *router.Queue) amqp10.Map {
 	info := q.Info()
 	args := info.Arguments
 	if _, ok := args.Get("x-queue-type"); !ok {
@@ -141,30 +141,30 @@ func (n *AMQPNode) queueMap(q *router.Queue) amqp10.Map {
 	}
 }
 
-// amqpCountMap is the purge and delete answer {"message_count": ulong}.
-func amqpCountMap(n int) amqp10.Map {
+// countMap is the purge and delete answer {"message_count": ulong}.
+func countMap(n int) amqp10.Map {
 	return amqp10.Map{{Key: "message_count", Value: uint64(max(n, 0))}}
 }
 
-// amqpLocked refuses (400) an exclusive queue of another connection.
-func amqpLocked(r *amqpRequest, q *router.Queue) error {
+// locked refuses (400) an exclusive queue of another connection.
+func locked(r *request, q *router.Queue) error {
 	if q.Exclusive() && (r.owner == nil || q.Owner() != r.owner) {
-		return amqpFail(amqpStatusBadRequest, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", q.Name(), r.vh.Name())
+		return fail(statusBadRequest, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", q.Name(), r.VHost.Name())
 	}
 	return nil
 }
 
 // getQueue: GET /queues/{q} → 200 + queue map, or 404. Any user with
 // access to the vhost may read it (RabbitMQ checks no resource permission).
-func (n *AMQPNode) getQueue(r *amqpRequest, name string) (string, any, error) {
-	if !n.rt.CanAccessVHost(r.user, r.vh.Name()) {
-		return "", nil, amqpFail(amqpStatusForbidden, "access to vhost '%s' refused for user '%s'", r.vh.Name(), r.user)
+func (n *Node) getQueue(r *request, name string) (string, any, error) {
+	if !n.auth.CanAccessVHost(r.User, r.VHost.Name()) {
+		return "", nil, fail(statusForbidden, "access to vhost '%s' refused for user '%s'", r.VHost.Name(), r.User)
 	}
-	q, ok := r.vh.Queue(name)
+	q, ok := r.VHost.Queue(name)
 	if !ok {
-		return "", nil, amqpFail(amqpStatusNotFound, "queue '%s' in vhost '%s' not found", name, r.vh.Name())
+		return "", nil, fail(statusNotFound, "queue '%s' in vhost '%s' not found", name, r.VHost.Name())
 	}
-	return amqpStatusOK, n.queueMap(q), nil
+	return statusOK, n.queueMap(q), nil
 }
 
 // declareQueue: PUT /queues/{q} → 201 (new) or 200 (existing, equivalent)
@@ -173,28 +173,28 @@ func (n *AMQPNode) getQueue(r *amqpRequest, name string) (string, any, error) {
 // for the amq. prefix or a missing permission: configure on the queue and,
 // for a new queue with x-dead-letter-exchange, read on the queue and write
 // on the dead-letter exchange.
-func (n *AMQPNode) declareQueue(r *amqpRequest, name string) (string, any, error) {
-	body, err := amqpDecodeQueue(r.body)
+func (n *Node) declareQueue(r *request, name string) (string, any, error) {
+	body, err := decodeQueue(r.body)
 	if err != nil {
 		return "", nil, err
 	}
-	vhost := r.vh.Name()
+	vhost := r.VHost.Name()
 	if name == "" {
-		return "", nil, amqpFail(amqpStatusBadRequest, "declare queue with empty name not allowed")
+		return "", nil, fail(statusBadRequest, "declare queue with empty name not allowed")
 	}
-	if err := amqpCheckName(name); err != nil {
+	if err := checkName(name); err != nil {
 		return "", nil, err
 	}
-	if err := amqpCheckReserved("queue", name, vhost); err != nil {
+	if err := checkReserved("queue", name, vhost); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceQueue, name, router.Configure); err != nil {
+	if err := forbidden(r.MayConfigureQueue(name)); err != nil {
 		return "", nil, err
 	}
 	if body.exclusive && r.owner == nil {
-		return "", nil, amqpFail(amqpStatusBadRequest, "exclusive queue '%s' cannot be declared: this management link has no connection to own it", name)
+		return "", nil, fail(statusBadRequest, "exclusive queue '%s' cannot be declared: this management link has no connection to own it", name)
 	}
-	if _, exists := r.vh.Queue(name); !exists {
+	if _, exists := r.VHost.Queue(name); !exists {
 		if err := n.checkDeadLetterExchange(r, name, body.args); err != nil {
 			return "", nil, err
 		}
@@ -203,70 +203,67 @@ func (n *AMQPNode) declareQueue(r *amqpRequest, name string) (string, any, error
 	if body.exclusive {
 		owner = r.owner
 	}
-	q, created, err := r.vh.DeclareQueue(router.QueueSpec{
+	q, created, err := r.VHost.DeclareQueue(router.QueueSpec{
 		Name: name, Durable: body.durable, Exclusive: body.exclusive,
 		AutoDelete: body.autoDelete, Owner: owner, Arguments: body.args,
 	})
 	if err != nil {
-		return "", nil, amqpRouterError(err)
+		return "", nil, routerError(err)
 	}
-	status := amqpStatusOK
+	status := statusOK
 	if created {
-		status = amqpStatusCreated
+		status = statusCreated
 	}
 	return status, n.queueMap(q), nil
 }
 
 // checkDeadLetterExchange is check_dead_letter_exchange: with an
 // x-dead-letter-exchange argument, read on the queue and write on the DLX.
-func (n *AMQPNode) checkDeadLetterExchange(r *amqpRequest, queue string, args amqp10.Map) error {
+func (n *Node) checkDeadLetterExchange(r *request, queue string, args amqp10.Map) error {
 	v, ok := args.Get("x-dead-letter-exchange")
 	if !ok {
 		return nil
 	}
-	dlx, ok := amqpStringArg(v)
+	dlx, ok := stringArg(v)
 	if !ok {
-		return amqpFail(amqpStatusBadRequest, "invalid type '%s' for arg 'x-dead-letter-exchange'", amqpTypeName(v))
+		return fail(statusBadRequest, "invalid type '%s' for arg 'x-dead-letter-exchange'", typeName(v))
 	}
-	if err := n.authorize(r, router.ResourceQueue, queue, router.Read); err != nil {
-		return err
-	}
-	return n.authorize(r, router.ResourceExchange, dlx, router.Write)
+	return forbidden(r.MayDeadLetterTo(queue, dlx))
 }
 
 // deleteQueue: DELETE /queues/{q} → 200 + {"message_count": ulong}; a
 // missing queue counts 0 (queue deletion is idempotent in RabbitMQ).
-func (n *AMQPNode) deleteQueue(r *amqpRequest, name string) (string, any, error) {
-	if err := amqpCheckName(name); err != nil {
+func (n *Node) deleteQueue(r *request, name string) (string, any, error) {
+	if err := checkName(name); err != nil {
 		return "", nil, err
 	}
-	if err := n.authorize(r, router.ResourceQueue, name, router.Configure); err != nil {
+	if err := forbidden(r.MayConfigureQueue(name)); err != nil {
 		return "", nil, err
 	}
-	if q, ok := r.vh.Queue(name); ok {
-		if err := amqpLocked(r, q); err != nil {
+	if q, ok := r.VHost.Queue(name); ok {
+		if err := locked(r, q); err != nil {
 			return "", nil, err
 		}
 	}
-	count, err := r.vh.DeleteQueue(name)
+	count, err := r.VHost.DeleteQueue(name)
 	if err != nil && !errors.Is(err, router.ErrNotFound) {
-		return "", nil, amqpRouterError(err)
+		return "", nil, routerError(err)
 	}
-	return amqpStatusOK, amqpCountMap(count), nil
+	return statusOK, countMap(count), nil
 }
 
 // purgeQueue: DELETE /queues/{q}/messages → 200 + {"message_count":
 // ulong}; read permission; a missing queue is a 400, as in RabbitMQ.
-func (n *AMQPNode) purgeQueue(r *amqpRequest, name string) (string, any, error) {
-	if err := n.authorize(r, router.ResourceQueue, name, router.Read); err != nil {
+func (n *Node) purgeQueue(r *request, name string) (string, any, error) {
+	if err := forbidden(r.MayReadQueue(name)); err != nil {
 		return "", nil, err
 	}
-	q, ok := r.vh.Queue(name)
+	q, ok := r.VHost.Queue(name)
 	if !ok {
-		return "", nil, amqpFail(amqpStatusBadRequest, "no queue '%s' in vhost '%s'", name, r.vh.Name())
+		return "", nil, fail(statusBadRequest, "no queue '%s' in vhost '%s'", name, r.VHost.Name())
 	}
-	if err := amqpLocked(r, q); err != nil {
+	if err := locked(r, q); err != nil {
 		return "", nil, err
 	}
-	return amqpStatusOK, amqpCountMap(q.Purge()), nil
+	return statusOK, countMap(q.Purge()), nil
 }

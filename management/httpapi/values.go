@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"encoding/base64"
@@ -14,25 +14,25 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
-// httpArgs converts a JSON object (decoded with UseNumber) into AMQP
+// arguments converts a JSON object (decoded with UseNumber) into AMQP
 // arguments with string keys, sorted by key: integral numbers become int64,
 // other numbers float64, objects maps, arrays lists. null values are a 400.
-func httpArgs(what string, m map[string]any) (amqp10.Map, error) {
+func arguments(what string, m map[string]any) (amqp10.Map, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
 	out := make(amqp10.Map, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v, err := httpFromJSON(m[k])
+		v, err := fromJSON(m[k])
 		if err != nil {
-			return nil, httpErrorf(http.StatusBadRequest, "%s: argument '%s': %v", what, k, err)
+			return nil, errorf(http.StatusBadRequest, "%s: argument '%s': %v", what, k, err)
 		}
 		out = append(out, amqp10.KV{Key: k, Value: v})
 	}
 	return out, nil
 }
 
-func httpFromJSON(v any) (any, error) {
+func fromJSON(v any) (any, error) {
 	switch x := v.(type) {
 	case nil:
 		return nil, fmt.Errorf("null is not a valid value")
@@ -53,7 +53,7 @@ func httpFromJSON(v any) (any, error) {
 	case map[string]any:
 		out := make(amqp10.Map, 0, len(x))
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			e, err := httpFromJSON(x[k])
+			e, err := fromJSON(x[k])
 			if err != nil {
 				return nil, err
 			}
@@ -63,7 +63,7 @@ func httpFromJSON(v any) (any, error) {
 	case []any:
 		out := make(amqp10.List, len(x))
 		for i := range x {
-			e, err := httpFromJSON(x[i])
+			e, err := fromJSON(x[i])
 			if err != nil {
 				return nil, err
 			}
@@ -74,35 +74,35 @@ func httpFromJSON(v any) (any, error) {
 	return nil, fmt.Errorf("unsupported JSON value %T", v)
 }
 
-// httpMapJSON renders an AMQP map as a JSON object (never nil, so it
+// mapJSON renders an AMQP map as a JSON object (never nil, so it
 // encodes as {}). Non-string keys are formatted.
-func httpMapJSON(m amqp10.Map) map[string]any {
+func mapJSON(m amqp10.Map) map[string]any {
 	out := make(map[string]any, len(m))
 	for _, kv := range m {
-		out[httpKey(kv.Key)] = httpValueJSON(kv.Value)
+		out[keyJSON(kv.Key)] = valueJSON(kv.Value)
 	}
 	return out
 }
 
-func httpKey(k any) string {
+func keyJSON(k any) string {
 	switch x := k.(type) {
 	case string:
 		return x
 	case amqp10.Symbol:
 		return string(x)
 	}
-	return fmt.Sprint(httpValueJSON(k))
+	return fmt.Sprint(valueJSON(k))
 }
 
-// httpValueJSON renders an AMQP value as JSON-encodable data.
-func httpValueJSON(v any) any {
+// valueJSON renders an AMQP value as JSON-encodable data.
+func valueJSON(v any) any {
 	switch x := v.(type) {
 	case nil, bool, string, int8, int16, int32, int64, uint8, uint16, uint32, uint64, int, uint:
 		return x
 	case float32:
-		return httpFloat(float64(x))
+		return floatJSON(float64(x))
 	case float64:
-		return httpFloat(x)
+		return floatJSON(x)
 	case amqp10.Symbol:
 		return string(x)
 	case amqp10.Timestamp:
@@ -121,11 +121,11 @@ func httpValueJSON(v any) any {
 	case []byte:
 		return base64.StdEncoding.EncodeToString(x)
 	case amqp10.Map:
-		return httpMapJSON(x)
+		return mapJSON(x)
 	case amqp10.List:
 		out := make([]any, len(x))
 		for i := range x {
-			out[i] = httpValueJSON(x[i])
+			out[i] = valueJSON(x[i])
 		}
 		return out
 	case *amqp10.Array:
@@ -134,20 +134,20 @@ func httpValueJSON(v any) any {
 		}
 		out := make([]any, len(x.Elems))
 		for i := range x.Elems {
-			out[i] = httpValueJSON(x.Elems[i])
+			out[i] = valueJSON(x.Elems[i])
 		}
 		return out
 	case *amqp10.Described:
 		if x == nil {
 			return nil
 		}
-		return map[string]any{"descriptor": httpValueJSON(x.Descriptor), "value": httpValueJSON(x.Value)}
+		return map[string]any{"descriptor": valueJSON(x.Descriptor), "value": valueJSON(x.Value)}
 	}
 	return fmt.Sprint(v)
 }
 
-// httpFloat keeps NaN and infinities, which JSON cannot carry, as strings.
-func httpFloat(f float64) any {
+// floatJSON keeps NaN and infinities, which JSON cannot carry, as strings.
+func floatJSON(f float64) any {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return strconv.FormatFloat(f, 'g', -1, 64)
 	}

@@ -1,4 +1,4 @@
-package management
+package httpapi
 
 import (
 	"crypto/sha256"
@@ -8,33 +8,34 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
-// httpMaxName is RabbitMQ's limit on queue and exchange names (bytes).
-const httpMaxName = 255
+// maxName is RabbitMQ's limit on queue and exchange names (bytes).
+const maxName = 255
 
-func httpCheckName(kind, name string) error {
+func checkName(kind, name string) error {
 	if name == "" {
-		return httpErrorf(http.StatusBadRequest, "%s name is empty", kind)
+		return errorf(http.StatusBadRequest, "%s name is empty", kind)
 	}
-	if len(name) > httpMaxName {
-		return httpErrorf(http.StatusBadRequest, "%s name is longer than %d bytes", kind, httpMaxName)
+	if len(name) > maxName {
+		return errorf(http.StatusBadRequest, "%s name is longer than %d bytes", kind, maxName)
 	}
 	return nil
 }
 
 // ---- queues ----
 
-// httpQueueJSON is RabbitMQ's queue object plus epitaph's dead-letter
+// queueJSON is RabbitMQ's queue object plus epitaph's dead-letter
 // configuration and counters.
-func (s *httpServer) httpQueueJSON(q *router.Queue) map[string]any {
+func (s *server) queueJSON(q *router.Queue) map[string]any {
 	info := q.Info()
 	var policy any
 	if info.Policy != "" {
 		policy = info.Policy
 	}
-	args := httpMapJSON(info.Arguments)
+	args := mapJSON(info.Arguments)
 	if _, ok := args["x-queue-type"]; !ok {
 		// RabbitMQ 4 records the queue type among the arguments
 		// (rabbit_amqqueue:augment_declare_args), as definitions exports do.
@@ -51,7 +52,7 @@ func (s *httpServer) httpQueueJSON(q *router.Queue) map[string]any {
 		"consumers":                   info.Consumers,
 		"consumer_credit":             info.ConsumerCredit,
 		"policy":                      policy,
-		"effective_policy_definition": httpMapJSON(info.EffectivePolicyDefinition),
+		"effective_policy_definition": mapJSON(info.EffectivePolicyDefinition),
 		"state":                       "running",
 		"node":                        "epitaph@localhost",
 	}
@@ -78,22 +79,31 @@ func (s *httpServer) httpQueueJSON(q *router.Queue) map[string]any {
 	return out
 }
 
-func (s *httpServer) httpListQueues(req *httpReq) error {
+func (s *server) listQueues(req *request) error {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
+		for _, q := range v.Queues() {
+			out = append(out, s.queueJSON(q))
+		}
+		return out
+	})
+}
+
+// listInScope answers one JSON list (empty, not null, when there is
+// nothing) of what add appends for each vhost of the request's scope.
+func (s *server) listInScope(req *request, add func(v *router.VHost, out []map[string]any) []map[string]any) error {
 	vhosts, err := s.scope(req)
 	if err != nil {
 		return err
 	}
 	out := []map[string]any{}
 	for _, v := range vhosts {
-		for _, q := range v.Queues() {
-			out = append(out, s.httpQueueJSON(q))
-		}
+		out = add(v, out)
 	}
 	return req.ok(out)
 }
 
 // scope returns the vhost named in the path, or every visible vhost.
-func (s *httpServer) scope(req *httpReq) ([]*router.VHost, error) {
+func (s *server) scope(req *request) ([]*router.VHost, error) {
 	if len(req.args) == 0 {
 		return s.visibleVHosts(req), nil
 	}
@@ -105,33 +115,46 @@ func (s *httpServer) scope(req *httpReq) ([]*router.VHost, error) {
 }
 
 // queue resolves the path's vhost and queue.
-func (s *httpServer) queue(req *httpReq) (*router.VHost, *router.Queue, error) {
+func (s *server) queue(req *request) (*router.VHost, *router.Queue, error) {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return nil, nil, err
 	}
 	q, ok := v.Queue(req.args[1])
 	if !ok {
-		return nil, nil, httpErrorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", req.args[1], req.args[0])
+		return nil, nil, errorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
 	return v, q, nil
 }
 
-func (s *httpServer) httpGetQueue(req *httpReq) error {
+// queueWith is queue, and then the permission check may (a
+// management.Operator method) on the queue.
+func (s *server) queueWith(req *request, may func(management.Operator, string) error) (*router.VHost, *router.Queue, error) {
+	v, q, err := s.queue(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := forbidden(may(s.operator(req, v), q.Name())); err != nil {
+		return nil, nil, err
+	}
+	return v, q, nil
+}
+
+func (s *server) getQueue(req *request) error {
 	_, q, err := s.queue(req)
 	if err != nil {
 		return err
 	}
-	return req.ok(s.httpQueueJSON(q))
+	return req.ok(s.queueJSON(q))
 }
 
-func (s *httpServer) httpPutQueue(req *httpReq) error {
+func (s *server) putQueue(req *request) error {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return err
 	}
 	name := req.args[1]
-	if err := httpCheckName("queue", name); err != nil {
+	if err := checkName("queue", name); err != nil {
 		return err
 	}
 	var body struct {
@@ -144,12 +167,13 @@ func (s *httpServer) httpPutQueue(req *httpReq) error {
 	if err := req.decode(&body); err != nil {
 		return err
 	}
-	args, err := httpArgs("queue", body.Arguments)
+	args, err := arguments("queue", body.Arguments)
 	if err != nil {
 		return err
 	}
 	vh := v.Name()
-	if err := s.authorize(req, vh, router.ResourceQueue, name, router.Configure); err != nil {
+	op := s.operator(req, v)
+	if err := forbidden(op.MayConfigureQueue(name)); err != nil {
 		return err
 	}
 	if dlxArg, ok := args.Get("x-dead-letter-exchange"); ok {
@@ -158,12 +182,9 @@ func (s *httpServer) httpPutQueue(req *httpReq) error {
 		// queue and write permissions on the dead letter exchange."
 		dlx, isStr := dlxArg.(string)
 		if !isStr {
-			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - invalid arg 'x-dead-letter-exchange' for queue '%s' in vhost '%s': must be a string", name, vh)
+			return errorf(http.StatusBadRequest, "PRECONDITION_FAILED - invalid arg 'x-dead-letter-exchange' for queue '%s' in vhost '%s': must be a string", name, vh)
 		}
-		if err := s.authorize(req, vh, router.ResourceQueue, name, router.Read); err != nil {
-			return err
-		}
-		if err := s.authorize(req, vh, router.ResourceExchange, dlx, router.Write); err != nil {
+		if err := forbidden(op.MayDeadLetterTo(name, dlx)); err != nil {
 			return err
 		}
 	}
@@ -177,22 +198,19 @@ func (s *httpServer) httpPutQueue(req *httpReq) error {
 	return req.created(created)
 }
 
-func (s *httpServer) httpDeleteQueue(req *httpReq) error {
-	v, q, err := s.queue(req)
+func (s *server) deleteQueue(req *request) error {
+	v, q, err := s.queueWith(req, management.Operator.MayConfigureQueue)
 	if err != nil {
-		return err
-	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Configure); err != nil {
 		return err
 	}
 	query := req.r.URL.Query()
 	if query.Get("if-empty") == "true" || query.Get("if-unused") == "true" {
 		info := q.Info()
 		if query.Get("if-empty") == "true" && info.Messages+info.MessagesUnacknowledged > 0 {
-			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s is not empty", q)
+			return errorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s is not empty", q)
 		}
 		if query.Get("if-unused") == "true" && info.Consumers > 0 {
-			return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s in use", q)
+			return errorf(http.StatusBadRequest, "PRECONDITION_FAILED - %s in use", q)
 		}
 	}
 	if _, err := v.DeleteQueue(q.Name()); err != nil {
@@ -201,79 +219,71 @@ func (s *httpServer) httpDeleteQueue(req *httpReq) error {
 	return req.noContent()
 }
 
-func (s *httpServer) httpPurgeQueue(req *httpReq) error {
-	v, q, err := s.queue(req)
+func (s *server) purgeQueue(req *request) error {
+	_, q, err := s.queueWith(req, management.Operator.MayReadQueue)
 	if err != nil {
-		return err
-	}
-	if err := s.authorize(req, v.Name(), router.ResourceQueue, q.Name(), router.Read); err != nil {
 		return err
 	}
 	q.Purge()
 	return req.noContent()
 }
 
-func (s *httpServer) httpQueueBindings(req *httpReq) error {
+func (s *server) queueBindings(req *request) error {
 	v, q, err := s.queue(req)
 	if err != nil {
 		return err
 	}
-	return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+	return req.ok(bindingsJSON(v, func(b router.Binding) bool {
 		return !b.DestinationIsExchange && b.Destination == q.Name()
 	}))
 }
 
 // ---- exchanges ----
 
-// httpExchangeName maps the URL name "amq.default" to the default exchange.
-func httpExchangeName(name string) string {
+// exchangeName maps the URL name "amq.default" to the default exchange.
+func exchangeName(name string) string {
 	if name == "amq.default" {
 		return ""
 	}
 	return name
 }
 
-func httpExchangeJSON(x router.ExchangeInfo) map[string]any {
+func exchangeJSON(x router.ExchangeInfo) map[string]any {
 	return map[string]any{
 		"name": x.Name, "vhost": x.VHost, "type": x.Type, "durable": x.Durable, "auto_delete": x.AutoDelete,
-		"internal": x.Internal, "arguments": httpMapJSON(x.Arguments), "user_who_performed_action": "",
+		"internal": x.Internal, "arguments": mapJSON(x.Arguments), "user_who_performed_action": "",
 	}
 }
 
-func (s *httpServer) httpListExchanges(req *httpReq) error {
-	vhosts, err := s.scope(req)
-	if err != nil {
-		return err
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
+func (s *server) listExchanges(req *request) error {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
 		for _, x := range v.Exchanges() {
-			out = append(out, httpExchangeJSON(x))
+			out = append(out, exchangeJSON(x))
 		}
-	}
-	return req.ok(out)
+		return out
+	})
 }
 
-func (s *httpServer) httpGetExchange(req *httpReq) error {
+func (s *server) getExchange(req *request) error {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return err
 	}
-	x, ok := v.Exchange(httpExchangeName(req.args[1]))
+	x, ok := v.Exchange(exchangeName(req.args[1]))
 	if !ok {
-		return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+		return errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
 	}
-	return req.ok(httpExchangeJSON(x))
+	return req.ok(exchangeJSON(x))
 }
 
-func (s *httpServer) httpPutExchange(req *httpReq) error {
+func (s *server) putExchange(req *request) error {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return err
 	}
-	name := httpExchangeName(req.args[1])
-	if len(name) > httpMaxName {
-		return httpErrorf(http.StatusBadRequest, "exchange name is longer than %d bytes", httpMaxName)
+	name := exchangeName(req.args[1])
+	if len(name) > maxName {
+		return errorf(http.StatusBadRequest, "exchange name is longer than %d bytes", maxName)
 	}
 	var body struct {
 		Type       *string        `json:"type"`
@@ -286,23 +296,19 @@ func (s *httpServer) httpPutExchange(req *httpReq) error {
 		return err
 	}
 	if body.Type == nil {
-		return httpErrorf(http.StatusBadRequest, "key_missing: type")
+		return errorf(http.StatusBadRequest, "key_missing: type")
 	}
-	args, err := httpArgs("exchange", body.Arguments)
+	args, err := arguments("exchange", body.Arguments)
 	if err != nil {
 		return err
 	}
-	vh := v.Name()
-	if err := s.authorize(req, vh, router.ResourceExchange, name, router.Configure); err != nil {
+	op := s.operator(req, v)
+	if err := forbidden(op.MayConfigureExchange(name)); err != nil {
 		return err
 	}
 	if ae, ok := args.Get("alternate-exchange"); ok {
-		// As rabbit_channel does: read on the exchange, write on its alternate.
 		aeName, _ := ae.(string)
-		if err := s.authorize(req, vh, router.ResourceExchange, name, router.Read); err != nil {
-			return err
-		}
-		if err := s.authorize(req, vh, router.ResourceExchange, aeName, router.Write); err != nil {
+		if err := forbidden(op.MayUseAlternateExchange(name, aeName)); err != nil {
 			return err
 		}
 	}
@@ -316,22 +322,32 @@ func (s *httpServer) httpPutExchange(req *httpReq) error {
 	return req.created(created)
 }
 
-func (s *httpServer) httpDeleteExchange(req *httpReq) error {
+// exchange resolves the path's vhost and the name of an existing exchange
+// ("" for amq.default).
+func (s *server) exchange(req *request) (*router.VHost, string, error) {
 	v, err := s.vhost(req, req.args[0])
+	if err != nil {
+		return nil, "", err
+	}
+	name := exchangeName(req.args[1])
+	if !v.HasExchange(name) {
+		return nil, "", errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
+	}
+	return v, name, nil
+}
+
+func (s *server) deleteExchange(req *request) error {
+	v, name, err := s.exchange(req)
 	if err != nil {
 		return err
 	}
-	name := httpExchangeName(req.args[1])
-	if !v.HasExchange(name) {
-		return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
-	}
-	if err := s.authorize(req, v.Name(), router.ResourceExchange, name, router.Configure); err != nil {
+	if err := forbidden(s.operator(req, v).MayConfigureExchange(name)); err != nil {
 		return err
 	}
 	if req.r.URL.Query().Get("if-unused") == "true" {
 		for _, b := range v.Bindings() {
 			if b.Source == name && name != "" {
-				return httpErrorf(http.StatusBadRequest, "PRECONDITION_FAILED - exchange '%s' in vhost '%s' in use", name, v.Name())
+				return errorf(http.StatusBadRequest, "PRECONDITION_FAILED - exchange '%s' in vhost '%s' in use", name, v.Name())
 			}
 		}
 	}
@@ -341,17 +357,13 @@ func (s *httpServer) httpDeleteExchange(req *httpReq) error {
 	return req.noContent()
 }
 
-func (s *httpServer) httpExchangeBindings(source bool) httpHandlerFunc {
-	return func(req *httpReq) error {
-		v, err := s.vhost(req, req.args[0])
+func (s *server) exchangeBindings(source bool) handlerFunc {
+	return func(req *request) error {
+		v, name, err := s.exchange(req)
 		if err != nil {
 			return err
 		}
-		name := httpExchangeName(req.args[1])
-		if !v.HasExchange(name) {
-			return httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], req.args[0])
-		}
-		return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+		return req.ok(bindingsJSON(v, func(b router.Binding) bool {
 			if source {
 				return b.Source == name
 			}
@@ -362,10 +374,10 @@ func (s *httpServer) httpExchangeBindings(source bool) httpHandlerFunc {
 
 // ---- bindings ----
 
-// httpPropsKey is RabbitMQ's properties_key: the percent-encoded routing
+// propsKey is RabbitMQ's properties_key: the percent-encoded routing
 // key ("~" when empty), followed by "~" and a hash of the arguments when
 // there are any.
-func httpPropsKey(b router.Binding) string {
+func propsKey(b router.Binding) string {
 	key := strings.ReplaceAll(url.PathEscape(b.Key), "~", "%7E")
 	if len(b.Arguments) == 0 {
 		if b.Key == "" {
@@ -373,94 +385,75 @@ func httpPropsKey(b router.Binding) string {
 		}
 		return key
 	}
-	enc, _ := json.Marshal(httpMapJSON(b.Arguments)) // map keys are sorted by encoding/json
+	enc, _ := json.Marshal(mapJSON(b.Arguments)) // map keys are sorted by encoding/json
 	sum := sha256.Sum256(enc)
 	return key + "~" + base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
-func httpBindingJSON(vhost string, b router.Binding) map[string]any {
+func bindingJSON(vhost string, b router.Binding) map[string]any {
 	dt := "queue"
 	if b.DestinationIsExchange {
 		dt = "exchange"
 	}
 	return map[string]any{
 		"source": b.Source, "vhost": vhost, "destination": b.Destination, "destination_type": dt,
-		"routing_key": b.Key, "arguments": httpMapJSON(b.Arguments), "properties_key": httpPropsKey(b),
+		"routing_key": b.Key, "arguments": mapJSON(b.Arguments), "properties_key": propsKey(b),
 	}
 }
 
-func httpBindingsJSON(v *router.VHost, keep func(router.Binding) bool) []map[string]any {
+func bindingsJSON(v *router.VHost, keep func(router.Binding) bool) []map[string]any {
 	out := []map[string]any{}
 	for _, b := range v.Bindings() {
 		if keep(b) {
-			out = append(out, httpBindingJSON(v.Name(), b))
+			out = append(out, bindingJSON(v.Name(), b))
 		}
 	}
 	return out
 }
 
-func (s *httpServer) httpListBindings(req *httpReq) error {
-	vhosts, err := s.scope(req)
-	if err != nil {
-		return err
-	}
-	out := []map[string]any{}
-	for _, v := range vhosts {
-		out = append(out, httpBindingsJSON(v, func(router.Binding) bool { return true })...)
-	}
-	return req.ok(out)
+func (s *server) listBindings(req *request) error {
+	return s.listInScope(req, func(v *router.VHost, out []map[string]any) []map[string]any {
+		return append(out, bindingsJSON(v, func(router.Binding) bool { return true })...)
+	})
 }
 
 // endpoints resolves the path's vhost, source exchange and destination,
 // checking that both exist.
-func (s *httpServer) endpoints(req *httpReq, toExchange bool) (*router.VHost, string, string, error) {
+func (s *server) endpoints(req *request, toExchange bool) (*router.VHost, string, string, error) {
 	v, err := s.vhost(req, req.args[0])
 	if err != nil {
 		return nil, "", "", err
 	}
-	src, dst := httpExchangeName(req.args[1]), req.args[2]
+	src, dst := exchangeName(req.args[1]), req.args[2]
 	if toExchange {
-		dst = httpExchangeName(dst)
+		dst = exchangeName(dst)
 	}
 	if !v.HasExchange(src) {
-		return nil, "", "", httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], v.Name())
+		return nil, "", "", errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[1], v.Name())
 	}
 	if toExchange && !v.HasExchange(dst) {
-		return nil, "", "", httpErrorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[2], v.Name())
+		return nil, "", "", errorf(http.StatusNotFound, "no exchange '%s' in vhost '%s'", req.args[2], v.Name())
 	}
 	if _, ok := v.Queue(dst); !toExchange && !ok {
-		return nil, "", "", httpErrorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", dst, v.Name())
+		return nil, "", "", errorf(http.StatusNotFound, "no queue '%s' in vhost '%s'", dst, v.Name())
 	}
 	return v, src, dst, nil
 }
 
-func (s *httpServer) httpBindingsBetween(toExchange bool) httpHandlerFunc {
-	return func(req *httpReq) error {
+func (s *server) bindingsBetween(toExchange bool) handlerFunc {
+	return func(req *request) error {
 		v, src, dst, err := s.endpoints(req, toExchange)
 		if err != nil {
 			return err
 		}
-		return req.ok(httpBindingsJSON(v, func(b router.Binding) bool {
+		return req.ok(bindingsJSON(v, func(b router.Binding) bool {
 			return b.Source == src && b.Destination == dst && b.DestinationIsExchange == toExchange
 		}))
 	}
 }
 
-// checkBindPermissions is RabbitMQ's rule: write on the destination, read
-// on the source.
-func (s *httpServer) checkBindPermissions(req *httpReq, vh, src, dst string, toExchange bool) error {
-	kind := router.ResourceQueue
-	if toExchange {
-		kind = router.ResourceExchange
-	}
-	if err := s.authorize(req, vh, kind, dst, router.Write); err != nil {
-		return err
-	}
-	return s.authorize(req, vh, router.ResourceExchange, src, router.Read)
-}
-
-func (s *httpServer) httpPostBinding(toExchange bool) httpHandlerFunc {
-	return func(req *httpReq) error {
+func (s *server) postBinding(toExchange bool) handlerFunc {
+	return func(req *request) error {
 		v, src, dst, err := s.endpoints(req, toExchange)
 		if err != nil {
 			return err
@@ -472,11 +465,11 @@ func (s *httpServer) httpPostBinding(toExchange bool) httpHandlerFunc {
 		if err := req.decode(&body); err != nil {
 			return err
 		}
-		args, err := httpArgs("binding", body.Arguments)
+		args, err := arguments("binding", body.Arguments)
 		if err != nil {
 			return err
 		}
-		if err := s.checkBindPermissions(req, v.Name(), src, dst, toExchange); err != nil {
+		if err := forbidden(s.operator(req, v).MayBind(src, dst, toExchange)); err != nil {
 			return err
 		}
 		b := router.Binding{Source: src, Destination: dst, DestinationIsExchange: toExchange, Arguments: args}
@@ -491,14 +484,14 @@ func (s *httpServer) httpPostBinding(toExchange bool) httpHandlerFunc {
 			kind = "e"
 		}
 		req.w.Header().Set("Location", "/api/bindings/"+url.PathEscape(v.Name())+"/e/"+url.PathEscape(src)+"/"+kind+"/"+
-			url.PathEscape(dst)+"/"+httpPropsKey(b))
+			url.PathEscape(dst)+"/"+propsKey(b))
 		req.w.WriteHeader(http.StatusCreated)
 		return nil
 	}
 }
 
 // findBinding finds the binding whose properties_key is the path's last segment.
-func (s *httpServer) findBinding(req *httpReq, toExchange bool) (*router.VHost, router.Binding, error) {
+func (s *server) findBinding(req *request, toExchange bool) (*router.VHost, router.Binding, error) {
 	v, src, dst, err := s.endpoints(req, toExchange)
 	if err != nil {
 		return nil, router.Binding{}, err
@@ -508,31 +501,31 @@ func (s *httpServer) findBinding(req *httpReq, toExchange bool) (*router.VHost, 
 		if b.Source != src || b.Destination != dst || b.DestinationIsExchange != toExchange {
 			continue
 		}
-		pk := httpPropsKey(b)
+		pk := propsKey(b)
 		if un, err := url.PathUnescape(pk); (err == nil && un == props) || pk == props {
 			return v, b, nil
 		}
 	}
-	return nil, router.Binding{}, httpErrorf(http.StatusNotFound, "no binding '%s' from exchange '%s' to '%s' in vhost '%s'", props, req.args[1], req.args[2], v.Name())
+	return nil, router.Binding{}, errorf(http.StatusNotFound, "no binding '%s' from exchange '%s' to '%s' in vhost '%s'", props, req.args[1], req.args[2], v.Name())
 }
 
-func (s *httpServer) httpGetBinding(toExchange bool) httpHandlerFunc {
-	return func(req *httpReq) error {
+func (s *server) getBinding(toExchange bool) handlerFunc {
+	return func(req *request) error {
 		v, b, err := s.findBinding(req, toExchange)
 		if err != nil {
 			return err
 		}
-		return req.ok(httpBindingJSON(v.Name(), b))
+		return req.ok(bindingJSON(v.Name(), b))
 	}
 }
 
-func (s *httpServer) httpDeleteBinding(toExchange bool) httpHandlerFunc {
-	return func(req *httpReq) error {
+func (s *server) deleteBinding(toExchange bool) handlerFunc {
+	return func(req *request) error {
 		v, b, err := s.findBinding(req, toExchange)
 		if err != nil {
 			return err
 		}
-		if err := s.checkBindPermissions(req, v.Name(), b.Source, b.Destination, toExchange); err != nil {
+		if err := forbidden(s.operator(req, v).MayBind(b.Source, b.Destination, toExchange)); err != nil {
 			return err
 		}
 		if err := v.Unbind(b); err != nil {
