@@ -133,11 +133,16 @@ type BoxCache struct {
 }
 
 // annotationSource writes the annotations of one delivery
-// (amqp10.AnnotationSource) for AppendAMQP10Delivery.
+// (amqp10.AnnotationSource) for AppendAMQP10Delivery. It holds copies of
+// the delivery's fields, not the delivery: a pointer kept here would move
+// every caller's Delivery to the heap.
 type annotationSource struct {
-	d       *Delivery
-	extra   value.Map
-	history *annotations.History
+	exchange, key string
+	anns          value.Map
+	acquired, dc  uint32
+	quorum        bool
+	extra         value.Map
+	history       *annotations.History
 }
 
 // AppendAMQP10Annotations builds the message-annotations entries an AMQP
@@ -215,7 +220,8 @@ func AppendAMQP10Delivery(b []byte, d *Delivery, extra value.Map, bc *BoxCache) 
 		return b, err
 	}
 	src := &bc.src
-	src.d, src.extra = d, extra
+	*src = annotationSource{exchange: d.Msg.Exchange, key: d.Msg.primaryKey(), anns: d.anns,
+		acquired: d.acquired, dc: d.Header.DeliveryCount, quorum: d.quorum, extra: extra}
 	src.history, _ = annotations.HistoryOf(d.anns)
 	b, err := c.Wire.AppendDeliveryFrom(b, &h, src)
 	*src = annotationSource{}
@@ -292,9 +298,9 @@ func (src *annotationSource) fixedKey(k value.Symbol) bool {
 	case annExchange, annRoutingKey:
 		return true
 	case annAcquiredCount:
-		return src.d.quorum
+		return src.quorum
 	case annDeliveryCount:
-		return src.d.quorum && src.d.Header.DeliveryCount != 0
+		return src.quorum && src.dc != 0
 	}
 	return false
 }
@@ -312,7 +318,7 @@ func (src *annotationSource) appendFixed(b []byte, k value.Symbol, appendV func(
 	if v, ok := lookupSymbol(src.extra, k); ok {
 		return amqp10.AppendValue(b, v)
 	}
-	if v, ok := lookupSymbol(src.d.anns, k); ok {
+	if v, ok := lookupSymbol(src.anns, k); ok {
 		return amqp10.AppendValue(b, v)
 	}
 	return appendV(b), nil
@@ -321,28 +327,27 @@ func (src *annotationSource) appendFixed(b []byte, k value.Symbol, appendV func(
 // AppendEntries implements amqp10.AnnotationSource: the entries
 // AppendAMQP10Annotations builds, with extra set over them, as bytes.
 func (src *annotationSource) AppendEntries(b []byte) ([]byte, int, error) {
-	d := src.d
 	var err error
-	if b, err = src.appendFixed(b, annExchange, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.Exchange) }); err != nil {
+	if b, err = src.appendFixed(b, annExchange, func(b []byte) []byte { return amqp10.AppendString(b, src.exchange) }); err != nil {
 		return b, 0, err
 	}
-	if b, err = src.appendFixed(b, annRoutingKey, func(b []byte) []byte { return amqp10.AppendString(b, d.Msg.primaryKey()) }); err != nil {
+	if b, err = src.appendFixed(b, annRoutingKey, func(b []byte) []byte { return amqp10.AppendString(b, src.key) }); err != nil {
 		return b, 0, err
 	}
 	n := 4
-	if d.quorum {
-		if b, err = src.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.acquired)) }); err != nil {
+	if src.quorum {
+		if b, err = src.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(src.acquired)) }); err != nil {
 			return b, 0, err
 		}
 		n += 2
-		if d.Header.DeliveryCount != 0 {
-			if b, err = src.appendFixed(b, annDeliveryCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(d.Header.DeliveryCount)) }); err != nil {
+		if src.dc != 0 {
+			if b, err = src.appendFixed(b, annDeliveryCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(src.dc)) }); err != nil {
 				return b, 0, err
 			}
 			n += 2
 		}
 	}
-	for _, kv := range d.anns {
+	for _, kv := range src.anns {
 		switch k := kv.Key.(type) {
 		case annotations.HistoryKey:
 			if src.history != nil {
@@ -372,7 +377,7 @@ func (src *annotationSource) AppendEntries(b []byte) ([]byte, int, error) {
 		if src.fixedKey(k) {
 			continue
 		}
-		if _, ok := lookupSymbol(d.anns, k); ok && src.broker(k) {
+		if _, ok := lookupSymbol(src.anns, k); ok && src.broker(k) {
 			continue // set in place
 		}
 		if b, err = amqp10.AppendValue(amqp10.AppendSymbol(b, k), kv.Value); err != nil {
@@ -396,7 +401,7 @@ func (src *annotationSource) Overrides(key []byte) bool {
 	if h := src.history; h != nil {
 		switch k {
 		case annotations.KeyLastDeathErrorCond, annotations.KeyLastDeathErrorDescr:
-			if h.LastError != nil && hasErrorEntry(src.d.anns) {
+			if h.LastError != nil && hasErrorEntry(src.anns) {
 				return true
 			}
 		default:
@@ -405,7 +410,7 @@ func (src *annotationSource) Overrides(key []byte) bool {
 			}
 		}
 	}
-	if _, ok := lookupSymbol(src.d.anns, k); ok && src.broker(k) {
+	if _, ok := lookupSymbol(src.anns, k); ok && src.broker(k) {
 		return true
 	}
 	return false
