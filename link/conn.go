@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -172,6 +173,13 @@ type conn struct {
 
 	forceOnce sync.Once
 	force     chan struct{} // closed to ask the loop for close(connection:forced)
+	// forceErr, when set before force is closed, is the close error to
+	// send instead of the shutdown's (Server.CloseConnection).
+	forceErr atomic.Pointer[amqp10.Error]
+	// stats is what the management API may read from other goroutines.
+	stats connStats
+	// authMechanism is the SASL mechanism used (set by handshake).
+	authMechanism string
 }
 
 func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
@@ -185,11 +193,10 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		raw, _ = sc.SyscallConn()
 	}
-	return &conn{
+	c := &conn{
 		srv:        s,
 		nc:         nc,
 		raw:        raw,
-		br:         bufio.NewReaderSize(nc, bufSize),
 		id:         id,
 		log:        s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		loopback:   isLoopback(nc.RemoteAddr()),
@@ -203,6 +210,8 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		out:        outbuf{wake: make(chan struct{}, 1), low: make(chan struct{}, 1)},
 		force:      make(chan struct{}),
 	}
+	c.br = bufio.NewReaderSize(countingReader{r: nc, st: &c.stats}, bufSize)
+	return c
 }
 
 func (c *conn) forceClose() { c.forceOnce.Do(func() { close(c.force) }) }
@@ -439,7 +448,7 @@ func (c *conn) loop() {
 		case <-force:
 			force = nil
 			if !c.closeSent {
-				c.sendClose(&amqp10.Error{Condition: amqp10.ErrCondConnectionForced, Description: "broker shutting down"})
+				c.sendClose(c.forcedError())
 			}
 			startGrace()
 		case <-graceC:
@@ -635,6 +644,7 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 	}
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s
+	c.stats.sessions.Store(int32(len(c.sessions)))
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.sessions.Add(1)
 	}
@@ -655,6 +665,7 @@ func (c *conn) removeSession(s *session) {
 	}
 	delete(c.sessions, s.remote)
 	delete(c.localChans, s.local)
+	c.stats.sessions.Store(int32(len(c.sessions)))
 }
 
 // cleanup releases every link's queue state when the loop has ended.
@@ -670,6 +681,7 @@ func (c *conn) cleanup() {
 		ctr.sessions.Add(-int64(len(c.sessions)))
 	}
 	c.sessions, c.localChans = nil, nil
+	c.stats.sessions.Store(0)
 	c.vhost.DeleteExclusive(c)
 }
 
@@ -732,6 +744,7 @@ func (c *conn) flushOut() int {
 			ownerChecks.writing(o, true)
 		}
 		n := tryWrite(c.raw, c.wbuf)
+		c.stats.sent(n)
 		o.mu.Lock()
 		o.busy = false
 		if n > 0 {
@@ -833,6 +846,7 @@ func (c *conn) writeOut(b []byte) error {
 			ownerChecks.writing(o, false)
 		}
 		n, err := c.nc.Write(chunk)
+		c.stats.sent(n)
 		b = b[n:]
 		o.mu.Lock()
 		o.queued -= n
