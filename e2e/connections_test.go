@@ -322,3 +322,36 @@ func TestNodeNameSameOverBothAPIs(t *testing.T) {
 	assert.True(t, strings.HasPrefix(info.Leader(), "epitaph@"), info.Leader())
 }
 
+
+// rabbitmqctl's list_connections and close_connection, by name.
+func TestEpitaphctlConnections(t *testing.T) {
+	b := startBroker(t, connUsers, withHTTP)
+	base := apiServer(t, b)
+	c, name := dialAs(t, b, "alice", "/", nil)
+	var rows []map[string]any
+	eventually(t, "list_connections shows the connection", func() bool {
+		rows = ctlJSON[[]map[string]any](t, base, "list_connections")
+		return len(rows) == 1
+	})
+	assert.Equal(t, name, rows[0]["name"])
+	assert.Equal(t, "alice", rows[0]["user"])
+	assert.Equal(t, "running", rows[0]["state"])
+	table := ctlOK(t, base, "list_connections", "name", "container_id", "protocol")
+	assert.Contains(t, table, name)
+	assert.Contains(t, table, "AMQP 1-0")
+
+	_, errOut, code := ctl(t, base, "", "close_connection", "1.2.3.4:5 -> 6.7.8.9:10")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "404")
+	_, errOut, code = ctl(t, base, "", "close_connection")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "close_connection takes NAME [REASON]")
+
+	out := ctlOK(t, base, "close_connection", name, "go home")
+	assert.Contains(t, out, name)
+	<-c.Done()
+	var ce *amqp.ConnError
+	require.ErrorAs(t, c.Err(), &ce)
+	require.NotNil(t, ce.RemoteErr)
+	assert.Equal(t, `Connection forced: "go home"`, ce.RemoteErr.Description)
+}
