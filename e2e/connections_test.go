@@ -322,7 +322,6 @@ func TestNodeNameSameOverBothAPIs(t *testing.T) {
 	assert.True(t, strings.HasPrefix(info.Leader(), "epitaph@"), info.Leader())
 }
 
-
 // rabbitmqctl's list_connections and close_connection, by name.
 func TestEpitaphctlConnections(t *testing.T) {
 	b := startBroker(t, connUsers, withHTTP)

@@ -76,7 +76,7 @@ func TestConnectionJSONFields(t *testing.T) {
 		"peer_cert_subject": nil, "peer_cert_issuer": nil, "peer_cert_validity": nil,
 		"channels": float64(3), "channel_max": float64(255), "frame_max": float64(65536), "timeout": float64(60),
 		"connected_at": float64(1_700_000_000_123),
-		"recv_oct": float64(10), "recv_oct_details": map[string]any{"rate": float64(0)}, "recv_cnt": float64(1),
+		"recv_oct":     float64(10), "recv_oct_details": map[string]any{"rate": float64(0)}, "recv_cnt": float64(1),
 		"send_oct": float64(20), "send_oct_details": map[string]any{"rate": float64(0)}, "send_cnt": float64(2),
 		"send_pend": float64(0),
 	}
