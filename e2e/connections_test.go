@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -46,22 +45,15 @@ const connUsers = `{
   ]
 }`
 
-// apiAs calls the API as user with an optional X-Reason and returns the
-// status and body.
-func apiAs(t *testing.T, base, user, password, method, path, reason string) (int, []byte) {
+// closeWithReason closes a connection over the API as guest, with an
+// X-Reason header, and returns the status and body.
+func closeWithReason(t *testing.T, base, name, reason string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), method, base+path, nil)
+	req, err := http.NewRequestWithContext(ctxT(t), "DELETE", base+"/api/connections/"+url.PathEscape(name), nil)
 	require.NoError(t, err)
-	req.SetBasicAuth(user, password)
-	if reason != "" {
-		req.Header.Set("X-Reason", reason)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, out
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("X-Reason", reason)
+	return httpDo(t, req)
 }
 
 // dialAs opens a go-amqp connection as user over a socket of our own, so
@@ -108,7 +100,7 @@ func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 
 	var row map[string]any
 	eventually(t, "the connection shows its two sessions", func() bool {
-		st, out := apiAs(t, base, "guest", "guest", "GET", "/api/connections", "")
+		st, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections", "")
 		require.Equal(t, http.StatusOK, st, "%s", out)
 		rows := apiJSON[[]map[string]any](t, out)
 		require.Len(t, rows, 1, "%s", out)
@@ -141,19 +133,19 @@ func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 	assert.Equal(t, overview["node"], row["node"], "one node name")
 
 	path := "/api/connections/" + url.PathEscape(name)
-	st, out := apiAs(t, base, "guest", "guest", "GET", path, "")
+	st, out := apiCallAs(t, base, "guest", "guest", "GET", path, "")
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	assert.Equal(t, name, apiJSON[map[string]any](t, out)["name"])
-	st, out = apiAs(t, base, "guest", "guest", "GET", "/api/vhosts/%2F/connections", "")
+	st, out = apiCallAs(t, base, "guest", "guest", "GET", "/api/vhosts/%2F/connections", "")
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	assert.Equal(t, []string{name}, connectionNames(t, apiJSON[[]map[string]any](t, out)))
-	st, out = apiAs(t, base, "guest", "guest", "GET", "/api/vhosts/other/connections", "")
+	st, out = apiCallAs(t, base, "guest", "guest", "GET", "/api/vhosts/other/connections", "")
 	require.Equal(t, http.StatusForbidden, st, "guest has no permission on other: %s", out)
-	st, out = apiAs(t, base, "guest", "guest", "GET", "/api/channels", "")
+	st, out = apiCallAs(t, base, "guest", "guest", "GET", "/api/channels", "")
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	assert.JSONEq(t, "[]", string(out), "AMQP 1.0 sessions are not channels, as in RabbitMQ 4")
 
-	st, out = apiAs(t, base, "guest", "guest", "DELETE", path, "maintenance window")
+	st, out = closeWithReason(t, base, name, "maintenance window")
 	require.Equal(t, http.StatusNoContent, st, "%s", out)
 	select {
 	case <-c.Done():
@@ -166,12 +158,12 @@ func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 	assert.Equal(t, amqp.ErrCond("amqp:internal-error"), ce.RemoteErr.Condition)
 	assert.Equal(t, `Connection forced: "maintenance window"`, ce.RemoteErr.Description)
 	eventually(t, "the closed connection leaves the list", func() bool {
-		_, out := apiAs(t, base, "guest", "guest", "GET", "/api/connections", "")
+		_, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections", "")
 		return len(apiJSON[[]map[string]any](t, out)) == 0
 	})
-	st, _ = apiAs(t, base, "guest", "guest", "GET", path, "")
+	st, _ = apiCallAs(t, base, "guest", "guest", "GET", path, "")
 	assert.Equal(t, http.StatusNotFound, st)
-	st, _ = apiAs(t, base, "guest", "guest", "DELETE", path, "")
+	st, _ = apiCallAs(t, base, "guest", "guest", "DELETE", path, "")
 	assert.Equal(t, http.StatusNotFound, st)
 }
 
@@ -181,10 +173,10 @@ func TestHTTPConnectionCloseDefaultReason(t *testing.T) {
 	base := apiServer(t, b)
 	c, name := dialAs(t, b, "guest", "/", nil)
 	eventually(t, "the connection is listed", func() bool {
-		_, out := apiAs(t, base, "guest", "guest", "GET", "/api/connections", "")
+		_, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections", "")
 		return len(apiJSON[[]map[string]any](t, out)) == 1
 	})
-	st, out := apiAs(t, base, "guest", "guest", "DELETE", "/api/connections/"+url.PathEscape(name), "")
+	st, out := apiCallAs(t, base, "guest", "guest", "DELETE", "/api/connections/"+url.PathEscape(name), "")
 	require.Equal(t, http.StatusNoContent, st, "%s", out)
 	<-c.Done()
 	var ce *amqp.ConnError
@@ -202,7 +194,7 @@ func TestHTTPConnectionsPermissions(t *testing.T) {
 	_, alice := dialAs(t, b, "alice", "/", nil)
 	bobConn, bob := dialAs(t, b, "bob", "other", nil)
 	list := func(user string) []string {
-		st, out := apiAs(t, base, user, connPassword, "GET", "/api/connections", "")
+		st, out := apiCallAs(t, base, user, connPassword, "GET", "/api/connections", "")
 		require.Equal(t, http.StatusOK, st, "%s", out)
 		return connectionNames(t, apiJSON[[]map[string]any](t, out))
 	}
@@ -210,7 +202,7 @@ func TestHTTPConnectionsPermissions(t *testing.T) {
 	assert.ElementsMatch(t, []string{alice, bob}, list("mon"))
 	assert.Equal(t, []string{alice}, list("alice"))
 	assert.Equal(t, []string{bob}, list("bob"))
-	st, out := apiAs(t, base, "bob", connPassword, "GET", "/api/vhosts/other/connections", "")
+	st, out := apiCallAs(t, base, "bob", connPassword, "GET", "/api/vhosts/other/connections", "")
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	assert.Equal(t, []string{bob}, connectionNames(t, apiJSON[[]map[string]any](t, out)))
 
@@ -225,18 +217,18 @@ func TestHTTPConnectionsPermissions(t *testing.T) {
 		{"mon", "DELETE", http.StatusUnauthorized}, // monitoring sees, but does not close
 		{"bob", "GET", http.StatusOK},
 	} {
-		st, out := apiAs(t, base, tc.user, connPassword, tc.method, bobPath, "")
+		st, out := apiCallAs(t, base, tc.user, connPassword, tc.method, bobPath, "")
 		assert.Equal(t, tc.want, st, "%s %s as %s: %s", tc.method, bobPath, tc.user, out)
 	}
-	st, out = apiAs(t, base, "alice", connPassword, "GET", "/api/connections/"+url.PathEscape("1.2.3.4:5 -> 6.7.8.9:10"), "")
+	st, out = apiCallAs(t, base, "alice", connPassword, "GET", "/api/connections/"+url.PathEscape("1.2.3.4:5 -> 6.7.8.9:10"), "")
 	assert.Equal(t, http.StatusUnauthorized, st, "a missing connection is not revealed to a non-monitor: %s", out)
-	st, _ = apiAs(t, base, "mon", connPassword, "GET", "/api/connections/"+url.PathEscape("1.2.3.4:5 -> 6.7.8.9:10"), "")
+	st, _ = apiCallAs(t, base, "mon", connPassword, "GET", "/api/connections/"+url.PathEscape("1.2.3.4:5 -> 6.7.8.9:10"), "")
 	assert.Equal(t, http.StatusNotFound, st)
 
-	st, out = apiAs(t, base, "bob", connPassword, "DELETE", bobPath, "")
+	st, out = apiCallAs(t, base, "bob", connPassword, "DELETE", bobPath, "")
 	require.Equal(t, http.StatusNoContent, st, "a user closes its own connection: %s", out)
 	<-bobConn.Done()
-	st, out = apiAs(t, base, "admin", connPassword, "DELETE", "/api/connections/"+url.PathEscape(alice), "")
+	st, out = apiCallAs(t, base, "admin", connPassword, "DELETE", "/api/connections/"+url.PathEscape(alice), "")
 	require.Equal(t, http.StatusNoContent, st, "an administrator closes any: %s", out)
 	eventually(t, "both connections are gone", func() bool { return len(list("admin")) == 0 })
 }
@@ -270,7 +262,7 @@ func TestRabbitMQClientRecoversFromHTTPClose(t *testing.T) {
 	require.NoError(t, err)
 
 	byContainer := func() string {
-		_, out := apiAs(t, base, "guest", "guest", "GET", "/api/connections/", "")
+		_, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections/", "")
 		for _, row := range apiJSON[[]map[string]any](t, out) {
 			if row["container_id"] == container {
 				return row["name"].(string)
@@ -280,7 +272,7 @@ func TestRabbitMQClientRecoversFromHTTPClose(t *testing.T) {
 	}
 	name := byContainer()
 	require.NotEmpty(t, name)
-	st, out := apiAs(t, base, "guest", "guest", "DELETE", "/api/connections/"+name, "")
+	st, out := apiCallAs(t, base, "guest", "guest", "DELETE", "/api/connections/"+name, "")
 	require.Equal(t, http.StatusNoContent, st, "the client's unescaped name works: %s", out)
 
 	next := func() *rmq.StateChanged {
