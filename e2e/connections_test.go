@@ -90,7 +90,7 @@ func connectionNames(t *testing.T, rows []map[string]any) []string {
 func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 	b := startBroker(t, connUsers, withHTTP)
 	base := apiServer(t, b)
-	c, name := dialAs(t, b, "alice", "/", &amqp.ConnOptions{ContainerID: "alice-container",
+	c, name := dialAs(t, b, "alice", "/", &amqp.ConnOptions{ContainerID: "alice-container", MaxFrameSize: 32768,
 		Properties: map[string]any{"connection_name": "orders-service"}})
 	s := session(t, c)
 	declareQueue(t, b, "conn-q", "classic", nil)
@@ -119,6 +119,8 @@ func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 	assert.Equal(t, "running", row["state"])
 	assert.Equal(t, "PLAIN", row["auth_mechanism"])
 	assert.Equal(t, false, row["ssl"])
+	assert.Equal(t, float64(32768), row["frame_max"], "the client's max-frame-size, which bounds what the broker sends")
+	assert.Equal(t, float64(60), row["timeout"], "the broker's idle-timeout, in seconds")
 	assert.Equal(t, lhost, row["peer_host"])
 	assert.Equal(t, lport, fmt.Sprint(row["peer_port"]))
 	assert.Equal(t, rhost, row["host"])

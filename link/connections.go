@@ -29,9 +29,11 @@ type ConnectionInfo struct {
 	AuthMechanism string
 	Peer, Local   netip.AddrPort
 	TLS           bool
-	// ChannelMax and FrameMax are the limits in force on this connection
-	// (the lower of ours and the client's); IdleTimeout is the client's
-	// idle time-out (0: none).
+	// ChannelMax is the highest channel in force (the lower of ours and the
+	// client's); FrameMax the largest frame we send (the client's
+	// max-frame-size); IdleTimeout the time-out we apply to the client's
+	// silence (idle-timeout). These are RabbitMQ's channel_max, frame_max
+	// and timeout.
 	ChannelMax  uint16
 	FrameMax    uint32
 	IdleTimeout time.Duration
@@ -118,7 +120,7 @@ func connectionName(peer, local net.Addr) string {
 
 // publishIdentity records, on the loop once the handshake succeeded, what
 // the connection is, making it visible to Server.Connections.
-func (c *conn) publishIdentity(props amqp10.Map, idle time.Duration) {
+func (c *conn) publishIdentity(props amqp10.Map) {
 	if ownerChecks != nil {
 		ownerChecks.inLoop(c, "publish identity")
 	}
@@ -126,8 +128,8 @@ func (c *conn) publishIdentity(props amqp10.Map, idle time.Duration) {
 		name: connectionName(c.nc.RemoteAddr(), c.nc.LocalAddr()), user: c.user, vhost: c.vhost.Name(),
 		containerID: c.containerID, authMechanism: c.authMechanism, clientProperties: props,
 		peer: addrPort(c.nc.RemoteAddr()), local: addrPort(c.nc.LocalAddr()), tls: c.certs != nil,
-		channelMax: min(c.srv.opts.ChannelMax, c.peerChannelMax), frameMax: min(c.srv.opts.MaxFrameSize, c.peerMaxFrame),
-		idleTimeout: idle, connectedAt: time.Now(),
+		channelMax: min(c.srv.opts.ChannelMax, c.peerChannelMax), frameMax: c.peerMaxFrame,
+		idleTimeout: c.srv.opts.IdleTimeout, connectedAt: time.Now(),
 	})
 }
 
@@ -196,14 +198,10 @@ func (s *Server) CloseConnection(name, reason string) bool {
 	return true
 }
 
-// erlangString renders s as Erlang's ~tp prints a printable string, which
-// is how RabbitMQ quotes an operator's reason in the close description.
-func erlangString(s string) string {
-	q := strconv.Quote(s)
-	// strconv escapes non-printable runes as Go does; Erlang prints the
-	// same quotes and backslash escapes for what an HTTP header can carry.
-	return q
-}
+// erlangString quotes s as Erlang's ~tp prints a printable string, which
+// is how RabbitMQ quotes an operator's reason in the close description:
+// in double quotes, with backslash escapes for quotes and backslashes.
+func erlangString(s string) string { return strconv.Quote(s) }
 
 // forceCloseWith asks the loop to close the connection with e; the first
 // reason asked for wins (a later shutdown does not replace it).

@@ -357,7 +357,7 @@ func (c *conn) open() error {
 	if err := c.nc.SetDeadline(time.Time{}); err != nil {
 		return err
 	}
-	c.publishIdentity(o.Properties, time.Duration(o.IdleTimeOut)*time.Millisecond)
+	c.publishIdentity(o.Properties)
 	return nil
 }
 

@@ -255,7 +255,7 @@ func (s *server) connectionJSON(c Connection, rates [2]float64) map[string]any {
 		"channels":                  c.Sessions,
 		"channel_max":               c.ChannelMax,
 		"frame_max":                 c.FrameMax,
-		"timeout":                   int64(c.IdleTimeout / time.Second),
+		"timeout":                   int64(c.IdleTimeout / time.Second), // the broker's idle-timeout
 		"connected_at":              c.ConnectedAt.UnixMilli(),
 		"recv_oct":                  c.RecvOctets,
 		"recv_oct_details":          map[string]float64{"rate": rates[0]},
