@@ -117,6 +117,7 @@ type conn struct {
 
 	// Set by handshake, then read-only.
 	user           string
+	authMechanism  string // the SASL mechanism, "none" without SASL
 	vhost          *router.VHost
 	containerID    string
 	peerMaxFrame   uint32
@@ -172,14 +173,12 @@ type conn struct {
 	out  outbuf
 
 	forceOnce sync.Once
-	force     chan struct{} // closed to ask the loop for close(connection:forced)
+	force     chan struct{} // closed to ask the loop to close the connection (forcedError)
 	// forceErr, when set before force is closed, is the close error to
 	// send instead of the shutdown's (Server.CloseConnection).
 	forceErr atomic.Pointer[amqp10.Error]
-	// stats is what the management API may read from other goroutines.
+	// stats is what other goroutines may read (Server.Connections).
 	stats connStats
-	// authMechanism is the SASL mechanism used (set by handshake).
-	authMechanism string
 }
 
 func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {

@@ -10,4 +10,9 @@
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.
+//
+// Other goroutines see a connection only through Server.Connections (an
+// identity the loop publishes once, after open, and counters kept with
+// atomics) and close it only through Server.CloseConnection, which asks the
+// loop over the connection's force channel; neither touches the loop's state.
 package link
