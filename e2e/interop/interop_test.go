@@ -203,7 +203,10 @@ func checkEvents(t *testing.T, events []event, prefix, client string) {
 	require.Zero(t, *redelivered.DeliveryCount, "delivery-count after released")
 }
 
-func TestRhea(t *testing.T) {
+// rheaNode is the path of node, with rhea installed next to the probes;
+// without them the test is skipped (or fails, with EPITAPH_REQUIRE_INTEROP=1).
+func rheaNode(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
@@ -211,6 +214,11 @@ func TestRhea(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
 		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
 	}
+	return node
+}
+
+func TestRhea(t *testing.T) {
+	node := rheaNode(t)
 	host, port := startBroker(t)
 	events := runProbe(t, node, "rhea_probe.js", "--host", host, "--port", port, "--queue", "interop-rhea", "--timeout", "10000")
 	checkEvents(t, events, "rhea", "rhea")
@@ -369,13 +377,7 @@ type jsField struct {
 // TestRheaDeadLetter checks the x-opt-deaths values as rhea reads them
 // (symbols become strings, timestamps Dates).
 func TestRheaDeadLetter(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
-	}
-	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
-		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
-	}
+	node := rheaNode(t)
 	host, port := startBroker(t)
 	before := time.Now()
 	events := runProbe(t, node, "rhea_dl_probe.js", "--host", host, "--port", port,
@@ -438,13 +440,7 @@ func TestRheaDeadLetter(t *testing.T) {
 // booleans are tagged booleans (0x56), which rhea reads as the numbers 1
 // and 0 (clients written against RabbitMQ check durable === 1).
 func TestRheaManagementReply(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
-	}
-	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
-		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
-	}
+	node := rheaNode(t)
 	host, port := startBroker(t)
 	events := runProbe(t, node, "rhea_mgmt_probe.js", "--host", host, "--port", port, "--queue", "declared-by-rhea", "--timeout", "10000")
 	var reply *event
