@@ -1,6 +1,8 @@
 package epitaph
 
 import (
+	"context"
+
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management/httpapi"
 )
@@ -26,4 +28,28 @@ func (r connectionRegistry) List() []httpapi.Connection {
 
 func (r connectionRegistry) Close(name, reason string) bool {
 	return r.srv.CloseConnection(name, reason)
+}
+
+func (r connectionRegistry) Sessions(ctx context.Context, name string) ([]httpapi.Session, bool) {
+	infos, ok := r.srv.Sessions(ctx, name)
+	if !ok {
+		return nil, false
+	}
+	links := func(ls []link.LinkInfo) []httpapi.SessionLink {
+		out := make([]httpapi.SessionLink, len(ls))
+		for i, l := range ls {
+			out[i] = httpapi.SessionLink{Handle: l.Handle, Name: l.Name, DeliveryCount: l.DeliveryCount, Credit: l.Credit,
+				Management: l.Management, SndSettleMode: l.SndSettleMode, Unconfirmed: l.Unconfirmed,
+				Queue: l.Queue, SendSettled: l.SendSettled}
+		}
+		return out
+	}
+	out := make([]httpapi.Session, len(infos))
+	for i, s := range infos {
+		out[i] = httpapi.Session{Channel: s.Channel, HandleMax: s.HandleMax,
+			NextIncomingID: s.NextIncomingID, IncomingWindow: s.IncomingWindow,
+			NextOutgoingID: s.NextOutgoingID, RemoteIncomingWindow: s.RemoteIncomingWindow,
+			OutgoingUnsettled: s.OutgoingUnsettled, IncomingLinks: links(s.IncomingLinks), OutgoingLinks: links(s.OutgoingLinks)}
+	}
+	return out, true
 }

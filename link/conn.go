@@ -179,6 +179,9 @@ type conn struct {
 	forceErr atomic.Pointer[amqp10.Error]
 	// stats is what other goroutines may read (Server.Connections).
 	stats connStats
+	// infoReq takes requests for the sessions' state (Server.Sessions),
+	// which the loop answers from its own state.
+	infoReq chan chan []SessionInfo
 }
 
 func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
@@ -208,6 +211,7 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		mbox:       mailbox{wake: make(chan struct{}, 1)},
 		out:        outbuf{wake: make(chan struct{}, 1), low: make(chan struct{}, 1)},
 		force:      make(chan struct{}),
+		infoReq:    make(chan chan []SessionInfo),
 	}
 	c.br = bufio.NewReaderSize(countingReader{r: nc, st: &c.stats}, bufSize)
 	return c
@@ -452,6 +456,8 @@ func (c *conn) loop() {
 			startGrace()
 		case <-graceC:
 			return
+		case reply := <-c.infoReq:
+			reply <- c.sessionInfos() // buffered: never waits
 		}
 		// Under load, handle what has already arrived before handing the
 		// output to the writer: one lock, one wake-up and, for a run of

@@ -182,14 +182,7 @@ const ManagementCloseCondition = amqp10.ErrCondInternalError
 // open. The connection's own loop sends the close (through its force
 // channel); this never touches the loop's state.
 func (s *Server) CloseConnection(name, reason string) bool {
-	s.mu.Lock()
-	var target *conn
-	for c := range s.conns {
-		if id := c.stats.identity.Load(); id != nil && id.name == name && (target == nil || c.id < target.id) {
-			target = c
-		}
-	}
-	s.mu.Unlock()
+	target := s.byName(name)
 	if target == nil {
 		return false
 	}

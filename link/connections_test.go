@@ -49,3 +49,37 @@ func TestConnectionsListAndCloseByName(t *testing.T) {
 		}
 	})
 }
+
+// The sessions of a connection, as its loop describes them on request.
+func TestSessionsAskedOfTheLoop(t *testing.T) {
+	pipeTest(t, func(t *testing.T, p *pipePeer) {
+		p.begin(3, 100)
+		p.attachPublisher(3, 7, "/queues/q")
+		p.attachConsumer(3, 2, "/queues/q", true)
+		p.send(3, linkFlow(2, 0, 100, 0, 5))
+		synctest.Wait()
+		conns := p.srv.Connections()
+		if len(conns) != 1 {
+			t.Fatalf("Connections() = %+v", conns)
+		}
+		sessions, ok := p.srv.Sessions(t.Context(), conns[0].Name)
+		if !ok || len(sessions) != 1 {
+			t.Fatalf("Sessions() = %+v, %v", sessions, ok)
+		}
+		s := sessions[0]
+		if s.Channel != 3 || s.HandleMax != 255 || s.IncomingWindow == 0 {
+			t.Errorf("session %+v", s)
+		}
+		if len(s.IncomingLinks) != 1 || s.IncomingLinks[0].Handle != 7 || s.IncomingLinks[0].Credit == 0 ||
+			s.IncomingLinks[0].Management {
+			t.Errorf("incoming links %+v", s.IncomingLinks)
+		}
+		if len(s.OutgoingLinks) != 1 || s.OutgoingLinks[0].Handle != 2 || s.OutgoingLinks[0].Queue != "q" ||
+			s.OutgoingLinks[0].Credit != 5 || !s.OutgoingLinks[0].SendSettled {
+			t.Errorf("outgoing links %+v", s.OutgoingLinks)
+		}
+		if _, ok := p.srv.Sessions(t.Context(), "1.2.3.4:5 -> 6.7.8.9:10"); ok {
+			t.Error("sessions of a connection that does not exist")
+		}
+	})
+}

@@ -13,6 +13,8 @@
 //
 // Other goroutines see a connection only through Server.Connections (an
 // identity the loop publishes once, after open, and counters kept with
-// atomics) and close it only through Server.CloseConnection, which asks the
-// loop over the connection's force channel; neither touches the loop's state.
+// atomics), see its sessions only through Server.Sessions, which the loop
+// answers over the connection's infoReq channel, and close it only through
+// Server.CloseConnection, which asks the loop over its force channel; none of
+// them touches the loop's state.
 package link

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -37,6 +38,32 @@ type Connections interface {
 	// Close closes the open connection named name, with reason as the
 	// operator's text, and reports whether there was one.
 	Close(name, reason string) bool
+	// Sessions returns the sessions of the open connection named name;
+	// false when there is none (or ctx ended first).
+	Sessions(ctx context.Context, name string) ([]Session, bool)
+}
+
+// Session is one AMQP session of a connection.
+type Session struct {
+	Channel                              uint16
+	HandleMax                            uint32
+	NextIncomingID, IncomingWindow       uint32
+	NextOutgoingID, RemoteIncomingWindow uint32
+	OutgoingUnsettled                    int
+	IncomingLinks, OutgoingLinks         []SessionLink
+}
+
+// SessionLink is one link of a session: incoming (a publisher, or the
+// /management request link) or outgoing (a consumer, or the response link).
+type SessionLink struct {
+	Handle                uint32
+	Name                  string
+	DeliveryCount, Credit uint32
+	Management            bool
+	SndSettleMode         string // incoming links
+	Unconfirmed           uint32 // incoming links
+	Queue                 string // outgoing links
+	SendSettled           bool   // outgoing links
 }
 
 // defaultCloseReason is RabbitMQ's reason when DELETE has no X-Reason header.
@@ -265,4 +292,51 @@ func (s *server) connectionJSON(c Connection, rates [2]float64) map[string]any {
 		"send_cnt":                  c.SendCount,
 		"send_pend":                 0,
 	}
+}
+
+// connectionSessions: GET /api/connections/{name}/sessions, RabbitMQ 4's
+// view of an AMQP 1.0 connection's sessions and their links
+// (rabbit_mgmt_wm_connection_sessions), by channel number. Link addresses
+// and max_message_size are left out: the broker keeps the queue a consumer
+// reads, not the address it attached with.
+func (s *server) connectionSessions(req *request) error {
+	c, err := s.connection(req)
+	if err != nil {
+		return err
+	}
+	sessions, ok := s.conns.Sessions(req.r.Context(), c.Name)
+	if !ok {
+		return errorf(http.StatusNotFound, "Object Not Found")
+	}
+	out := make([]map[string]any, 0, len(sessions))
+	for _, ss := range sessions {
+		in := make([]map[string]any, 0, len(ss.IncomingLinks))
+		for _, l := range ss.IncomingLinks {
+			row := map[string]any{"handle": l.Handle, "link_name": l.Name, "snd_settle_mode": l.SndSettleMode,
+				"delivery_count": l.DeliveryCount, "credit": l.Credit, "unconfirmed_messages": l.Unconfirmed}
+			if l.Management {
+				row["target_address"] = "/management"
+			}
+			in = append(in, row)
+		}
+		outLinks := make([]map[string]any, 0, len(ss.OutgoingLinks))
+		for _, l := range ss.OutgoingLinks {
+			row := map[string]any{"handle": l.Handle, "link_name": l.Name, "send_settled": l.SendSettled,
+				"delivery_count": l.DeliveryCount, "credit": l.Credit, "filter": []any{}}
+			if l.Management {
+				row["source_address"], row["queue_name"] = "/management", ""
+			} else {
+				row["queue_name"] = l.Queue
+			}
+			outLinks = append(outLinks, row)
+		}
+		out = append(out, map[string]any{
+			"channel_number": ss.Channel, "handle_max": ss.HandleMax,
+			"next_incoming_id": ss.NextIncomingID, "incoming_window": ss.IncomingWindow,
+			"next_outgoing_id": ss.NextOutgoingID, "remote_incoming_window": ss.RemoteIncomingWindow,
+			"outgoing_unsettled_deliveries": ss.OutgoingUnsettled,
+			"incoming_links":                in, "outgoing_links": outLinks,
+		})
+	}
+	return req.ok(out)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -42,6 +43,19 @@ func (f *fixedConnections) Close(name, reason string) bool {
 		}
 	}
 	return false
+}
+
+func (f *fixedConnections) Sessions(_ context.Context, name string) ([]Session, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		if c.Name == name {
+			return []Session{{Channel: 1, HandleMax: 255, IncomingLinks: []SessionLink{{Handle: 0, Name: "pub",
+				SndSettleMode: "unsettled", Credit: 10}}, OutgoingLinks: []SessionLink{{Handle: 1, Name: "sub", Queue: "q",
+				DeliveryCount: 3, Credit: 7}}}}, true
+		}
+	}
+	return nil, false
 }
 
 func connectionsServer(t *testing.T, conns *fixedConnections) *testEnv {
@@ -116,6 +130,19 @@ func TestCloseConnectionPassesReason(t *testing.T) {
 	assert.Equal(t, map[string]string{"x": "because", "y": defaultCloseReason}, conns.closed)
 	e.guest(t, "DELETE", "/api/connections/y", nil, http.StatusNotFound)
 	e.guest(t, "GET", "/api/connections/y/channels", nil, http.StatusNotFound)
+	e.guest(t, "GET", "/api/connections/y/sessions", nil, http.StatusNotFound)
+}
+
+func TestConnectionSessionsJSON(t *testing.T) {
+	conns := &fixedConnections{closed: map[string]string{}, conns: []Connection{{Name: "x", User: "guest", VHost: "/"}}}
+	e := connectionsServer(t, conns)
+	got := string(e.guest(t, "GET", "/api/connections/x/sessions", nil, http.StatusOK))
+	assert.JSONEq(t, `[{"channel_number": 1, "handle_max": 255, "next_incoming_id": 0, "incoming_window": 0,
+		"next_outgoing_id": 0, "remote_incoming_window": 0, "outgoing_unsettled_deliveries": 0,
+		"incoming_links": [{"handle": 0, "link_name": "pub", "snd_settle_mode": "unsettled", "delivery_count": 0,
+			"credit": 10, "unconfirmed_messages": 0}],
+		"outgoing_links": [{"handle": 1, "link_name": "sub", "queue_name": "q", "send_settled": false,
+			"delivery_count": 3, "credit": 7, "filter": []}]}]`, got)
 }
 
 // Without a registry (an embedding without AMQP listener) the lists are empty.

@@ -211,6 +211,7 @@ func (s *server) routeTable() []route {
 		r("connections", m{"GET": s.listConnections}),
 		r("connections/*", m{"GET": s.getConnection, "DELETE": s.closeConnection}),
 		r("connections/*/channels", m{"GET": s.listChannels}),
+		r("connections/*/sessions", m{"GET": s.connectionSessions}),
 		r("vhosts/*/connections", m{"GET": s.listConnections}),
 		r("channels", m{"GET": s.listChannels}),
 		r("vhosts/*/channels", m{"GET": s.listChannels}),
