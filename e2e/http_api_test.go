@@ -46,6 +46,12 @@ func apiCall(t *testing.T, base, method, path string, body any) (int, []byte) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return httpDo(t, req)
+}
+
+// httpDo sends req and returns the answer's status and body.
+func httpDo(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -144,12 +144,7 @@ func apiCallAs(t *testing.T, base, user, pass, method, path string, body string)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, out
+	return httpDo(t, req)
 }
 
 // An empty permission table grants nothing. With users admin (no

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,7 @@ type conn struct {
 
 	// Set by handshake, then read-only.
 	user           string
+	authMechanism  string // the SASL mechanism, "none" without SASL
 	vhost          *router.VHost
 	containerID    string
 	peerMaxFrame   uint32
@@ -172,7 +174,15 @@ type conn struct {
 	out  outbuf
 
 	forceOnce sync.Once
-	force     chan struct{} // closed to ask the loop for close(connection:forced)
+	force     chan struct{} // closed to ask the loop to close the connection (forcedError)
+	// forceErr, when set before force is closed, is the close error to
+	// send instead of the shutdown's (Server.CloseConnection).
+	forceErr atomic.Pointer[amqp10.Error]
+	// stats is what other goroutines may read (Server.Connections).
+	stats connStats
+	// infoReq takes requests for the sessions' state (Server.Sessions),
+	// which the loop answers from its own state.
+	infoReq chan chan []SessionInfo
 }
 
 func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
@@ -186,11 +196,10 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		raw, _ = sc.SyscallConn()
 	}
-	return &conn{
+	c := &conn{
 		srv:        s,
 		nc:         nc,
 		raw:        raw,
-		br:         bufio.NewReaderSize(nc, bufSize),
 		id:         id,
 		log:        s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		loopback:   isLoopback(nc.RemoteAddr()),
@@ -203,7 +212,10 @@ func newConn(s *Server, nc net.Conn, id uint64, overLimit bool) *conn {
 		mbox:       mailbox{wake: make(chan struct{}, 1)},
 		out:        outbuf{wake: make(chan struct{}, 1), low: make(chan struct{}, 1)},
 		force:      make(chan struct{}),
+		infoReq:    make(chan chan []SessionInfo),
 	}
+	c.br = bufio.NewReaderSize(countingReader{r: nc, st: &c.stats}, bufSize)
+	return c
 }
 
 func (c *conn) forceClose() { c.forceOnce.Do(func() { close(c.force) }) }
@@ -440,11 +452,13 @@ func (c *conn) loop() {
 		case <-force:
 			force = nil
 			if !c.closeSent {
-				c.sendClose(&amqp10.Error{Condition: amqp10.ErrCondConnectionForced, Description: "broker shutting down"})
+				c.sendClose(c.forcedError())
 			}
 			startGrace()
 		case <-graceC:
 			return
+		case reply := <-c.infoReq:
+			reply <- c.sessionInfos() // buffered: never waits
 		}
 		// Under load, handle what has already arrived before handing the
 		// output to the writer: one lock, one wake-up and, for a run of
@@ -636,6 +650,7 @@ func (c *conn) begin(ch uint16, b *amqp10.Begin) error {
 	}
 	c.sessions[ch] = s
 	c.localChans[uint16(local)] = s
+	c.stats.sessions.Store(int32(len(c.sessions)))
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.sessions.Add(1)
 	}
@@ -656,6 +671,7 @@ func (c *conn) removeSession(s *session) {
 	}
 	delete(c.sessions, s.remote)
 	delete(c.localChans, s.local)
+	c.stats.sessions.Store(int32(len(c.sessions)))
 }
 
 // cleanup releases every link's queue state when the loop has ended.
@@ -671,6 +687,7 @@ func (c *conn) cleanup() {
 		ctr.sessions.Add(-int64(len(c.sessions)))
 	}
 	c.sessions, c.localChans = nil, nil
+	c.stats.sessions.Store(0)
 	c.vhost.DeleteExclusive(c)
 }
 
@@ -733,6 +750,7 @@ func (c *conn) flushOut() int {
 			ownerChecks.writing(o, true)
 		}
 		n := tryWrite(c.raw, c.wbuf)
+		c.stats.sent(n)
 		o.mu.Lock()
 		o.busy = false
 		if n > 0 {
@@ -834,6 +852,7 @@ func (c *conn) writeOut(b []byte) error {
 			ownerChecks.writing(o, false)
 		}
 		n, err := c.nc.Write(chunk)
+		c.stats.sent(n)
 		b = b[n:]
 		o.mu.Lock()
 		o.queued -= n

@@ -17,5 +17,12 @@
 // states (receiver.go: deliveryState) and a consumer's delivery states
 // become router settlements (session.go: settlementOf); a delivery is
 // written from the container's wire message with the router's header and
-// annotations (sender.go).
+// annotations (sender.go: router.AppendAMQP10Delivery).
+//
+// Other goroutines see a connection only through Server.Connections (an
+// identity the loop publishes once, after open, and counters kept with
+// atomics), see its sessions only through Server.Sessions, which the loop
+// answers over the connection's infoReq channel, and close it only through
+// Server.CloseConnection, which asks the loop over its force channel; none of
+// them touches the loop's state.
 package link

@@ -176,7 +176,7 @@ func (c *conn) handshake() error {
 			_ = c.writeRaw(amqp10.ProtoHeaderSASL[:])
 			return fmt.Errorf("%w: connection without SASL from %s", errRefused, c.nc.RemoteAddr())
 		}
-		c.user = "guest"
+		c.user, c.authMechanism = "guest", "none"
 	default:
 		_ = c.writeRaw(amqp10.ProtoHeaderSASL[:])
 		return fmt.Errorf("%w: % x", errBadHeader, hdr[:])
@@ -200,7 +200,8 @@ func (c *conn) writeRaw(b []byte) error {
 	if ownerChecks != nil {
 		ownerChecks.inLoop(c, "handshake write")
 	}
-	_, err := c.nc.Write(b)
+	n, err := c.nc.Write(b)
+	c.stats.sent(n)
 	return err
 }
 
@@ -304,6 +305,7 @@ func (c *conn) sasl() error {
 	default:
 		return fail("unsupported mechanism %q", init.Mechanism)
 	}
+	c.authMechanism = string(init.Mechanism)
 	return c.writeFrameNow(amqp10.FrameTypeSASL, &amqp10.SASLOutcome{Code: amqp10.SASLCodeOK})
 }
 
@@ -352,7 +354,11 @@ func (c *conn) open() error {
 			fmt.Errorf("%w: vhost %q for user %q", errRefused, vhost, c.user))
 	}
 	c.vhost = vh
-	return c.nc.SetDeadline(time.Time{})
+	if err := c.nc.SetDeadline(time.Time{}); err != nil {
+		return err
+	}
+	c.publishIdentity(o.Properties)
+	return nil
 }
 
 // readOpen reads and checks the peer's open. A nil Err in the returned

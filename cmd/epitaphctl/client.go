@@ -67,15 +67,23 @@ func (c *client) do(method, path string, body any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer to %s %s: %w", method, path, err)
 	}
-	if resp.StatusCode >= 400 {
-		e := &apiError{Status: resp.StatusCode}
-		_ = json.Unmarshal(out, e)
-		if e.Err == "" && e.Reason == "" {
-			e.Reason = strings.TrimSpace(string(out))
-		}
-		return nil, e
+	if err := answerError(resp.StatusCode, out); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// answerError is the *apiError of an answer with status >= 400, else nil.
+func answerError(status int, body []byte) error {
+	if status < 400 {
+		return nil
+	}
+	e := &apiError{Status: status}
+	_ = json.Unmarshal(body, e)
+	if e.Err == "" && e.Reason == "" {
+		e.Reason = strings.TrimSpace(string(body))
+	}
+	return e
 }
 
 // getJSON GETs path and decodes the answer into v.

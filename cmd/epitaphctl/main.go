@@ -54,6 +54,8 @@ rabbitmqctl-style commands:
   list_exchanges [COLUMN...]    (default: name type)
   list_bindings
   list_vhosts | list_users | list_permissions
+  list_connections [COLUMN...]  (default: name user vhost peer_host peer_port state)
+  close_connection NAME [REASON]  (NAME as list_connections shows it)
   purge_queue NAME
   export_definitions FILE|-
   import_definitions FILE|-
@@ -141,6 +143,10 @@ func (c *cli) dispatch(cmd string, args []string) error {
 		return c.listSimple(args, "/api/users", []string{"name", "tags"})
 	case "list_permissions":
 		return c.listSimple(args, "/api/vhosts/"+esc(c.vhost)+"/permissions", []string{"user", "configure", "write", "read"})
+	case "list_connections":
+		return c.listConnections(args)
+	case "close_connection":
+		return c.closeConnection(args)
 	case "purge_queue":
 		return c.purgeQueue(args)
 	case "export_definitions":

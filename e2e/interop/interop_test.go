@@ -72,6 +72,9 @@ type event struct {
 	// dead_lettered events (rhea_dl_probe.js, proton_dl_probe.py)
 	Deaths json.RawMessage `json:"deaths"`
 	TTL    any             `json:"ttl"`
+	// reply events (rhea_mgmt_probe.js): the status and the body's values
+	Subject string         `json:"subject"`
+	Fields  map[string]any `json:"fields"`
 }
 
 // need skips the test, or fails it when EPITAPH_REQUIRE_INTEROP=1, because a
@@ -200,7 +203,10 @@ func checkEvents(t *testing.T, events []event, prefix, client string) {
 	require.Zero(t, *redelivered.DeliveryCount, "delivery-count after released")
 }
 
-func TestRhea(t *testing.T) {
+// rheaNode is the path of node, with rhea installed next to the probes;
+// without them the test is skipped (or fails, with EPITAPH_REQUIRE_INTEROP=1).
+func rheaNode(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
@@ -208,6 +214,11 @@ func TestRhea(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
 		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
 	}
+	return node
+}
+
+func TestRhea(t *testing.T) {
+	node := rheaNode(t)
 	host, port := startBroker(t)
 	events := runProbe(t, node, "rhea_probe.js", "--host", host, "--port", port, "--queue", "interop-rhea", "--timeout", "10000")
 	checkEvents(t, events, "rhea", "rhea")
@@ -366,13 +377,7 @@ type jsField struct {
 // TestRheaDeadLetter checks the x-opt-deaths values as rhea reads them
 // (symbols become strings, timestamps Dates).
 func TestRheaDeadLetter(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		need(t, "node not found", "install Node.js 20, then `cd e2e/interop && npm install rhea@3.0.5`")
-	}
-	if _, err := os.Stat(filepath.Join("node_modules", "rhea", "package.json")); err != nil {
-		need(t, "rhea not installed", "run `cd e2e/interop && npm install rhea@3.0.5`")
-	}
+	node := rheaNode(t)
 	host, port := startBroker(t)
 	before := time.Now()
 	events := runProbe(t, node, "rhea_dl_probe.js", "--host", host, "--port", port,
@@ -428,5 +433,33 @@ func TestRheaDeadLetter(t *testing.T) {
 		require.True(t, ok, "annotation %s missing: %v", k, dl.Annotations)
 		require.Equal(t, "string", f["js_type"], k)
 		require.Equal(t, want, f["value"], k)
+	}
+}
+
+// A /management reply decodes in rhea as in RabbitMQ 4.3's: the queue's
+// booleans are tagged booleans (0x56), which rhea reads as the numbers 1
+// and 0 (clients written against RabbitMQ check durable === 1).
+func TestRheaManagementReply(t *testing.T) {
+	node := rheaNode(t)
+	host, port := startBroker(t)
+	events := runProbe(t, node, "rhea_mgmt_probe.js", "--host", host, "--port", port, "--queue", "declared-by-rhea", "--timeout", "10000")
+	var reply *event
+	for i := range events {
+		if events[i].Event == "reply" {
+			reply = &events[i]
+		}
+	}
+	require.NotNil(t, reply, "no reply event")
+	require.Equal(t, "201", reply.Subject)
+	body := reply.Fields
+	for key, want := range map[string]any{
+		"durable":        map[string]any{"value": float64(1), "type": "number"},
+		"auto_delete":    map[string]any{"value": float64(0), "type": "number"},
+		"exclusive":      map[string]any{"value": float64(0), "type": "number"},
+		"message_count":  map[string]any{"value": float64(0), "type": "number"},
+		"consumer_count": map[string]any{"value": float64(0), "type": "number"},
+		"name":           map[string]any{"value": "declared-by-rhea", "type": "string"},
+	} {
+		require.Equal(t, want, body[key], "%s", key)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -29,7 +28,7 @@ type Options struct {
 	// Logger receives a warning per failed request; nil discards.
 	Logger *slog.Logger
 	// Node is the node name reported as a queue's leader and only replica;
-	// default "epitaph@" + the host name.
+	// "" means management.NodeName().
 	Node string
 }
 
@@ -51,11 +50,7 @@ func New(opts Options) *Node {
 	}
 	n.warn = ratelog.New(n.log, 0)
 	if n.node == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "localhost"
-		}
-		n.node = "epitaph@" + host
+		n.node = management.NodeName()
 	}
 	return n
 }

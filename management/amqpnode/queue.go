@@ -115,29 +115,31 @@ func stringArg(v any) (string, bool) {
 	return "", false
 }
 
-// queueMap encodes a queue as RabbitMQ's encode_queue does, with the types
-// the official Go client asserts: name/vhost/type/leader str, durable,
-// auto_delete and exclusive bool, arguments a non-empty map with utf8 keys
-// (x-queue-type always present), replicas an array of str, consumer_count
-// uint and message_count ulong.
+// queueMap encodes a queue as RabbitMQ's encode_queue does, key for key
+// in its order and with its types (encoding.go): leader, message_count
+// (ulong), consumer_count (uint), name, vhost, durable, auto_delete,
+// exclusive (tagged booleans), type, arguments (x-queue-type always
+// present, as RabbitMQ adds it at declaration, which sorts the table) and
+// replicas (an array of utf8).
 func (n *Node) queueMap(q *router.Queue) amqp10.Map {
 	info := q.Info()
-	args := info.Arguments
+	args, sorted := info.Arguments, false
 	if _, ok := args.Get("x-queue-type"); !ok {
 		args = append(amqp10.Map{{Key: "x-queue-type", Value: string(info.Type)}}, args...)
+		sorted = true
 	}
 	return amqp10.Map{
 		{Key: "leader", Value: n.node},
-		{Key: "replicas", Value: &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{n.node}}},
 		{Key: "message_count", Value: uint64(max(info.Messages, 0))},
 		{Key: "consumer_count", Value: uint32(max(info.Consumers, 0))},
 		{Key: "name", Value: info.Name},
 		{Key: "vhost", Value: info.VHost},
-		{Key: "durable", Value: info.Durable},
-		{Key: "auto_delete", Value: info.AutoDelete},
-		{Key: "exclusive", Value: info.Exclusive},
+		{Key: "durable", Value: rabbitBool(info.Durable)},
+		{Key: "auto_delete", Value: rabbitBool(info.AutoDelete)},
+		{Key: "exclusive", Value: rabbitBool(info.Exclusive)},
 		{Key: "type", Value: string(info.Type)},
-		{Key: "arguments", Value: args},
+		{Key: "arguments", Value: rabbitArguments(args, sorted)},
+		{Key: "replicas", Value: &amqp10.Array{Type: amqp10.TypeStr32, Elems: []any{n.node}}},
 	}
 }
 

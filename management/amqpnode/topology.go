@@ -289,10 +289,7 @@ func bindingMap(b router.Binding) amqp10.Map {
 	if b.DestinationIsExchange {
 		dst, dstChar = "destination_exchange", "e"
 	}
-	args := b.Arguments
-	if args == nil {
-		args = amqp10.Map{}
-	}
+	args := rabbitArguments(b.Arguments, true) // RabbitMQ keeps binding arguments sorted
 	loc := "/bindings/src=" + quote(b.Source) + ";dst" + dstChar + "=" + quote(b.Destination) +
 		";key=" + quote(b.Key) + ";args=" + argsHash(b.Arguments)
 	return amqp10.Map{

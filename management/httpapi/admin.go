@@ -38,9 +38,6 @@ func (s *server) health(req *request) error {
 	return req.ok(map[string]string{"status": "ok"})
 }
 
-// nodeName is the node name the API reports (overview, alarms).
-const nodeName = "epitaph@localhost"
-
 // healthAlarms answers RabbitMQ's alarm health checks: 200 {"status":
 // "ok"} without alarms, else 503 with the alarms in effect, as
 // rabbit_mgmt_wm_health_check_alarms does (reason is the cluster or the node
@@ -50,10 +47,10 @@ func (s *server) healthAlarms(reason string) handlerFunc {
 		cur := s.b.Alarms().State()
 		alarms := []map[string]string{}
 		if cur.Memory {
-			alarms = append(alarms, map[string]string{"resource": "memory", "node": nodeName})
+			alarms = append(alarms, map[string]string{"resource": "memory", "node": s.node})
 		}
 		if cur.Disk {
-			alarms = append(alarms, map[string]string{"resource": "disk space", "node": nodeName})
+			alarms = append(alarms, map[string]string{"resource": "disk space", "node": s.node})
 		}
 		if len(alarms) == 0 {
 			return req.ok(map[string]string{"status": "ok"})
@@ -82,7 +79,7 @@ func (s *server) overview(req *request) error {
 		"rabbitmq_version":   rabbitVersion,
 		"management_version": rabbitVersion,
 		"cluster_name":       "epitaph",
-		"node":               nodeName,
+		"node":               s.node,
 		"erlang_version":     "",
 		"message_stats":      map[string]any{},
 	}

@@ -3,8 +3,9 @@
 // that existing tools (and epitaphctl) work unchanged: overview, vhosts,
 // users, permissions, policies, queues (declare, delete, purge, get
 // messages with a readable dead-letter history), exchanges, bindings,
-// definitions export and import, the health checks, and /metrics when
-// given a handler.
+// definitions export and import, the open AMQP connections and their
+// sessions (listed and closed through Options.Connections, which the AMQP front end
+// implements), the health checks, and /metrics when given a handler.
 //
 // Requests authenticate with HTTP basic auth against the broker's users and
 // need a management tag. Routing, JSON decoding and the mapping of router

@@ -44,6 +44,12 @@ type Options struct {
 	// DefaultGetMaxBytes.
 	GetMaxCount int
 	GetMaxBytes int
+	// Connections is the registry of open AMQP connections behind
+	// /api/connections; nil lists none.
+	Connections Connections
+	// Node is the node name the API reports (overview, alarms, queues,
+	// connections); "" means management.NodeName().
+	Node string
 }
 
 // rabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -64,6 +70,10 @@ type server struct {
 
 	getMaxCount, getMaxBytes int
 	errLog                   *ratelog.Limiter
+
+	conns Connections
+	rates rateSampler
+	node  string
 }
 
 // handlerFunc handles one matched request; a returned error is written
@@ -121,7 +131,10 @@ func errorf(status int, format string, a ...any) *apiError {
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
 func NewHandler(opts Options) http.Handler {
 	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
-		metrics: opts.Metrics}
+		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node}
+	if s.node == "" {
+		s.node = management.NodeName()
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -194,6 +207,14 @@ func (s *server) routeTable() []route {
 		r("policies", m{"GET": s.listPolicies}),
 		r("policies/*", m{"GET": s.listPolicies}),
 		r("policies/*/*", m{"GET": s.getPolicy, "PUT": s.putPolicy, "DELETE": s.deletePolicy}),
+
+		r("connections", m{"GET": s.listConnections}),
+		r("connections/*", m{"GET": s.getConnection, "DELETE": s.closeConnection}),
+		r("connections/*/channels", m{"GET": s.listChannels}),
+		r("connections/*/sessions", m{"GET": s.connectionSessions}),
+		r("vhosts/*/connections", m{"GET": s.listConnections}),
+		r("channels", m{"GET": s.listChannels}),
+		r("vhosts/*/channels", m{"GET": s.listChannels}),
 
 		r("definitions", m{"GET": s.exportDefinitions, "POST": s.importDefinitions}),
 		r("definitions/*", m{"GET": s.exportDefinitions, "POST": s.importDefinitions}),

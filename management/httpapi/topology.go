@@ -54,7 +54,7 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 		"policy":                      policy,
 		"effective_policy_definition": mapJSON(info.EffectivePolicyDefinition),
 		"state":                       "running",
-		"node":                        "epitaph@localhost",
+		"node":                        s.node,
 	}
 	if dlx, ok := q.DeadLetterExchange(); ok {
 		out["dead_letter_exchange"] = dlx
