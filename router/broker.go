@@ -114,7 +114,7 @@ type Broker struct {
 	retryTimer *time.Timer
 	retryEvery time.Duration
 
-	alarms   alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
+	alarms alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
 
 	accounts atomic.Pointer[accountsHolder]
 
