@@ -1,0 +1,484 @@
+package segment
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/epitaph-mq/epitaph/router/store"
+)
+
+// Entries appended in batches across many segments read back in order, by
+// a reader and by Get, before and after a reopen; reopening reads the
+// segments' headers and footers and continues at the same index.
+func TestAppendReadReopen(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 4 << 10, ReadAhead: 512}
+	l := openT(t, dir, opt)
+	if l.FirstIndex() != 1 || l.LastIndex() != 0 {
+		t.Fatalf("empty log: first %d last %d", l.FirstIndex(), l.LastIndex())
+	}
+	appendN(t, l, 1000, 7)
+	if n := len(segFiles(t, dir)); n < 10 {
+		t.Fatalf("%d segments, want several", n)
+	}
+	check := func(l *Log) {
+		t.Helper()
+		idx, corrupt := readAll(t, l)
+		if len(corrupt) > 0 || len(idx) != 1000 || idx[0] != 1 || idx[999] != 1000 {
+			t.Fatalf("read %d entries (%v...), corrupt %v", len(idx), idx[:min(3, len(idx))], corrupt)
+		}
+		for _, i := range []uint64{1, 500, 64, 65, 999, 1000, 3, 2} {
+			data, err := l.Get(i)
+			if err != nil || string(data) != string(payload(i)) {
+				t.Fatalf("Get(%d) = %q, %v", i, data, err)
+			}
+		}
+		if _, err := l.Get(1001); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get past the end: %v", err)
+		}
+		// A reader from the middle, then caught up, then new entries.
+		r := l.NewReader(777)
+		defer r.Close()
+		if i, _, err := r.Next(); i != 777 || err != nil {
+			t.Fatalf("reader from 777: %d %v", i, err)
+		}
+	}
+	check(l)
+	l.Close()
+	l2 := openT(t, dir, opt)
+	if l2.FirstIndex() != 1 || l2.LastIndex() != 1000 {
+		t.Fatalf("reopened: first %d last %d", l2.FirstIndex(), l2.LastIndex())
+	}
+	check(l2)
+	appendN(t, l2, 10, 3)
+	if l2.LastIndex() != 1010 {
+		t.Fatalf("last %d after appending after reopen", l2.LastIndex())
+	}
+}
+
+// A reader at the end sees entries appended after it was created, before
+// their fsync, and io.EOF when caught up.
+func TestReaderFollowsAppends(t *testing.T) {
+	l := openT(t, t.TempDir(), Options{SegmentSize: 1 << 10})
+	r := l.NewReader(1)
+	defer r.Close()
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("empty log: %v", err)
+	}
+	for i := uint64(1); i <= 200; i++ {
+		if _, err := l.Append([][]byte{payload(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, data, err := r.Next()
+		if err != nil || got != i || string(data) != string(payload(i)) {
+			t.Fatalf("next = %d %q %v, want %d", got, data, err, i)
+		}
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("caught up: %v", err)
+	}
+}
+
+// Out-of-order settles are spans bounded by what is held; a segment whose
+// entries are all settled is deleted once that is durable; the head moves
+// over settled entries; all of it survives a reopen.
+func TestSettleOutOfOrder(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 2 << 10}
+	l := openT(t, dir, opt)
+	appendN(t, l, 2000, 10)
+	segs := len(segFiles(t, dir))
+	// Settle every other entry: one span per settled entry, never more
+	// than the entries held.
+	for i := uint64(2); i <= 2000; i += 2 {
+		if err := l.Settle(i, i+1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := l.Stats(); st.HoleSpans != 1000 || st.Live != 1000 {
+		t.Fatalf("stats %+v, want 1000 spans and 1000 live", st)
+	}
+	// Settle the rest of the middle third: its segments go.
+	for i := uint64(701); i < 1400; i += 2 {
+		if err := l.Settle(i, i+1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segFiles(t, dir)); n >= segs-2 {
+		t.Fatalf("%d segments left of %d after settling a third", n, segs)
+	}
+	want := func() []uint64 {
+		var w []uint64
+		for i := uint64(1); i <= 2000; i += 2 {
+			if i < 701 || i >= 1400 {
+				w = append(w, i)
+			}
+		}
+		return w
+	}()
+	check := func(l *Log) {
+		t.Helper()
+		idx, corrupt := readAll(t, l)
+		if len(corrupt) > 0 || !slices.Equal(idx, want) {
+			t.Fatalf("read %d entries, want %d; corrupt %v", len(idx), len(want), corrupt)
+		}
+		if _, err := l.Get(2); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get of a settled entry: %v", err)
+		}
+	}
+	check(l)
+	l.Close()
+	l = openT(t, dir, opt)
+	check(l)
+	// Settling the head advances FirstIndex over the settled spans.
+	if err := l.Settle(1, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstIndex() != 3 {
+		t.Fatalf("first %d after settling the head, want 3", l.FirstIndex())
+	}
+	// Settling everything leaves no span and an empty log.
+	if err := l.Settle(1, 2001, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.HoleSpans != 0 || st.Live != 0 || l.FirstIndex() != 2001 || l.LastIndex() != 2000 {
+		t.Fatalf("after settling all: %+v first %d last %d", st, l.FirstIndex(), l.LastIndex())
+	}
+	l.Close()
+	l = openT(t, dir, opt)
+	if l.FirstIndex() != 2001 || l.LastIndex() != 2000 {
+		t.Fatalf("reopened: first %d last %d", l.FirstIndex(), l.LastIndex())
+	}
+	if n := len(segFiles(t, dir)); n > 1 {
+		t.Fatalf("%d segment files left of an empty log", n)
+	}
+}
+
+// TruncatePrefix releases the head and deletes whole segments below it;
+// past the end it empties the log and sets the next index (a snapshot
+// install). Both survive a reopen.
+func TestTruncatePrefix(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 2 << 10}
+	l := openT(t, dir, opt)
+	appendN(t, l, 1000, 10)
+	before := len(segFiles(t, dir))
+	done := make(chan error, 1)
+	if err := l.TruncatePrefix(600, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil { // the removals follow the callbacks
+		t.Fatal(err)
+	}
+	if after := len(segFiles(t, dir)); after > before/2 {
+		t.Fatalf("%d segments of %d left after releasing 60%%", after, before)
+	}
+	idx, _ := readAll(t, l)
+	if len(idx) != 401 || idx[0] != 600 {
+		t.Fatalf("read %d from %v", len(idx), idx[:1])
+	}
+	l.Close()
+	l = openT(t, dir, opt)
+	if l.FirstIndex() != 600 || l.LastIndex() != 1000 {
+		t.Fatalf("reopened: first %d last %d", l.FirstIndex(), l.LastIndex())
+	}
+	if _, err := l.Get(599); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get below the head: %v", err)
+	}
+	// Past the end: empty, next append at 5000.
+	if err := l.TruncatePrefix(5000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstIndex() != 5000 || l.LastIndex() != 4999 || len(segFiles(t, dir)) != 0 {
+		t.Fatalf("after reset: first %d last %d files %v", l.FirstIndex(), l.LastIndex(), segFiles(t, dir))
+	}
+	if first, err := l.Append([][]byte{payload(5000)}, nil); err != nil || first != 5000 {
+		t.Fatalf("append after reset: %d %v", first, err)
+	}
+	l.Close()
+	l = openT(t, dir, opt)
+	if l.FirstIndex() != 5000 || l.LastIndex() != 5000 {
+		t.Fatalf("reopened after reset: first %d last %d", l.FirstIndex(), l.LastIndex())
+	}
+}
+
+// TruncateSuffix cuts a sealed segment (later ones deleted) and the next
+// appends reuse the indices with new data; settles above the cut are
+// forgotten; a reader past the cut reads the new entries.
+func TestTruncateSuffix(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 2 << 10}
+	l := openT(t, dir, opt)
+	appendN(t, l, 1000, 10)
+	if err := l.Settle(500, 501, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := l.NewReader(450)
+	defer r.Close()
+	if i, _, err := r.Next(); i != 450 || err != nil {
+		t.Fatalf("reader: %d %v", i, err)
+	}
+	if err := l.TruncateSuffix(430); err != nil {
+		t.Fatal(err)
+	}
+	if l.LastIndex() != 429 {
+		t.Fatalf("last %d after truncating at 430", l.LastIndex())
+	}
+	// New content at the same indices.
+	var b [][]byte
+	for i := uint64(430); i < 520; i++ {
+		b = append(b, []byte("new-"+string(payload(i))))
+	}
+	if first, err := l.Append(b, nil); err != nil || first != 430 {
+		t.Fatalf("append after suffix truncation: %d %v", first, err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if i, data, err := r.Next(); err != nil || i != 451 || string(data) != "new-"+string(payload(451)) {
+		t.Fatalf("reader after truncation: %d %q %v", i, data, err)
+	}
+	checkNew := func(l *Log) {
+		t.Helper()
+		if l.LastIndex() != 519 {
+			t.Fatalf("last %d", l.LastIndex())
+		}
+		for _, i := range []uint64{429, 430, 500, 519} {
+			data, err := l.Get(i)
+			want := payload(i)
+			if i >= 430 {
+				want = []byte("new-" + string(payload(i)))
+			}
+			if err != nil || string(data) != string(want) {
+				t.Fatalf("Get(%d) = %q %v, want %q", i, data, err, want)
+			}
+		}
+	}
+	checkNew(l)
+	l.Close()
+	l = openT(t, dir, opt)
+	checkNew(l)
+}
+
+// A torn tail (an append cut by a crash before its fsync) is cut at open:
+// every synced entry is still there and the next append follows them.
+func TestTornTailCut(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 1 << 20}
+	l := openT(t, dir, opt)
+	appendN(t, l, 100, 10)
+	l.Close()
+	files := segFiles(t, dir)
+	last := files[len(files)-1]
+	full := appendFrame(nil, 101, payload(101))
+	for _, cut := range []int{1, 5, frameHeader, len(full) - 1} {
+		f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		f.Write(full[:cut])
+		f.Close()
+		l := openT(t, dir, opt)
+		idx, corrupt := readAll(t, l)
+		if len(idx) != 100 || len(corrupt) > 0 || l.LastIndex() != 100 {
+			t.Fatalf("cut %d: read %d, last %d, corrupt %v", cut, len(idx), l.LastIndex(), corrupt)
+		}
+		l.Close()
+		if fi2, _ := os.Stat(last); fi2.Size() != fi.Size() {
+			t.Fatalf("cut %d: file is %d bytes, want the torn tail cut to %d", cut, fi2.Size(), fi.Size())
+		}
+	}
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entryOffset is the file offset of entry idx's frame in a segment file.
+func entryOffset(t *testing.T, path string, idx uint64) int64 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := DecodeSegment(data)
+	off := int64(headerSize)
+	for _, e := range entries {
+		if e.Index == idx {
+			return off
+		}
+		off += frameHeader + int64(len(e.Data))
+	}
+	t.Fatalf("entry %d not in %s", idx, path)
+	return 0
+}
+
+// A bit flip in a sealed segment is found when read: the reader reports
+// exactly the damaged entry (a CorruptError wrapping store.ErrCorrupt) and
+// goes on with the next; a flip in the middle of the last segment is found
+// at open, is not taken for a torn tail (the entries after it stay), and is
+// reported at read the same way.
+func TestBitFlipReported(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		segIdx func(n int) int // which segment file
+		entry  uint64
+		inData bool // flip a payload byte rather than the length
+	}{
+		{"sealed payload", func(int) int { return 1 }, 0, true},
+		{"sealed length", func(int) int { return 1 }, 0, false},
+		{"last segment payload", func(n int) int { return n - 1 }, 0, true},
+		{"last segment length", func(n int) int { return n - 1 }, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opt := Options{SegmentSize: 4 << 10}
+			l := openT(t, dir, opt)
+			appendN(t, l, 500, 5)
+			l.Close()
+			files := segFiles(t, dir)
+			path := files[tc.segIdx(len(files))]
+			data, _ := os.ReadFile(path)
+			entries, _ := DecodeSegment(data)
+			victim := entries[len(entries)/2].Index
+			off := entryOffset(t, path, victim)
+			if tc.inData {
+				off += frameHeader + 3
+			}
+			flipByte(t, path, off)
+
+			l = openT(t, dir, opt)
+			if l.LastIndex() != 500 {
+				t.Fatalf("last %d after a flip in %s", l.LastIndex(), filepath.Base(path))
+			}
+			idx, corrupt := readAll(t, l)
+			if len(corrupt) != 1 || corrupt[0].First != victim || corrupt[0].Last != victim || !errors.Is(corrupt[0], store.ErrCorrupt) {
+				t.Fatalf("corruption reported %v, want entry %d alone", corrupt, victim)
+			}
+			if len(idx) != 499 || slices.Contains(idx, victim) {
+				t.Fatalf("read %d entries, want every other one", len(idx))
+			}
+			if _, err := l.Get(victim); !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("Get of the damaged entry: %v", err)
+			}
+			if data, err := l.Get(victim + 1); err != nil || string(data) != string(payload(victim+1)) {
+				t.Fatalf("Get of its neighbour: %q %v", data, err)
+			}
+		})
+	}
+}
+
+// A damaged state file (a bit flip with valid records after it) refuses to
+// open: a lost release would bring settled entries back.
+func TestStateFileDamageRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, Options{})
+	appendN(t, l, 100, 10)
+	for i := uint64(10); i < 20; i += 2 {
+		l.Settle(i, i+1, nil)
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	flipByte(t, filepath.Join(dir, stateName), 10)
+	if _, err := Open(dir, Options{}); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("open with a damaged state file: %v", err)
+	}
+}
+
+// Concurrent appends share fsyncs: while one fsync is in progress, the
+// appends made meanwhile all complete with the next one.
+func TestGroupCommit(t *testing.T) {
+	fs := newFaultFS()
+	l := openT(t, t.TempDir(), Options{FS: fs})
+	appendN(t, l, 1, 1) // creates the segment (synced by the appending goroutine)
+	fs.mu.Lock()
+	fs.gate, fs.entered = make(chan struct{}), make(chan struct{}, 1)
+	gate := fs.gate
+	fs.mu.Unlock()
+	before := fs.syncs.Load()
+	done := make(chan error, 100)
+	if _, err := l.Append([][]byte{payload(2)}, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	<-fs.entered // the first fsync is under way
+	for i := uint64(3); i <= 101; i++ {
+		if _, err := l.Append([][]byte{payload(i)}, func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.mu.Lock()
+	fs.gate = nil
+	fs.mu.Unlock()
+	close(gate)
+	for range 100 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fs.syncs.Load() - before; n != 2 {
+		t.Fatalf("%d segment fsyncs for 100 appends, want 2 (one in progress, one for the rest)", n)
+	}
+}
+
+// A full disk fails the append with store.ErrDiskFull and leaves no
+// partial frame; the log keeps every entry appended before, takes appends
+// again once space returns, and all of it reads back after a reopen. A
+// roll that cannot create its segment fails the same way.
+func TestDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	fs := newFaultFS()
+	opt := Options{FS: fs, SegmentSize: 4 << 10}
+	l := openT(t, dir, opt)
+	appendN(t, l, 100, 5)
+	for _, room := range []int64{0, 10, 100, 3000} {
+		fs.quota.Store(room)
+		var err error
+		for err == nil {
+			_, err = l.Append([][]byte{payload(l.LastIndex() + 1), payload(l.LastIndex() + 2)}, nil)
+		}
+		if !errors.Is(err, store.ErrDiskFull) {
+			t.Fatalf("room %d: append failed with %v, want ErrDiskFull", room, err)
+		}
+		fs.quota.Store(-1)
+		appendN(t, l, 10, 3)
+	}
+	last := l.LastIndex()
+	l.Close()
+	l = openT(t, dir, opt)
+	idx, corrupt := readAll(t, l)
+	if len(corrupt) > 0 || uint64(len(idx)) != last || l.LastIndex() != last {
+		t.Fatalf("after disk full: read %d of %d, corrupt %v", len(idx), last, corrupt)
+	}
+}
