@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/epitaph-mq/epitaph/router/store"
 )
 
 func openT(t *testing.T, dir string, opt Options) *Log {
@@ -152,3 +155,7 @@ func (f *faultFile) Sync() error {
 	}
 	return f.File.Sync()
 }
+
+func errCorruptSentinel() error { return store.ErrCorrupt }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
