@@ -96,6 +96,8 @@ type faultFS struct {
 	OSFS
 	quota   atomic.Int64 // bytes that may still be written; < 0: unlimited
 	syncs   atomic.Int64 // fsyncs of segment files
+	reads   atomic.Int64 // ReadAt calls
+	readN   atomic.Int64 // bytes read
 	mu      sync.Mutex
 	gate    chan struct{} // when non-nil, a segment fsync waits for it
 	entered chan struct{} // told when a gated fsync starts
@@ -140,6 +142,13 @@ func (f *faultFile) Write(b []byte) (int, error) {
 		}
 		return w, err
 	}
+}
+
+func (f *faultFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(b, off)
+	f.fs.reads.Add(1)
+	f.fs.readN.Add(int64(n))
+	return n, err
 }
 
 func (f *faultFile) Sync() error {

@@ -39,9 +39,11 @@ const (
 	// entry, so a reader positions itself with at most 63 frames read and
 	// the in-memory cost is 1/8 byte per entry.
 	sparseEvery = 64
-	// minCompact: the state file is not rewritten below this size.
-	minCompact = 1 << 20
 )
+
+// minCompact: the state file is not rewritten below this size (a variable
+// so that tests can reach a rewrite quickly).
+var minCompact int64 = 1 << 20
 
 // seg is one segment file. Guarded by Log.mu.
 type seg struct {
@@ -590,6 +592,10 @@ func (l *Log) activeFor(size int64) (*seg, error) {
 	// crash in between leaves a readable log: a segment without a footer
 	// is scanned at open.
 	s := &seg{base: l.next, name: segName(l.next), size: headerSize}
+	// A released segment of the same name waiting for its deletion (not
+	// possible today: a suffix cut waits for the sync that deletes it)
+	// must not take the new one with it.
+	l.doomed = slices.DeleteFunc(l.doomed, func(d doomed) bool { return d.name == s.name })
 	f, err := l.fs.OpenFile(l.path(s.name), os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, diskErr("create segment", err)

@@ -482,3 +482,179 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("after disk full: read %d of %d, corrupt %v", len(idx), last, corrupt)
 	}
 }
+
+// A segment emptied by settles waits for the group commit to be deleted;
+// a suffix cut at its base followed by appends creates a segment of the
+// same name, which that deletion must not take.
+func TestSuffixCutAtReleasedSegmentBase(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{SegmentSize: 2 << 10}
+	fs := newFaultFS()
+	opt.FS = fs
+	l := openT(t, dir, opt)
+	appendN(t, l, 300, 10)
+	files := segFiles(t, dir)
+	data, _ := os.ReadFile(files[1])
+	entries, _ := DecodeSegment(data)
+	first, last := entries[0].Index, entries[len(entries)-1].Index
+	// Hold the syncer so the emptied segment stays doomed, not deleted.
+	fs.mu.Lock()
+	fs.gate, fs.entered = make(chan struct{}), make(chan struct{}, 1)
+	gate := fs.gate
+	fs.mu.Unlock()
+	if _, err := l.Append([][]byte{payload(301)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-fs.entered
+	if err := l.Settle(first, last+1, nil); err != nil {
+		t.Fatal(err)
+	}
+	fs.mu.Lock()
+	fs.gate = nil
+	fs.mu.Unlock()
+	close(gate)
+	if err := l.TruncateSuffix(first); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20, 5)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openT(t, dir, Options{SegmentSize: 2 << 10})
+	if l.LastIndex() != first+19 {
+		t.Fatalf("last %d, want %d", l.LastIndex(), first+19)
+	}
+	for i := first; i < first+20; i++ {
+		if data, err := l.Get(i); err != nil || string(data) != string(payload(i)) {
+			t.Fatalf("Get(%d) = %q %v", i, data, err)
+		}
+	}
+}
+
+// Open reads each sealed segment's header and footer, the state file and
+// the last segment, not the entries of the others; a reader then fills its
+// buffer with one read for many entries.
+func TestOpenAndReadAreLazy(t *testing.T) {
+	dir := t.TempDir()
+	fs := newFaultFS()
+	opt := Options{FS: fs, SegmentSize: 64 << 10, ReadAhead: 32 << 10}
+	l := openT(t, dir, opt)
+	appendN(t, l, 20000, 100) // about 1.5 MB: 25 segments
+	l.Close()
+	var total, lastSize int64
+	files := segFiles(t, dir)
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		total += fi.Size()
+		lastSize = fi.Size()
+	}
+	fs.readN.Store(0)
+	l = openT(t, dir, opt)
+	if max := lastSize + int64(len(files))*(headerSize+footerSize) + 4096; fs.readN.Load() > max {
+		t.Fatalf("open read %d bytes of %d (%d segments), want at most %d", fs.readN.Load(), total, len(files), max)
+	}
+	fs.reads.Store(0)
+	idx, corrupt := readAll(t, l)
+	if len(idx) != 20000 || len(corrupt) > 0 {
+		t.Fatalf("read %d, corrupt %v", len(idx), corrupt)
+	}
+	if calls, max := fs.reads.Load(), total/(32<<10)+2*int64(len(files)); calls > max {
+		t.Fatalf("%d read calls for %d entries, want at most %d", calls, len(idx), max)
+	}
+}
+
+// Releases that reached the disk while the appends they released did not
+// (a crash between the segment's and the state file's writes, or a cut
+// segment) do not release the entries appended at those indices later,
+// across two reopens.
+func TestReleaseOfLostEntriesDropped(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, Options{})
+	appendN(t, l, 100, 10)
+	if err := l.Settle(90, 95, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	// Lose entries 81..100 as if never written.
+	seg := segFiles(t, dir)[0]
+	if err := os.Truncate(seg, entryOffset(t, seg, 81)); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		l = openT(t, dir, Options{})
+		if l.LastIndex() != 80+uint64(round)*20 {
+			t.Fatalf("round %d: last %d", round, l.LastIndex())
+		}
+		if round == 0 {
+			appendN(t, l, 20, 4)
+		}
+		for i := uint64(81); i <= 100; i++ {
+			if _, err := l.Get(i); round == 1 && err != nil {
+				t.Fatalf("round %d: entry %d appended after the loss: %v", round, i, err)
+			}
+		}
+		l.Close()
+	}
+}
+
+// The state file is rewritten as one checkpoint when it grows past four
+// checkpoints' size, and what it says survives the rewrite.
+func TestStateCompaction(t *testing.T) {
+	defer func(v int64) { minCompact = v }(minCompact)
+	minCompact = 512
+	dir := t.TempDir()
+	l := openT(t, dir, Options{})
+	appendN(t, l, 2000, 50)
+	var sizes []int64
+	for i := uint64(3); i < 2000; i += 2 {
+		if err := l.Settle(i, i+1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i%64 == 1 && i > 100 {
+			if err := l.TruncatePrefix(i-100, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(filepath.Join(dir, stateName))
+		sizes = append(sizes, fi.Size())
+	}
+	// At most 64 spans are held (the head follows 100 behind).
+	if slices.Max(sizes) > 4*(21+16*64)+512 {
+		t.Fatalf("state file grew to %d bytes", slices.Max(sizes))
+	}
+	shrunk := false
+	for k := 1; k < len(sizes); k++ {
+		shrunk = shrunk || sizes[k] < sizes[k-1]
+	}
+	if !shrunk {
+		t.Fatal("the state file was never rewritten")
+	}
+	first, st := l.FirstIndex(), l.Stats()
+	l.Close()
+	l = openT(t, dir, Options{})
+	if l.FirstIndex() != first || l.Stats() != st {
+		t.Fatalf("reopened: first %d stats %+v, want %d %+v", l.FirstIndex(), l.Stats(), first, st)
+	}
+	idx, _ := readAll(t, l)
+	var want []uint64
+	for i := first; i <= 2000; i++ {
+		if i%2 == 0 {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(idx, want) {
+		t.Fatalf("read %v after the rewrite, want %v", idx, want)
+	}
+	for _, i := range idx {
+		if i%2 == 1 && i >= 3 {
+			t.Fatalf("settled entry %d read back", i)
+		}
+	}
+}
