@@ -1,16 +1,16 @@
 package segment
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
 
 const crashEnv = "EPITAPH_SEGMENT_CRASH_CHILD"
@@ -126,9 +126,7 @@ func TestCrashKill(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		kills, spread = 1, 1000
 	}
-	if n, _ := strconv.Atoi(os.Getenv("EPITAPH_SEGMENT_CRASH_KILLS")); n > 0 {
-		kills = n
-	}
+	kills = storetest.Kills("EPITAPH_SEGMENT_CRASH_KILLS", kills)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(7, uint64(os.Getpid())))
 	baseline := map[uint64]uint64{} // index -> counter, as read after the previous kill
@@ -143,18 +141,8 @@ func TestCrashKill(t *testing.T) {
 		var head, cutFrom uint64      // acknowledged head; lowest unacknowledged cut (0: none)
 		type cut struct{ index, c uint64 }
 		var cuts []cut
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("%s_RUN=%d", crashEnv, run))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, sc := storetest.StartChild(t, crashEnv+"="+dir, fmt.Sprintf("%s_RUN=%d", crashEnv, run))
 		target, lines := 200+rng.IntN(spread), 0
-		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
 			n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }

@@ -29,6 +29,16 @@ func payload(i uint64) []byte {
 	return fmt.Appendf(nil, "entry-%d-%s", i, string(make([]byte, i%37)))
 }
 
+// filledT opens a log in a new directory and appends n entries, batch at
+// a time.
+func filledT(t *testing.T, opt Options, n, batch int) (string, Options, *Log) {
+	t.Helper()
+	dir := t.TempDir()
+	l := openT(t, dir, opt)
+	appendN(t, l, n, batch)
+	return dir, opt, l
+}
+
 // appendN appends n entries one batch at a time (batch entries per call)
 // and waits for them to be durable.
 func appendN(t *testing.T, l *Log, n, batch int) {

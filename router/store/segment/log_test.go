@@ -87,10 +87,7 @@ func TestReaderFollowsAppends(t *testing.T) {
 // entries are all settled is deleted once that is durable; the head moves
 // over settled entries; all of it survives a reopen.
 func TestSettleOutOfOrder(t *testing.T) {
-	dir := t.TempDir()
-	opt := Options{SegmentSize: 2 << 10}
-	l := openT(t, dir, opt)
-	appendN(t, l, 2000, 10)
+	dir, opt, l := filledT(t, Options{SegmentSize: 2 << 10}, 2000, 10)
 	segs := len(segFiles(t, dir))
 	// Settle every other entry: one span per settled entry, never more
 	// than the entries held.
@@ -168,10 +165,7 @@ func TestSettleOutOfOrder(t *testing.T) {
 // past the end it empties the log and sets the next index (a snapshot
 // install). Both survive a reopen.
 func TestTruncatePrefix(t *testing.T) {
-	dir := t.TempDir()
-	opt := Options{SegmentSize: 2 << 10}
-	l := openT(t, dir, opt)
-	appendN(t, l, 1000, 10)
+	dir, opt, l := filledT(t, Options{SegmentSize: 2 << 10}, 1000, 10)
 	before := len(segFiles(t, dir))
 	done := make(chan error, 1)
 	if err := l.TruncatePrefix(600, func(err error) { done <- err }); err != nil {
@@ -222,10 +216,7 @@ func TestTruncatePrefix(t *testing.T) {
 // appends reuse the indices with new data; settles above the cut are
 // forgotten; a reader past the cut reads the new entries.
 func TestTruncateSuffix(t *testing.T) {
-	dir := t.TempDir()
-	opt := Options{SegmentSize: 2 << 10}
-	l := openT(t, dir, opt)
-	appendN(t, l, 1000, 10)
+	dir, opt, l := filledT(t, Options{SegmentSize: 2 << 10}, 1000, 10)
 	if err := l.Settle(500, 501, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -279,10 +270,7 @@ func TestTruncateSuffix(t *testing.T) {
 // A torn tail (an append cut by a crash before its fsync) is cut at open:
 // every synced entry is still there and the next append follows them.
 func TestTornTailCut(t *testing.T) {
-	dir := t.TempDir()
-	opt := Options{SegmentSize: 1 << 20}
-	l := openT(t, dir, opt)
-	appendN(t, l, 100, 10)
+	dir, opt, l := filledT(t, Options{SegmentSize: 1 << 20}, 100, 10)
 	l.Close()
 	files := segFiles(t, dir)
 	last := files[len(files)-1]
@@ -361,10 +349,7 @@ func TestBitFlipReported(t *testing.T) {
 		{"last segment length", func(n int) int { return n - 1 }, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			opt := Options{SegmentSize: 4 << 10}
-			l := openT(t, dir, opt)
-			appendN(t, l, 500, 5)
+			dir, opt, l := filledT(t, Options{SegmentSize: 4 << 10}, 500, 5)
 			l.Close()
 			files := segFiles(t, dir)
 			path := files[tc.segIdx(len(files))]
@@ -656,5 +641,36 @@ func TestStateCompaction(t *testing.T) {
 		if i%2 == 1 && i >= 3 {
 			t.Fatalf("settled entry %d read back", i)
 		}
+	}
+}
+
+// A release whose state record cannot be written for lack of space is
+// answered with store.ErrDiskFull, stays in effect, and is written with
+// the next group commit once there is room: after a reopen it holds.
+func TestDiskFullOnRelease(t *testing.T) {
+	dir := t.TempDir()
+	fs := newFaultFS()
+	l := openT(t, dir, Options{FS: fs})
+	appendN(t, l, 50, 10)
+	fs.quota.Store(3)
+	done := make(chan error, 1)
+	if err := l.Settle(10, 20, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrDiskFull) {
+		t.Fatalf("settle on a full disk: %v, want ErrDiskFull", err)
+	}
+	if _, err := l.Get(15); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("settled entry readable after the failed write: %v", err)
+	}
+	fs.quota.Store(-1)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openT(t, dir, Options{})
+	idx, _ := readAll(t, l)
+	if len(idx) != 40 || slices.Contains(idx, 15) {
+		t.Fatalf("after space returned and a reopen: %d entries", len(idx))
 	}
 }
