@@ -84,17 +84,16 @@ func frameCRC(lenField, indexAndPayload []byte) uint32 {
 	return crc32.Update(c, castagnoli, indexAndPayload)
 }
 
-// appendFrame encodes one entry.
+// appendFrame encodes one entry (in place: no scratch header that would
+// escape through the checksum call).
 func appendFrame(b []byte, index uint64, payload []byte) []byte {
-	var h [frameHeader]byte
-	binary.LittleEndian.PutUint32(h[0:], uint32(len(payload)))
-	binary.LittleEndian.PutUint64(h[8:], index)
-	c := crc32.Update(0, castagnoli, h[0:4])
-	c = crc32.Update(c, castagnoli, h[8:16])
-	c = crc32.Update(c, castagnoli, payload)
-	binary.LittleEndian.PutUint32(h[4:], c)
-	b = append(b, h[:]...)
-	return append(b, payload...)
+	start := len(b)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	b = append(b, 0, 0, 0, 0)
+	b = binary.LittleEndian.AppendUint64(b, index)
+	b = append(b, payload...)
+	binary.LittleEndian.PutUint32(b[start+4:], frameCRC(b[start:start+4], b[start+8:]))
+	return b
 }
 
 func encodeHeader(base uint64) []byte {
@@ -146,6 +145,11 @@ type scanner struct {
 
 func newScanner(r io.ReaderAt, readAhead int) *scanner {
 	return &scanner{r: r, chunk: readAhead}
+}
+
+// reset points the scanner at another file, keeping its buffer.
+func (s *scanner) reset(r io.ReaderAt) {
+	s.r, s.bufOff, s.n = r, 0, 0
 }
 
 // window returns the bytes [off, off+need) or fewer if end comes first,

@@ -45,7 +45,7 @@ func (r *Reader) drop() {
 	if r.file != nil {
 		r.file.Close()
 	}
-	r.file, r.seg, r.sc = nil, nil, nil
+	r.file, r.seg = nil, nil
 }
 
 // Next returns the next held entry. data points into the reader's buffer
@@ -99,7 +99,11 @@ func (r *Reader) Next() (index uint64, data []byte, err error) {
 					l.mu.Unlock()
 					return 0, nil, fmt.Errorf("segment: %w", err)
 				}
-				r.file, r.seg, r.sc = f, s, newScanner(f, l.readAhead)
+				if r.sc == nil {
+					r.sc = newScanner(f, l.readAhead)
+				}
+				r.sc.reset(f)
+				r.file, r.seg = f, s
 				r.pos, r.off = s.base, headerSize
 			}
 			if k := (r.next - s.base) / sparseEvery; k < uint64(len(s.sparse)) {
