@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
 
 // Entries appended in batches across many segments read back in order, by
@@ -286,7 +288,11 @@ func TestTornTailCut(t *testing.T) {
 		fi, _ := f.Stat()
 		f.Write(full[:cut])
 		f.Close()
-		l := openT(t, dir, opt)
+		logs := &storetest.LineCounter{}
+		l := openT(t, dir, Options{SegmentSize: opt.SegmentSize, Logger: slog.New(logs)})
+		if logs.N.Load() != 1 {
+			t.Fatalf("cut %d: %d log records, want the cut reported once", cut, logs.N.Load())
+		}
 		idx, corrupt := readAll(t, l)
 		if len(idx) != 100 || len(corrupt) > 0 || l.LastIndex() != 100 {
 			t.Fatalf("cut %d: read %d, last %d, corrupt %v", cut, len(idx), l.LastIndex(), corrupt)
@@ -768,5 +774,47 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if len(corrupt) > 0 || !slices.Equal(idx, want) {
 		t.Fatalf("held %d entries, want %d (corrupt %v)", len(idx), len(want), corrupt)
+	}
+}
+
+// A segment left without its footer (a crash while rolling) is scanned
+// once, sealed at open, and read in full; a segment file that is missing
+// altogether is reported at read as the exact range of indices it held,
+// and the entries around it stay readable.
+func TestMissingFooterAndMissingSegment(t *testing.T) {
+	dir, opt, l := filledT(t, Options{SegmentSize: 2 << 10}, 600, 6)
+	l.Close()
+	files := segFiles(t, dir)
+	fi, _ := os.Stat(files[2])
+	if err := os.Truncate(files[2], fi.Size()-footerSize); err != nil {
+		t.Fatal(err)
+	}
+	logs := &storetest.LineCounter{}
+	opt.Logger = slog.New(logs)
+	l = openT(t, dir, opt)
+	if idx, corrupt := readAll(t, l); len(idx) != 600 || len(corrupt) > 0 {
+		t.Fatalf("read %d, corrupt %v", len(idx), corrupt)
+	}
+	l.Close()
+	if fi2, _ := os.Stat(files[2]); fi2.Size() != fi.Size() {
+		t.Fatalf("footer not restored: %d bytes, want %d", fi2.Size(), fi.Size())
+	}
+	if logs.N.Load() == 0 {
+		t.Fatal("the repair was not logged")
+	}
+
+	data, _ := os.ReadFile(files[4])
+	entries, _ := DecodeSegment(data)
+	first, last := entries[0].Index, entries[len(entries)-1].Index
+	if err := os.Remove(files[4]); err != nil {
+		t.Fatal(err)
+	}
+	l = openT(t, dir, opt)
+	idx, corrupt := readAll(t, l)
+	if len(corrupt) != 1 || corrupt[0].First != first || corrupt[0].Last != last || !errors.Is(corrupt[0], store.ErrCorrupt) {
+		t.Fatalf("missing segment %d..%d reported as %v", first, last, corrupt)
+	}
+	if len(idx) != 600-len(entries) {
+		t.Fatalf("read %d entries around the missing segment, want %d", len(idx), 600-len(entries))
 	}
 }
