@@ -21,11 +21,7 @@ func validSegment(base uint64, n int, sealed bool) []byte {
 	return b
 }
 
-// FuzzSegmentFile feeds arbitrary bytes to the segment decoder and, as the
-// last segment of a log, to Open and a reader: neither panics, and every
-// entry either returns is one whose frame, checksum included, is in the
-// input at its index (indices strictly increasing).
-func FuzzSegmentFile(f *testing.F) {
+func segmentSeeds(f *testing.F) {
 	f.Add(validSegment(1, 5, true))
 	f.Add(validSegment(1, 5, false))
 	f.Add(validSegment(100, 70, false)[:1000])
@@ -34,30 +30,50 @@ func FuzzSegmentFile(f *testing.F) {
 	f.Add(flipped)
 	f.Add([]byte{})
 	f.Add(encodeHeader(1))
+}
+
+// verifyEntry fails unless entry i is a valid frame of data (checksum
+// included) and comes after prev.
+func verifyEntry(t *testing.T, data []byte, i uint64, d []byte, prev *uint64) {
+	t.Helper()
+	if i <= *prev {
+		t.Fatalf("index %d after %d", i, *prev)
+	}
+	*prev = i
+	if !bytes.Contains(data, appendFrame(nil, i, d)) {
+		t.Fatalf("entry %d (%d bytes) is not a valid frame of the input", i, len(d))
+	}
+}
+
+// FuzzDecodeSegment feeds arbitrary bytes to the segment decoder: it
+// never panics, every entry it returns is a frame of the input whose
+// checksum holds, indices strictly increase, and every damage report
+// wraps store.ErrCorrupt with a sensible range.
+func FuzzDecodeSegment(f *testing.F) {
+	segmentSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		verify := func(i uint64, d []byte, prev *uint64) {
-			if i <= *prev {
-				t.Fatalf("index %d after %d", i, *prev)
-			}
-			*prev = i
-			if !bytes.Contains(data, appendFrame(nil, i, d)) {
-				t.Fatalf("entry %d (%d bytes) is not a valid frame of the input", i, len(d))
-			}
-		}
 		entries, damage := DecodeSegment(data)
 		var prev uint64
 		if len(entries) > 0 {
 			prev = entries[0].Index - 1
 		}
 		for _, e := range entries {
-			verify(e.Index, e.Data, &prev)
+			verifyEntry(t, data, e.Index, e.Data, &prev)
 		}
 		for _, d := range damage {
 			if d.First > d.Last || !errors.Is(d, errCorruptSentinel()) {
 				t.Fatalf("damage %v", d)
 			}
 		}
+	})
+}
 
+// FuzzOpenSegment writes arbitrary bytes as a log's only segment and
+// opens and reads it, as recovery does: no panic, and every entry read is
+// a valid frame of the input.
+func FuzzOpenSegment(f *testing.F) {
+	segmentSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
 		base := uint64(1)
 		if b, ok := decodeHeader(data); ok && b > 0 && b < 1<<62 {
@@ -73,7 +89,7 @@ func FuzzSegmentFile(f *testing.F) {
 		defer l.Close()
 		r := l.NewReader(0)
 		defer r.Close()
-		prev = base - 1
+		prev := base - 1
 		for range 1 << 16 {
 			i, d, err := r.Next()
 			if err == io.EOF {
@@ -86,7 +102,7 @@ func FuzzSegmentFile(f *testing.F) {
 			if err != nil {
 				t.Fatalf("read: %v", err)
 			}
-			verify(i, d, &prev)
+			verifyEntry(t, data, i, d, &prev)
 		}
 	})
 }
