@@ -278,7 +278,9 @@ func DecodeSegment(data []byte) (entries []Entry, damage []*CorruptError) {
 			damage = append(damage, &CorruptError{Segment: "input", Offset: off, First: expect, Last: expect, Reason: "torn or damaged tail"})
 			break
 		}
-		damage = append(damage, &CorruptError{Segment: "input", Offset: off, First: expect, Last: g.index - 1, Reason: "bad frame"})
+		if g.index > expect { // bytes between two frames lose no entry
+			damage = append(damage, &CorruptError{Segment: "input", Offset: off, First: expect, Last: g.index - 1, Reason: "bad frame"})
+		}
 		off, expect = at, g.index
 	}
 	return entries, damage
