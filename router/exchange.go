@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
@@ -13,12 +14,16 @@ const (
 	ExchangeFanout  = "fanout"
 	ExchangeTopic   = "topic"
 	ExchangeHeaders = "headers"
+	// ExchangeLocalRandom is RabbitMQ 4's x-local-random: each message goes
+	// to one of the bound classic queues, picked at random. Its bindings
+	// have an empty key and a classic queue as destination.
+	ExchangeLocalRandom = "x-local-random"
 )
 
 // ExchangeSpec declares an exchange.
 type ExchangeSpec struct {
 	Name       string
-	Type       string // direct, fanout, topic, headers
+	Type       string // direct, fanout, topic, headers, x-local-random
 	Durable    bool
 	AutoDelete bool
 	Internal   bool
@@ -79,9 +84,11 @@ type binding struct {
 
 func newExchange(s ExchangeSpec) (*exchange, error) {
 	switch s.Type {
-	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders:
+	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders, ExchangeLocalRandom:
 	default:
-		return nil, fmt.Errorf("%w: invalid exchange type '%s' for exchange '%s'", ErrInvalidArgument, s.Type, s.Name)
+		// RabbitMQ's text (rabbit_exchange:check_type); the caller names the
+		// exchange where the request does not.
+		return nil, fmt.Errorf("%w: unknown exchange type '%s'", ErrInvalidArgument, s.Type)
 	}
 	x := &exchange{spec: s}
 	norm := make(amqp10.Map, 0, len(s.Arguments))
@@ -154,8 +161,37 @@ func (c *routeCtx) topicWords() [][]string {
 	return c.words
 }
 
+// validateBinding checks a new binding against the rules of x's type,
+// with RabbitMQ's texts (rabbit_exchange_type_local_random:validate_binding):
+// an x-local-random exchange binds only classic queues, with an empty key.
+// queues is the vhost's, read under its lock.
+func (x *exchange) validateBinding(b Binding, queues map[string]*Queue) error {
+	if x.spec.Type != ExchangeLocalRandom {
+		return nil
+	}
+	if b.Key != "" {
+		return fmt.Errorf("%w: Non empty binding '%s' key not permitted", ErrPreconditionFailed, b.Key)
+	}
+	q, ok := queues[b.Destination]
+	if b.DestinationIsExchange || !ok {
+		return fmt.Errorf("%w: Destination not found", ErrPreconditionFailed)
+	}
+	if q.Type() != Classic {
+		return fmt.Errorf("%w: Queue type rabbit_%s_queue not valid for this exchange type", ErrPreconditionFailed, q.Type())
+	}
+	return nil
+}
+
 // match returns the bindings of x that the message matches.
 func (x *exchange) match(c *routeCtx, out []*binding) []*binding {
+	if x.spec.Type == ExchangeLocalRandom {
+		// Every binding is to a local classic queue (validateBinding), so
+		// any one of them will do, whatever the message.
+		if n := len(x.bindings); n > 0 {
+			out = append(out, x.bindings[rand.IntN(n)])
+		}
+		return out
+	}
 	for _, b := range x.bindings {
 		if b.matches(x.spec.Type, c) {
 			out = append(out, b)
