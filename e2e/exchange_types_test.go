@@ -105,7 +105,7 @@ func TestRabbitMQClientLocalRandomExchange(t *testing.T) {
 func TestUnknownExchangeTypeRefusedAtDeclare(t *testing.T) {
 	b := startBroker(t, "", withHTTP)
 	base := apiServer(t, b)
-	for _, typ := range []string{"x-consistent-hash", "x-modulus-hash", "x-no-such-type"} {
+	for _, typ := range []string{"x-consistent-hash", "x-random", "x-no-such-type"} {
 		want := "unknown exchange type '" + typ + "'"
 
 		status, body := mgmtCall(t, b, "PUT", "/exchanges/x1", map[string]any{"type": typ, "durable": true,

@@ -18,12 +18,16 @@ const (
 	// to one of the bound classic queues, picked at random. Its bindings
 	// have an empty key and a classic queue as destination.
 	ExchangeLocalRandom = "x-local-random"
+	// ExchangeModulusHash is RabbitMQ 4.3's x-modulus-hash: each message
+	// goes to one binding's destination, picked by a hash of its routing
+	// keys modulo the number of bindings (modulushash.go).
+	ExchangeModulusHash = "x-modulus-hash"
 )
 
 // ExchangeSpec declares an exchange.
 type ExchangeSpec struct {
 	Name       string
-	Type       string // direct, fanout, topic, headers, x-local-random
+	Type       string // direct, fanout, topic, headers, x-local-random, x-modulus-hash
 	Durable    bool
 	AutoDelete bool
 	Internal   bool
@@ -84,7 +88,7 @@ type binding struct {
 
 func newExchange(s ExchangeSpec) (*exchange, error) {
 	switch s.Type {
-	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders, ExchangeLocalRandom:
+	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders, ExchangeLocalRandom, ExchangeModulusHash:
 	default:
 		// RabbitMQ's text (rabbit_exchange:check_type); the caller names the
 		// exchange where the request does not.
@@ -184,13 +188,16 @@ func (x *exchange) validateBinding(b Binding, queues map[string]*Queue) error {
 
 // match returns the bindings of x that the message matches.
 func (x *exchange) match(c *routeCtx, out []*binding) []*binding {
-	if x.spec.Type == ExchangeLocalRandom {
+	switch x.spec.Type {
+	case ExchangeLocalRandom:
 		// Every binding is to a local classic queue (validateBinding), so
 		// any one of them will do, whatever the message.
 		if n := len(x.bindings); n > 0 {
 			out = append(out, x.bindings[rand.IntN(n)])
 		}
 		return out
+	case ExchangeModulusHash:
+		return pickModulusHash(x.bindings, c.m.RoutingKeys, out)
 	}
 	for _, b := range x.bindings {
 		if b.matches(x.spec.Type, c) {

@@ -99,7 +99,7 @@ func TestLocalRandomExchangeBindingRules(t *testing.T) {
 // refused at declare with RabbitMQ's text naming the type.
 func TestUnknownExchangeTypeRefused(t *testing.T) {
 	e := newEnv(t)
-	for _, typ := range []string{"x-consistent-hash", "x-modulus-hash", "x-random", "weird"} {
+	for _, typ := range []string{"x-consistent-hash", "x-random", "x-recent-history", "weird"} {
 		_, err := e.v.DeclareExchange(ExchangeSpec{Name: "x", Type: typ})
 		require.ErrorIs(t, err, ErrInvalidArgument, typ)
 		assert.Contains(t, err.Error(), "unknown exchange type '"+typ+"'")
