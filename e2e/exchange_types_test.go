@@ -61,9 +61,13 @@ func TestRabbitMQClientLocalRandomExchange(t *testing.T) {
 	_, err = m.DeclareQueue(ctx, &rmq.QuorumQueueSpecification{Name: "lr-quorum"})
 	require.NoError(t, err)
 	_, err = m.Bind(ctx, &rmq.ExchangeToQueueBindingSpecification{SourceExchange: "lr", DestinationQueue: "lr-quorum"})
-	require.Error(t, err, "a quorum queue cannot be bound")
+	require.ErrorContains(t, err, "400", "a quorum queue cannot be bound")
 	_, err = m.Bind(ctx, &rmq.ExchangeToQueueBindingSpecification{SourceExchange: "lr", DestinationQueue: "lr-a", BindingKey: "k"})
-	require.Error(t, err, "a non-empty key cannot be bound")
+	require.ErrorContains(t, err, "400", "a non-empty key cannot be bound")
+	status, body := mgmtCall(t, b, "POST", "/bindings", map[string]any{"source": "lr", "destination_queue": "lr-quorum",
+		"binding_key": "", "arguments": map[string]any{}})
+	assert.Equal(t, "400", status)
+	assert.Equal(t, "Queue type rabbit_quorum_queue not valid for this exchange type", body)
 
 	pub, err := conn.NewPublisher(ctx, &rmq.ExchangeAddress{Exchange: "lr", Key: "any"}, nil)
 	require.NoError(t, err)
@@ -97,6 +101,50 @@ func TestRabbitMQClientLocalRandomExchange(t *testing.T) {
 	eventually(t, "dead letter in a bound queue", func() bool {
 		return queueLen(t, b, "lr-a")+queueLen(t, b, "lr-b") == 1
 	})
+}
+
+// x-modulus-hash, declared by the official client, sends each message to
+// the queue RabbitMQ 4.3 picks: bindings sorted by destination (q-a, q-b,
+// q-c), index erlang:phash2([Key], 2^27) mod 3, with Erlang's values:
+// "a" 53691870 -> 0, "abcd" 79744603 -> 1, "orders" 12008111 -> 2. It works
+// as a dead-letter exchange (the dead letter keeps its routing key).
+func TestRabbitMQClientModulusHashExchange(t *testing.T) {
+	b := startBroker(t, "")
+	conn := rmqConnect(t, b, "guest", "guest")
+	m := conn.Management()
+	ctx := ctxT(t)
+	_, err := m.DeclareExchange(ctx, &rmq.CustomExchangeSpecification{Name: "mh", ExchangeTypeName: "x-modulus-hash"})
+	require.NoError(t, err)
+	for _, q := range []string{"q-c", "q-a", "q-b"} {
+		_, err = m.DeclareQueue(ctx, &rmq.ClassicQueueSpecification{Name: q})
+		require.NoError(t, err)
+		_, err = m.Bind(ctx, &rmq.ExchangeToQueueBindingSpecification{SourceExchange: "mh", DestinationQueue: q, BindingKey: "ignored-" + q})
+		require.NoError(t, err)
+	}
+	want := map[string]int{"q-a": 0, "q-b": 0, "q-c": 0}
+	for key, q := range map[string]string{"a": "q-a", "abcd": "q-b", "orders": "q-c"} {
+		pub, err := conn.NewPublisher(ctx, &rmq.ExchangeAddress{Exchange: "mh", Key: key}, nil)
+		require.NoError(t, err)
+		rmqPublish(t, pub, key, key)
+		require.NoError(t, pub.Close(ctx))
+		want[q] += 2
+	}
+	for q, n := range want {
+		assert.Equal(t, n, queueLen(t, b, q), q)
+	}
+
+	_, err = m.DeclareQueue(ctx, &rmq.QuorumQueueSpecification{Name: "work", DeadLetterExchange: "mh"})
+	require.NoError(t, err)
+	wp, err := conn.NewPublisher(ctx, &rmq.QueueAddress{Queue: "work"}, nil)
+	require.NoError(t, err)
+	rmqPublish(t, wp, "dead")
+	cons, err := conn.NewConsumer(ctx, "work", nil)
+	require.NoError(t, err)
+	require.NoError(t, rmqReceive(t, cons).Discard(ctx, nil))
+	// The dead letter's routing key is "work": 26994695 mod 3 = 2, q-c.
+	eventually(t, "dead letter in q-c", func() bool { return queueLen(t, b, "q-c") == want["q-c"]+1 })
+	assert.Equal(t, want["q-a"], queueLen(t, b, "q-a"))
+	assert.Equal(t, want["q-b"], queueLen(t, b, "q-b"))
 }
 
 // An unknown exchange type (here the plugin types epitaph does not have)
