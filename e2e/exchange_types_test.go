@@ -33,6 +33,22 @@ func mgmtCall(t *testing.T, b *epitaph.Broker, method, path string, body any) (s
 	return *reply.Properties.Subject, reply.Value
 }
 
+// rmqDeadLetterOne declares the queue spec names (one with a dead-letter
+// exchange), publishes one message to it and discards it, so that it is
+// dead-lettered with the queue's name as routing key.
+func rmqDeadLetterOne(t *testing.T, conn *rmq.AmqpConnection, spec rmq.IQueueSpecification) {
+	t.Helper()
+	ctx := ctxT(t)
+	qi, err := conn.Management().DeclareQueue(ctx, spec)
+	require.NoError(t, err)
+	wp, err := conn.NewPublisher(ctx, &rmq.QueueAddress{Queue: qi.Name()}, nil)
+	require.NoError(t, err)
+	rmqPublish(t, wp, "dead")
+	cons, err := conn.NewConsumer(ctx, qi.Name(), nil)
+	require.NoError(t, err)
+	require.NoError(t, rmqReceive(t, cons).Discard(ctx, nil))
+}
+
 // x-local-random, declared by the official client as its own suite does
 // (a custom exchange type with an argument RabbitMQ ignores), routes each
 // message to one of its bound classic queues; bindings it cannot have are
@@ -90,14 +106,7 @@ func TestRabbitMQClientLocalRandomExchange(t *testing.T) {
 		_, err = m.PurgeQueue(ctx, q)
 		require.NoError(t, err)
 	}
-	_, err = m.DeclareQueue(ctx, &rmq.ClassicQueueSpecification{Name: "work", DeadLetterExchange: "lr"})
-	require.NoError(t, err)
-	wp, err := conn.NewPublisher(ctx, &rmq.QueueAddress{Queue: "work"}, nil)
-	require.NoError(t, err)
-	rmqPublish(t, wp, "dead")
-	cons, err := conn.NewConsumer(ctx, "work", nil)
-	require.NoError(t, err)
-	require.NoError(t, rmqReceive(t, cons).Discard(ctx, nil))
+	rmqDeadLetterOne(t, conn, &rmq.ClassicQueueSpecification{Name: "work", DeadLetterExchange: "lr"})
 	eventually(t, "dead letter in a bound queue", func() bool {
 		return queueLen(t, b, "lr-a")+queueLen(t, b, "lr-b") == 1
 	})
@@ -133,14 +142,7 @@ func TestRabbitMQClientModulusHashExchange(t *testing.T) {
 		assert.Equal(t, n, queueLen(t, b, q), q)
 	}
 
-	_, err = m.DeclareQueue(ctx, &rmq.QuorumQueueSpecification{Name: "work", DeadLetterExchange: "mh"})
-	require.NoError(t, err)
-	wp, err := conn.NewPublisher(ctx, &rmq.QueueAddress{Queue: "work"}, nil)
-	require.NoError(t, err)
-	rmqPublish(t, wp, "dead")
-	cons, err := conn.NewConsumer(ctx, "work", nil)
-	require.NoError(t, err)
-	require.NoError(t, rmqReceive(t, cons).Discard(ctx, nil))
+	rmqDeadLetterOne(t, conn, &rmq.QuorumQueueSpecification{Name: "work", DeadLetterExchange: "mh"})
 	// The dead letter's routing key is "work": 26994695 mod 3 = 2, q-c.
 	eventually(t, "dead letter in q-c", func() bool { return queueLen(t, b, "q-c") == want["q-c"]+1 })
 	assert.Equal(t, want["q-a"], queueLen(t, b, "q-a"))
