@@ -105,15 +105,7 @@ func TestModulusHashExchangeRoutesAsRabbitMQ(t *testing.T) {
 	require.NoError(t, e.v.Bind(Binding{Source: "mh", Destination: "x-e", DestinationIsExchange: true, Key: "1"}))
 	require.NoError(t, e.v.Bind(Binding{Source: "mh", Destination: "q-b", Key: "a"}))
 
-	route := func(keys ...string) []string {
-		qs, err := e.v.Route("mh", msg("m", keys...))
-		require.NoError(t, err)
-		var names []string
-		for _, q := range qs {
-			names = append(names, q.Name())
-		}
-		return names
-	}
+	route := func(keys ...string) []string { return routeNames(t, e.v, "mh", keys...) }
 	assert.Equal(t, []string{"behind-x"}, route("k"))
 	assert.Equal(t, []string{"q-b"}, route("a"))
 	assert.Equal(t, []string{"q-c"}, route("orders"))
@@ -125,4 +117,45 @@ func TestModulusHashExchangeRoutesAsRabbitMQ(t *testing.T) {
 	// x-e, q-a, q-a, q-b, q-c; "orders" 12008111 mod 5 = 1.
 	require.NoError(t, e.v.Bind(Binding{Source: "mh", Destination: "q-a", Key: "second"}))
 	assert.Equal(t, []string{"q-a"}, route("orders"))
+}
+
+// Both new exchange types and their bindings survive a restart, and route
+// the same after it: x-modulus-hash by the same hash, x-local-random still
+// to its bound classic queue (its bindings pass validation again).
+func TestNewExchangeTypesRecovered(t *testing.T) {
+	dir := t.TempDir()
+	d := openDurable(t, dir)
+	for _, x := range []ExchangeSpec{{Name: "mh", Type: ExchangeModulusHash, Durable: true}, {Name: "lr", Type: ExchangeLocalRandom, Durable: true}} {
+		_, err := d.v.DeclareExchange(x)
+		require.NoError(t, err)
+	}
+	for _, q := range []string{"q-a", "q-b", "q-c"} {
+		d.queue(t, q, Classic)
+		require.NoError(t, d.v.Bind(Binding{Source: "mh", Destination: q}))
+	}
+	require.NoError(t, d.v.Bind(Binding{Source: "lr", Destination: "q-b"}))
+	d.close(t)
+
+	d = openDurable(t, dir)
+	info, ok := d.v.Exchange("mh")
+	require.True(t, ok)
+	assert.Equal(t, ExchangeModulusHash, info.Type)
+	route := func(x string, keys ...string) []string { return routeNames(t, d.v, x, keys...) }
+	// 12008111 mod 3 = 2, 53691870 mod 3 = 0 (Erlang's phash2 values above).
+	assert.Equal(t, []string{"q-c"}, route("mh", "orders"))
+	assert.Equal(t, []string{"q-a"}, route("mh", "a"))
+	assert.Equal(t, []string{"q-b"}, route("lr", "any"))
+}
+
+// routeNames returns the names of the queues a message with keys routes to
+// from exchange x.
+func routeNames(t *testing.T, v *VHost, x string, keys ...string) []string {
+	t.Helper()
+	qs, err := v.Route(x, msg("m", keys...))
+	require.NoError(t, err)
+	var names []string
+	for _, q := range qs {
+		names = append(names, q.Name())
+	}
+	return names
 }
