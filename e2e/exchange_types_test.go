@@ -226,3 +226,26 @@ func TestAttachReplyCarriesOnlyFiltersInForce(t *testing.T) {
 	assert.True(t, strings.HasPrefix(dr.Address(), "/queues/"), dr.Address())
 	assert.Nil(t, dr.LinkSourceFilterValue("apache.org:selector-filter:string"))
 }
+
+// The HTTP API's overview lists the exchange types as RabbitMQ 4.3's does:
+// its built-in ones, sorted by name, with RabbitMQ's descriptions.
+func TestHTTPOverviewListsExchangeTypes(t *testing.T) {
+	b := startBroker(t, "", withHTTP)
+	out := api(t, apiServer(t, b), "GET", "/api/overview", nil, http.StatusOK)
+	type exchangeType struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		Enabled     bool   `json:"enabled"`
+	}
+	got := apiJSON[struct {
+		ExchangeTypes []exchangeType `json:"exchange_types"`
+	}](t, out).ExchangeTypes
+	assert.Equal(t, []exchangeType{
+		{"direct", "AMQP direct exchange, as per the AMQP specification", true},
+		{"fanout", "AMQP fanout exchange, as per the AMQP specification", true},
+		{"headers", "AMQP headers exchange, as per the AMQP specification", true},
+		{"topic", "AMQP topic exchange, as per the AMQP specification", true},
+		{"x-local-random", "Picks one random local binding (queue) to route via (to).", true},
+		{"x-modulus-hash", "Modulus Hashing Exchange", true},
+	}, got)
+}

@@ -24,6 +24,26 @@ const (
 	ExchangeModulusHash = "x-modulus-hash"
 )
 
+// ExchangeType describes an exchange type as RabbitMQ's registry does
+// (the HTTP API's overview lists them).
+type ExchangeType struct {
+	Name, Description string
+}
+
+// exchangeTypes are the exchange types epitaph has, sorted by name: the
+// ones built into RabbitMQ 4.3, with RabbitMQ's descriptions.
+var exchangeTypes = []ExchangeType{
+	{ExchangeDirect, "AMQP direct exchange, as per the AMQP specification"},
+	{ExchangeFanout, "AMQP fanout exchange, as per the AMQP specification"},
+	{ExchangeHeaders, "AMQP headers exchange, as per the AMQP specification"},
+	{ExchangeTopic, "AMQP topic exchange, as per the AMQP specification"},
+	{ExchangeLocalRandom, "Picks one random local binding (queue) to route via (to)."},
+	{ExchangeModulusHash, "Modulus Hashing Exchange"},
+}
+
+// ExchangeTypes lists the exchange types epitaph has, sorted by name.
+func ExchangeTypes() []ExchangeType { return slices.Clone(exchangeTypes) }
+
 // ExchangeSpec declares an exchange.
 type ExchangeSpec struct {
 	Name       string
@@ -87,9 +107,7 @@ type binding struct {
 }
 
 func newExchange(s ExchangeSpec) (*exchange, error) {
-	switch s.Type {
-	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders, ExchangeLocalRandom, ExchangeModulusHash:
-	default:
+	if !slices.ContainsFunc(exchangeTypes, func(t ExchangeType) bool { return t.Name == s.Type }) {
 		// RabbitMQ's text (rabbit_exchange:check_type); the caller names the
 		// exchange where the request does not.
 		return nil, fmt.Errorf("%w: unknown exchange type '%s'", ErrInvalidArgument, s.Type)
