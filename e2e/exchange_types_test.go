@@ -225,6 +225,12 @@ func TestAttachReplyCarriesOnlyFiltersInForce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(dr.Address(), "/queues/"), dr.Address())
 	assert.Nil(t, dr.LinkSourceFilterValue("apache.org:selector-filter:string"))
+
+	// And the /management node's reply link.
+	mr, err := s.NewReceiver(ctxT(t), "/management", &amqp.ReceiverOptions{Name: "mgmt",
+		Filters: []amqp.LinkFilter{amqp.NewSelectorFilter("a = 1")}})
+	require.NoError(t, err)
+	assert.Nil(t, mr.LinkSourceFilterValue("apache.org:selector-filter:string"))
 }
 
 // The HTTP API's overview lists the exchange types as RabbitMQ 4.3's does:

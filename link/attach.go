@@ -34,8 +34,13 @@ func (s *session) attach(a *amqp10.Attach) error {
 
 // reply builds our attach reply: same name and handle, the other role, the
 // settle modes echoed exactly as requested (go-amqp fails the attach when
-// a mode it set comes back different).
+// a mode it set comes back different), and, where we send, the source with
+// only the filters in force.
 func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
+	src := a.Source
+	if a.Role == amqp10.RoleReceiver {
+		src = withFiltersInForce(src)
+	}
 	return &amqp10.Attach{
 		Name:             a.Name,
 		Handle:           a.Handle,
@@ -44,7 +49,7 @@ func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
 		HasSndSettleMode: a.HasSndSettleMode,
 		RcvSettleMode:    a.RcvSettleMode,
 		HasRcvSettleMode: a.HasRcvSettleMode,
-		Source:           a.Source,
+		Source:           src,
 		Target:           a.Target,
 		MaxMessageSize:   s.c.srv.opts.MaxMessageSize,
 	}
