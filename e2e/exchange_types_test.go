@@ -164,7 +164,7 @@ func TestUnknownExchangeTypeRefusedAtDeclare(t *testing.T) {
 		assert.Equal(t, want, body, typ)
 
 		out := api(t, base, "PUT", "/api/exchanges/%2F/x2", map[string]any{"type": typ}, http.StatusBadRequest)
-		assert.Equal(t, want, apiJSON[map[string]string](t, out)["reason"])
+		assert.Equal(t, map[string]string{"error": "bad_request", "reason": want}, apiJSON[map[string]string](t, out))
 
 		out = api(t, base, "POST", "/api/definitions", `{"exchanges": [{"name": "x3", "vhost": "/", "type": "`+typ+`",
 			"durable": true, "auto_delete": false, "internal": false, "arguments": {}}]}`, http.StatusBadRequest)
