@@ -1,8 +1,8 @@
 // Package router is epitaph's data model: virtual hosts, exchanges
-// (direct, fanout, topic, headers), bindings, queues (classic and quorum) with
-// their consumers, TTL expiry and overflow, and policies. Users and
-// permissions are package auth's (reached through Accounts), the resource
-// alarms package alarm's (Broker.Alarms).
+// (direct, fanout, topic, headers, x-local-random, x-modulus-hash),
+// bindings, queues (classic and quorum) with their consumers, TTL expiry and
+// overflow, and policies. Users and permissions are package auth's (reached
+// through Accounts), the resource alarms package alarm's (Broker.Alarms).
 //
 // Each Queue owns its state behind its own mutex. Lock order: VHost.mu
 // (topology) before Queue.mu; a queue lock is never held while calling into
