@@ -34,8 +34,13 @@ func (s *session) attach(a *amqp10.Attach) error {
 
 // reply builds our attach reply: same name and handle, the other role, the
 // settle modes echoed exactly as requested (go-amqp fails the attach when
-// a mode it set comes back different).
+// a mode it set comes back different), and, where we send, the source with
+// only the filters in force.
 func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
+	src := a.Source
+	if a.Role == amqp10.RoleReceiver {
+		src = withFiltersInForce(src)
+	}
 	return &amqp10.Attach{
 		Name:             a.Name,
 		Handle:           a.Handle,
@@ -44,7 +49,7 @@ func (s *session) reply(a *amqp10.Attach) *amqp10.Attach {
 		HasSndSettleMode: a.HasSndSettleMode,
 		RcvSettleMode:    a.RcvSettleMode,
 		HasRcvSettleMode: a.HasRcvSettleMode,
-		Source:           a.Source,
+		Source:           src,
 		Target:           a.Target,
 		MaxMessageSize:   s.c.srv.opts.MaxMessageSize,
 	}
@@ -217,11 +222,30 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	}
 	s.addLink(a.Handle, l)
 	r := s.reply(a)
-	r.Source = src
+	r.Source = withFiltersInForce(src)
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
 	r.MaxMessageSize = 0
 	s.c.write(s.local, r, nil)
 	return nil
+}
+
+// withFiltersInForce returns the source for a consumer's attach reply:
+// "the sending endpoint sets the filter actually in place" (AMQP 1.0
+// section 3.5.3), so the reply carries only the filters the consumer gets.
+// epitaph applies no filter on its queues, so the reply has none, whatever
+// was asked: a JMS selector, a property or SQL filter expression, a stream
+// filter, or a filter of unknown name. RabbitMQ 4.3 omits the selector and
+// unknown filters on classic and quorum queues too; it echoes filter
+// expressions and stream filters there although those queues ignore them.
+// The client sees, as the specification has it, that its filter is not in
+// force, and may detach.
+func withFiltersInForce(src *amqp10.Source) *amqp10.Source {
+	if src == nil || src.Filter == nil {
+		return src
+	}
+	cp := *src
+	cp.Filter = nil
+	return &cp
 }
 
 // addLink registers an attached link.

@@ -1,8 +1,8 @@
 // Package router is epitaph's data model: virtual hosts, exchanges
-// (direct, fanout, topic, headers), bindings, queues (classic and quorum) with
-// their consumers, TTL expiry and overflow, and policies. Users and
-// permissions are package auth's (reached through Accounts), the resource
-// alarms package alarm's (Broker.Alarms).
+// (direct, fanout, topic, headers, x-local-random, x-modulus-hash),
+// bindings, queues (classic and quorum) with their consumers, TTL expiry and
+// overflow, and policies. Users and permissions are package auth's (reached
+// through Accounts), the resource alarms package alarm's (Broker.Alarms).
 //
 // The router speaks no protocol. A message is a Message (message.go): the
 // bytes its publisher's protocol encoded, behind the Container interface

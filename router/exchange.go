@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/epitaph-mq/epitaph/value"
@@ -13,12 +14,40 @@ const (
 	ExchangeFanout  = "fanout"
 	ExchangeTopic   = "topic"
 	ExchangeHeaders = "headers"
+	// ExchangeLocalRandom is RabbitMQ 4's x-local-random: each message goes
+	// to one of the bound classic queues, picked at random. Its bindings
+	// have an empty key and a classic queue as destination.
+	ExchangeLocalRandom = "x-local-random"
+	// ExchangeModulusHash is RabbitMQ 4.3's x-modulus-hash: each message
+	// goes to one binding's destination, picked by a hash of its routing
+	// keys modulo the number of bindings (modulushash.go).
+	ExchangeModulusHash = "x-modulus-hash"
 )
+
+// ExchangeType describes an exchange type as RabbitMQ's registry does
+// (the HTTP API's overview lists them).
+type ExchangeType struct {
+	Name, Description string
+}
+
+// exchangeTypes are the exchange types epitaph has, sorted by name: the
+// ones built into RabbitMQ 4.3, with RabbitMQ's descriptions.
+var exchangeTypes = []ExchangeType{
+	{ExchangeDirect, "AMQP direct exchange, as per the AMQP specification"},
+	{ExchangeFanout, "AMQP fanout exchange, as per the AMQP specification"},
+	{ExchangeHeaders, "AMQP headers exchange, as per the AMQP specification"},
+	{ExchangeTopic, "AMQP topic exchange, as per the AMQP specification"},
+	{ExchangeLocalRandom, "Picks one random local binding (queue) to route via (to)."},
+	{ExchangeModulusHash, "Modulus Hashing Exchange"},
+}
+
+// ExchangeTypes lists the exchange types epitaph has, sorted by name.
+func ExchangeTypes() []ExchangeType { return slices.Clone(exchangeTypes) }
 
 // ExchangeSpec declares an exchange.
 type ExchangeSpec struct {
 	Name       string
-	Type       string // direct, fanout, topic, headers
+	Type       string // direct, fanout, topic, headers, x-local-random, x-modulus-hash
 	Durable    bool
 	AutoDelete bool
 	Internal   bool
@@ -78,10 +107,10 @@ type binding struct {
 }
 
 func newExchange(s ExchangeSpec) (*exchange, error) {
-	switch s.Type {
-	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders:
-	default:
-		return nil, fmt.Errorf("%w: invalid exchange type '%s' for exchange '%s'", ErrInvalidArgument, s.Type, s.Name)
+	if !slices.ContainsFunc(exchangeTypes, func(t ExchangeType) bool { return t.Name == s.Type }) {
+		// RabbitMQ's text (rabbit_exchange:check_type); the caller names the
+		// exchange where the request does not.
+		return nil, fmt.Errorf("%w: unknown exchange type '%s'", ErrInvalidArgument, s.Type)
 	}
 	x := &exchange{spec: s}
 	norm := make(value.Map, 0, len(s.Arguments))
@@ -154,8 +183,40 @@ func (c *routeCtx) topicWords() [][]string {
 	return c.words
 }
 
+// validateBinding checks a new binding against the rules of x's type,
+// with RabbitMQ's texts (rabbit_exchange_type_local_random:validate_binding):
+// an x-local-random exchange binds only classic queues, with an empty key.
+// queues is the vhost's, read under its lock.
+func (x *exchange) validateBinding(b Binding, queues map[string]*Queue) error {
+	if x.spec.Type != ExchangeLocalRandom {
+		return nil
+	}
+	if b.Key != "" {
+		return fmt.Errorf("%w: Non empty binding '%s' key not permitted", ErrPreconditionFailed, b.Key)
+	}
+	q, ok := queues[b.Destination]
+	if b.DestinationIsExchange || !ok {
+		return fmt.Errorf("%w: Destination not found", ErrPreconditionFailed)
+	}
+	if q.Type() != Classic {
+		return fmt.Errorf("%w: Queue type rabbit_%s_queue not valid for this exchange type", ErrPreconditionFailed, q.Type())
+	}
+	return nil
+}
+
 // match returns the bindings of x that the message matches.
 func (x *exchange) match(c *routeCtx, out []*binding) []*binding {
+	switch x.spec.Type {
+	case ExchangeLocalRandom:
+		// Every binding is to a local classic queue (validateBinding), so
+		// any one of them will do, whatever the message.
+		if n := len(x.bindings); n > 0 {
+			out = append(out, x.bindings[rand.IntN(n)])
+		}
+		return out
+	case ExchangeModulusHash:
+		return pickModulusHash(x.bindings, c.m.RoutingKeys, out)
+	}
 	for _, b := range x.bindings {
 		if b.matches(x.spec.Type, c) {
 			out = append(out, b)

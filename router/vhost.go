@@ -391,7 +391,8 @@ func (v *VHost) Exchanges() []ExchangeInfo {
 
 // Bind adds a binding (idempotent). The default exchange cannot be bound
 // (ErrAccessRefused); a missing source or destination gives ErrNotFound; a
-// headers binding with a bad x-match gives ErrPreconditionFailed.
+// headers binding with a bad x-match, or a binding an x-local-random
+// exchange cannot have, gives ErrPreconditionFailed.
 func (v *VHost) Bind(b Binding) error {
 	if b.Source == "" || (b.DestinationIsExchange && b.Destination == "") {
 		return fmt.Errorf("%w: operation not permitted on the default exchange", ErrAccessRefused)
@@ -401,6 +402,9 @@ func (v *VHost) Bind(b Binding) error {
 	defer v.unlockMeta()
 	x, err := v.checkBindingLocked(b)
 	if err != nil {
+		return err
+	}
+	if err := x.validateBinding(b, v.queues); err != nil {
 		return err
 	}
 	if x.hasBinding(b) {

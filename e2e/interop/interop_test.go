@@ -75,6 +75,8 @@ type event struct {
 	// reply events (rhea_mgmt_probe.js): the status and the body's values
 	Subject string         `json:"subject"`
 	Fields  map[string]any `json:"fields"`
+	// attached events (proton_selector_probe.py): the reply source's filter
+	Filter map[string]any `json:"filter"`
 }
 
 // need skips the test, or fails it when EPITAPH_REQUIRE_INTEROP=1, because a
@@ -224,16 +226,41 @@ func TestRhea(t *testing.T) {
 	checkEvents(t, events, "rhea", "rhea")
 }
 
-func TestProton(t *testing.T) {
+// needProton skips (or fails, see need) a test when Debian's python3 cannot
+// import Qpid Proton.
+func needProton(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), probeTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, pythonPath, "-c", "import proton").CombinedOutput(); err != nil {
 		need(t, "python3-qpid-proton not importable by "+pythonPath+": "+strings.TrimSpace(string(out)),
 			"apt-get install -y python3-qpid-proton")
 	}
+}
+
+func TestProton(t *testing.T) {
+	needProton(t)
 	host, port := startBroker(t)
 	events := runProbe(t, pythonPath, "proton_probe.py", "--host", host, "--port", port, "--queue", "interop-proton", "--timeout", "10")
 	checkEvents(t, events, "proton", "proton")
+}
+
+// A JMS selector from Qpid Proton (apache.org:selector-filter:string) is not
+// applied on a queue, so the broker's attach reply leaves it out of the
+// source's filter (AMQP 1.0 section 3.5.3), as RabbitMQ 4.3 does on classic
+// and quorum queues.
+func TestProtonSelectorNotEchoed(t *testing.T) {
+	needProton(t)
+	host, port := startBroker(t)
+	events := runProbe(t, pythonPath, "proton_selector_probe.py", "--host", host, "--port", port, "--queue", "interop-proton", "--timeout", "10")
+	var attached []event
+	for _, e := range events {
+		if e.Event == "attached" {
+			attached = append(attached, e)
+		}
+	}
+	require.Len(t, attached, 1, "one attach reply")
+	require.Empty(t, attached[0].Filter, "the selector is not in force, so not in the reply")
 }
 
 // dlEvents splits a dead-letter probe's events: it must have published m
@@ -297,12 +324,7 @@ func (v pyValue) num(t *testing.T) int64 {
 // TestProtonDeadLetter checks the exact AMQP types of every x-opt-deaths
 // field as Qpid Proton decodes them.
 func TestProtonDeadLetter(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), probeTimeout)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, pythonPath, "-c", "import proton").CombinedOutput(); err != nil {
-		need(t, "python3-qpid-proton not importable by "+pythonPath+": "+strings.TrimSpace(string(out)),
-			"apt-get install -y python3-qpid-proton")
-	}
+	needProton(t)
 	host, port := startBroker(t)
 	before := time.Now()
 	events := runProbe(t, pythonPath, "proton_dl_probe.py", "--host", host, "--port", port,

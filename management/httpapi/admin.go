@@ -82,6 +82,7 @@ func (s *server) overview(req *request) error {
 		"node":               s.node,
 		"erlang_version":     "",
 		"message_stats":      map[string]any{},
+		"exchange_types":     exchangeTypes(),
 	}
 	if req.admin {
 		var queues, exchanges, consumers, ready, unacked int
@@ -111,6 +112,16 @@ func (s *server) overview(req *request) error {
 		}
 	}
 	return req.ok(out)
+}
+
+// exchangeTypes is the overview's exchange_types: RabbitMQ lists every
+// registered type, sorted by name, each enabled.
+func exchangeTypes() []map[string]any {
+	var out []map[string]any
+	for _, t := range router.ExchangeTypes() {
+		out = append(out, map[string]any{"name": t.Name, "description": t.Description, "enabled": true})
+	}
+	return out
 }
 
 // ---- vhosts ----

@@ -1,16 +1,16 @@
 package store
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
 
 const crashEnv = "EPITAPH_STORE_CRASH_CHILD"
@@ -104,9 +104,7 @@ func TestCrashKill(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		kills, spread = 1, 2000
 	}
-	if n, _ := strconv.Atoi(os.Getenv("EPITAPH_STORE_CRASH_KILLS")); n > 0 {
-		kills = n
-	}
+	kills = storetest.Kills("EPITAPH_STORE_CRASH_KILLS", kills)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(42, uint64(os.Getpid())))
 	type info struct {
@@ -118,18 +116,8 @@ func TestCrashKill(t *testing.T) {
 	intent := map[uint64]bool{} // a settle or move was submitted (maybe not acknowledged)
 	total := 0
 	for k := 0; k < kills; k++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("%s_RUN=%d", crashEnv, k))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, sc := storetest.StartChild(t, crashEnv+"="+dir, fmt.Sprintf("%s_RUN=%d", crashEnv, k))
 		target := 1000 + rng.IntN(spread)
-		sc := bufio.NewScanner(stdout)
 		acks := 0
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())

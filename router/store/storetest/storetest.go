@@ -1,6 +1,6 @@
 // Package storetest holds the fault injectors the store's and the router's
-// tests share: a full disk for Pebble's error-injecting file system, and a
-// log handler that counts records.
+// tests share: a full disk for Pebble's error-injecting file system, a
+// log handler that counts records, and the start of a crash test's child process.
 package storetest
 
 import (
