@@ -96,7 +96,7 @@ type request struct {
 	admin bool
 	tags  []string
 	token *auth.Token // the user's OAuth 2 token; nil for a stored user
-	args  []string // the wildcard segments, decoded
+	args  []string    // the wildcard segments, decoded
 }
 
 // apiError is an API error with its HTTP status.
