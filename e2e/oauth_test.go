@@ -332,3 +332,15 @@ func TestOAuthOffByDefault(t *testing.T) {
 		&amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "alice", time.Now().Add(time.Minute)))})
 	require.Error(t, err)
 }
+
+// A configured key source that cannot be read stops the start.
+func TestOAuthStartRefusesMissingKeys(t *testing.T) {
+	opts := testOptions()
+	opts.OAuthResourceServerID = "rabbitmq"
+	opts.OAuthJWKSFile = filepath.Join(t.TempDir(), "missing.json")
+	b, err := epitaph.Start(opts)
+	if err == nil {
+		_ = b.Close()
+	}
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
