@@ -392,15 +392,10 @@ func (n *Node) refreshToken(r *request) (string, any, error) {
 	if !ok {
 		return "", nil, fail(statusServerError, "token refresh needs a connection")
 	}
-	var raw string
-	switch b := r.body.(type) {
-	case []byte:
-		raw = string(b)
-	case string:
-		raw = b
-	default:
+	raw, ok := r.body.([]byte)
+	if !ok {
 		return "", nil, fail(statusBadRequest, "the token must be a binary body, got %T", r.body)
 	}
-	_ = tc.RefreshToken(raw) // a refusal closes the connection; it logs why
+	_ = tc.RefreshToken(string(raw)) // a refusal closes the connection; it logs why
 	return statusNoContent, nil, nil
 }
