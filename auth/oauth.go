@@ -82,6 +82,9 @@ type TokenValidator struct {
 	client *http.Client
 	secret []byte // the static HS256 key; nil when none
 
+	// fetching serializes fetches of the URL; mu guards the keys, and is
+	// not held while fetching, so that known keys verify meanwhile.
+	fetching  sync.Mutex
 	mu        sync.Mutex
 	keys      map[string]any // by kid: *rsa.PublicKey, *ecdsa.PublicKey or []byte
 	fileKeys  map[string]any
@@ -129,12 +132,17 @@ func NewTokenValidator(cfg OAuthConfig) (*TokenValidator, error) {
 // refetch loads the key set from the URL, at most once per jwksRefetch.
 // Called with v.mu unlocked.
 func (v *TokenValidator) refetch(ctx context.Context) error {
+	v.fetching.Lock()
+	defer v.fetching.Unlock()
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if !v.lastFetch.IsZero() && v.now().Sub(v.lastFetch) < jwksRefetch {
+	recent := !v.lastFetch.IsZero() && v.now().Sub(v.lastFetch) < jwksRefetch
+	if !recent {
+		v.lastFetch = v.now()
+	}
+	v.mu.Unlock()
+	if recent {
 		return nil
 	}
-	v.lastFetch = v.now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
 	if err != nil {
 		return fmt.Errorf("auth: jwks url: %w", err)
@@ -155,7 +163,9 @@ func (v *TokenValidator) refetch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("auth: jwks url: %w", err)
 	}
+	v.mu.Lock()
 	v.keys = keys
+	v.mu.Unlock()
 	return nil
 }
 

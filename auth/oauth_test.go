@@ -264,3 +264,36 @@ func TestNewTokenValidatorErrors(t *testing.T) {
 	_, err = reg.AuthenticateToken("a.b.c")
 	require.ErrorIs(t, err, ErrOAuthOff)
 }
+
+// FuzzValidateClaims signs arbitrary claims with the validator's HS256 key,
+// so that every payload passes the signature check and reaches our own
+// claim handling (audience, scope claim and extra scope paths, prefix
+// filter, scope parsing): never a panic, and an accepted token's scopes
+// are only those the resource server's prefix selected.
+func FuzzValidateClaims(f *testing.F) {
+	f.Add([]byte(`{"aud":"rabbitmq","exp":4102444800,"scope":"rabbitmq.read:*/* rabbitmq.tag:x"}`))
+	f.Add([]byte(`{"aud":["rabbitmq"],"exp":4102444800,"scope":["rabbitmq.write:%2F/a*b"],"roles":{"rabbitmq":"configure:*/*"}}`))
+	f.Add([]byte(`{"aud":"rabbitmq","exp":"soon","realm_access":{"roles":[1,{"a":2}]}}`))
+	f.Add([]byte(`{"exp":1e400}`))
+	f.Add([]byte(`[]`))
+	key := writeFile(f, "key", []byte(hsSecretB64))
+	v, err := NewTokenValidator(OAuthConfig{ResourceServerID: "rabbitmq", SigningKeyFile: key, VerifyAud: true,
+		ExtraScopesField: "roles realm_access.roles", MaxScopes: 64})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		head := b64u([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + b64u(payload)
+		mac := jwt.SigningMethodHS256
+		sig, err := mac.Sign(head, hsSecret(t))
+		require.NoError(t, err)
+		tok, err := v.Validate(head + "." + b64u(sig))
+		if err != nil {
+			require.ErrorIs(t, err, ErrTokenRefused)
+			return
+		}
+		assert.LessOrEqual(t, len(tok.Scopes), 64)
+		for _, s := range tok.Scopes {
+			_ = tok.Authorize("/", ResourceQueue, s, Read)
+		}
+		_ = tok.CanAccessVHost("/")
+	})
+}

@@ -89,9 +89,9 @@ func (c *conn) mayUseVHost(vhost string) bool {
 }
 
 // tokenLogin authenticates a PLAIN password as an OAuth 2 token when the
-// broker accepts tokens and the password has a token's shape. ok is false
-// when the password is not to be taken as a token (err nil) or the token
-// was refused (err says why, for the log only).
+// broker accepts tokens and the password has a token's shape. It returns
+// nil, nil when the password is not to be taken as a token, and nil and
+// the reason (for the log only) when the token is refused.
 func (c *conn) tokenLogin(pass string) (tok *auth.Token, err error) {
 	reg := c.srv.opts.Auth
 	if !reg.OAuthEnabled() || !auth.LooksLikeJWT(pass) {
