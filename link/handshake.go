@@ -301,6 +301,10 @@ func (c *conn) sasl() error {
 		// the client learns only that authentication failed.
 		tok, tokErr := c.tokenLogin(pass)
 		if tok != nil {
+			// RabbitMQ checks loopback_users on the authenticated name.
+			if tok.User == "guest" && !c.loopback {
+				return refused("user guest may only connect from loopback")
+			}
 			c.user, c.token = tok.User, tok
 			break
 		}
