@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
+	"github.com/epitaph-mq/epitaph/config"
 )
 
 // OAuth 2 tokens as RabbitMQ's OAuth 2 plugin takes them, driven as the
@@ -36,6 +38,7 @@ const oauthKeyB64 = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"
 type oauthBroker struct {
 	*epitaph.Broker
 	rsa  *rsa.PrivateKey // signs RS256 tokens, kid "rsa-1" in the JWKS file
+	jwks string          // the JWKS file
 	logs *syncBuffer
 }
 
@@ -61,7 +64,7 @@ func startOAuthBroker(t *testing.T) *oauthBroker {
 		o.AuthFailureDelay = 0
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	return &oauthBroker{Broker: b, rsa: key, logs: logs}
+	return &oauthBroker{Broker: b, rsa: key, jwks: file, logs: logs}
 }
 
 // hsToken is the official specs' token: aud rabbitmq, full scopes on every
@@ -343,4 +346,27 @@ func TestOAuthStartRefusesMissingKeys(t *testing.T) {
 		_ = b.Close()
 	}
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// As RabbitMQ checks loopback_users on the authenticated name, a token
+// naming guest is refused from another host; other names are not.
+func TestOAuthGuestTokenOnlyFromLoopback(t *testing.T) {
+	ip := nonLoopbackIPv4(t)
+	if ip == nil {
+		t.Skip("no non-loopback IPv4 interface to connect from")
+	}
+	b := startOAuthBroker(t)
+	remote := startBroker(t, "", func(o *epitaph.Options) {
+		o.Listen = net.JoinHostPort(ip.String(), "0")
+		o.PlainWithoutTLS = config.PlainWithoutTLSAll
+		o.OAuthResourceServerID = "rabbitmq"
+		o.OAuthJWKSFile = b.jwks
+		o.AuthFailureDelay = 0
+	})
+	url := "amqp://" + remote.Addr().String()
+	_, err := amqp.Dial(ctxT(t), url, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "guest", time.Now().Add(time.Minute)))})
+	require.Error(t, err)
+	c, err := amqp.Dial(ctxT(t), url, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "alice", time.Now().Add(time.Minute)))})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }
