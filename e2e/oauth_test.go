@@ -94,6 +94,9 @@ func rmqOAuthDial(t *testing.T, b *oauthBroker, token string) (*rmq.AmqpConnecti
 	})
 	if err == nil {
 		t.Cleanup(func() {
+			if _, closed := conn.State().(*rmq.StateClosed); closed {
+				return // the broker closed it
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = conn.Close(ctx)
