@@ -20,14 +20,14 @@ type ContentHeader struct {
 // than its fixed part is 501 frame-error, as RabbitMQ's
 // rabbit_command_assembler:analyze_frame/2 finds no match for it.
 func ParseContentHeader(payload []byte) (ContentHeader, error) {
-	if len(payload) < 14 {
+	if len(payload) < 12 {
 		return ContentHeader{}, frameErr(ErrUnknownFrame, "type 2, %d octets: unknown_frame", len(payload))
 	}
 	return ContentHeader{
 		ClassID:    binary.BigEndian.Uint16(payload),
 		Weight:     binary.BigEndian.Uint16(payload[2:]),
 		BodySize:   binary.BigEndian.Uint64(payload[4:]),
-		Properties: payload[14:],
+		Properties: payload[12:],
 	}, nil
 }
 
