@@ -70,16 +70,22 @@ func (d *decoder) shortstrBytes() []byte {
 	return d.take(int(n), "shortstr")
 }
 
-// shortstr copies a shortstr. RabbitMQ's generated decoder checks UTF-8
-// only in methods without content (rabbit_binary_parser:assert_utf8/1,
-// skipped for speed on publish, return, deliver and get-ok); checkUTF8
-// selects that.
-func (d *decoder) shortstr(checkUTF8 bool) string {
+// shortstrTo decodes a shortstr into *dst. RabbitMQ's generated decoder
+// checks UTF-8 only in methods without content
+// (rabbit_binary_parser:assert_utf8/1, skipped for speed on publish,
+// return, deliver and get-ok); checkUTF8 selects that.
+//
+// It keeps the string *dst holds when it has the same octets: a front end
+// that decodes every publish into one struct allocates nothing for a
+// repeated exchange or routing key.
+func (d *decoder) shortstrTo(dst *string, checkUTF8 bool) {
 	v := d.shortstrBytes()
 	if checkUTF8 && d.err == nil && !utf8.Valid(v) {
 		d.fail(ErrBadUTF8)
 	}
-	return string(v)
+	if *dst != string(v) {
+		*dst = string(v)
+	}
 }
 
 // longstrBytes is a longstr (long length, then octets), aliasing the input.

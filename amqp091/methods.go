@@ -175,9 +175,9 @@ func (m *ConnectionStartOk) Append(b []byte) ([]byte, error) {
 func (m *ConnectionStartOk) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.ClientProperties = d.table()
-	m.Mechanism = d.shortstr(true)
+	d.shortstrTo(&m.Mechanism, true)
 	m.Response = d.longstr()
-	m.Locale = d.shortstr(true)
+	d.shortstrTo(&m.Locale, true)
 	return d.finish()
 }
 
@@ -336,8 +336,8 @@ func (m *ConnectionOpen) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *ConnectionOpen) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.VirtualHost = d.shortstr(true)
-	m.Capabilities = d.shortstr(true)
+	d.shortstrTo(&m.VirtualHost, true)
+	d.shortstrTo(&m.Capabilities, true)
 	m.Insist = d.octet()&1 != 0
 	return d.finish()
 }
@@ -368,7 +368,7 @@ func (m *ConnectionOpenOk) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *ConnectionOpenOk) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.KnownHosts = d.shortstr(true)
+	d.shortstrTo(&m.KnownHosts, true)
 	return d.finish()
 }
 
@@ -408,7 +408,7 @@ func (m *ConnectionClose) Append(b []byte) ([]byte, error) {
 func (m *ConnectionClose) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr(true)
+	d.shortstrTo(&m.ReplyText, true)
 	m.ClassID = d.short()
 	m.MethodID = d.short()
 	return d.finish()
@@ -462,7 +462,7 @@ func (m *ConnectionBlocked) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *ConnectionBlocked) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.Reason = d.shortstr(true)
+	d.shortstrTo(&m.Reason, true)
 	return d.finish()
 }
 
@@ -518,7 +518,7 @@ func (m *ConnectionUpdateSecret) Append(b []byte) ([]byte, error) {
 func (m *ConnectionUpdateSecret) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.NewSecret = d.longstr()
-	m.Reason = d.shortstr(true)
+	d.shortstrTo(&m.Reason, true)
 	return d.finish()
 }
 
@@ -568,7 +568,7 @@ func (m *ChannelOpen) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *ChannelOpen) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.OutOfBand = d.shortstr(true)
+	d.shortstrTo(&m.OutOfBand, true)
 	return d.finish()
 }
 
@@ -681,7 +681,7 @@ func (m *ChannelClose) Append(b []byte) ([]byte, error) {
 func (m *ChannelClose) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr(true)
+	d.shortstrTo(&m.ReplyText, true)
 	m.ClassID = d.short()
 	m.MethodID = d.short()
 	return d.finish()
@@ -742,7 +742,7 @@ func (m *AccessRequest) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *AccessRequest) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.Realm = d.shortstr(true)
+	d.shortstrTo(&m.Realm, true)
 	bits := d.octet()
 	m.Exclusive = bits&1 != 0
 	m.Passive = bits&2 != 0
@@ -828,8 +828,8 @@ func (m *ExchangeDeclare) Append(b []byte) ([]byte, error) {
 func (m *ExchangeDeclare) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Exchange = d.shortstr(true)
-	m.Type = d.shortstr(true)
+	d.shortstrTo(&m.Exchange, true)
+	d.shortstrTo(&m.Type, true)
 	bits := d.octet()
 	m.Passive = bits&1 != 0
 	m.Durable = bits&2 != 0
@@ -895,7 +895,7 @@ func (m *ExchangeDelete) Append(b []byte) ([]byte, error) {
 func (m *ExchangeDelete) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Exchange = d.shortstr(true)
+	d.shortstrTo(&m.Exchange, true)
 	bits := d.octet()
 	m.IfUnused = bits&1 != 0
 	m.NoWait = bits&2 != 0
@@ -973,9 +973,9 @@ func (m *ExchangeBind) Append(b []byte) ([]byte, error) {
 func (m *ExchangeBind) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Destination = d.shortstr(true)
-	m.Source = d.shortstr(true)
-	m.RoutingKey = d.shortstr(true)
+	d.shortstrTo(&m.Destination, true)
+	d.shortstrTo(&m.Source, true)
+	d.shortstrTo(&m.RoutingKey, true)
 	m.NoWait = d.octet()&1 != 0
 	m.Arguments = d.table()
 	return d.finish()
@@ -1050,9 +1050,9 @@ func (m *ExchangeUnbind) Append(b []byte) ([]byte, error) {
 func (m *ExchangeUnbind) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Destination = d.shortstr(true)
-	m.Source = d.shortstr(true)
-	m.RoutingKey = d.shortstr(true)
+	d.shortstrTo(&m.Destination, true)
+	d.shortstrTo(&m.Source, true)
+	d.shortstrTo(&m.RoutingKey, true)
 	m.NoWait = d.octet()&1 != 0
 	m.Arguments = d.table()
 	return d.finish()
@@ -1125,7 +1125,7 @@ func (m *QueueDeclare) Append(b []byte) ([]byte, error) {
 func (m *QueueDeclare) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
 	bits := d.octet()
 	m.Passive = bits&1 != 0
 	m.Durable = bits&2 != 0
@@ -1166,7 +1166,7 @@ func (m *QueueDeclareOk) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *QueueDeclareOk) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.Queue = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
 	m.MessageCount = d.long()
 	m.ConsumerCount = d.long()
 	return d.finish()
@@ -1221,9 +1221,9 @@ func (m *QueueBind) Append(b []byte) ([]byte, error) {
 func (m *QueueBind) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
-	m.Exchange = d.shortstr(true)
-	m.RoutingKey = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
+	d.shortstrTo(&m.Exchange, true)
+	d.shortstrTo(&m.RoutingKey, true)
 	m.NoWait = d.octet()&1 != 0
 	m.Arguments = d.table()
 	return d.finish()
@@ -1280,7 +1280,7 @@ func (m *QueuePurge) Append(b []byte) ([]byte, error) {
 func (m *QueuePurge) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
 	m.NoWait = d.octet()&1 != 0
 	return d.finish()
 }
@@ -1345,7 +1345,7 @@ func (m *QueueDelete) Append(b []byte) ([]byte, error) {
 func (m *QueueDelete) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
 	bits := d.octet()
 	m.IfUnused = bits&1 != 0
 	m.IfEmpty = bits&2 != 0
@@ -1424,9 +1424,9 @@ func (m *QueueUnbind) Append(b []byte) ([]byte, error) {
 func (m *QueueUnbind) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
-	m.Exchange = d.shortstr(true)
-	m.RoutingKey = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
+	d.shortstrTo(&m.Exchange, true)
+	d.shortstrTo(&m.RoutingKey, true)
 	m.Arguments = d.table()
 	return d.finish()
 }
@@ -1553,8 +1553,8 @@ func (m *BasicConsume) Append(b []byte) ([]byte, error) {
 func (m *BasicConsume) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
-	m.ConsumerTag = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
+	d.shortstrTo(&m.ConsumerTag, true)
 	bits := d.octet()
 	m.NoLocal = bits&1 != 0
 	m.NoAck = bits&2 != 0
@@ -1588,7 +1588,7 @@ func (m *BasicConsumeOk) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *BasicConsumeOk) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.ConsumerTag = d.shortstr(true)
+	d.shortstrTo(&m.ConsumerTag, true)
 	return d.finish()
 }
 
@@ -1619,7 +1619,7 @@ func (m *BasicCancel) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *BasicCancel) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.ConsumerTag = d.shortstr(true)
+	d.shortstrTo(&m.ConsumerTag, true)
 	m.NoWait = d.octet()&1 != 0
 	return d.finish()
 }
@@ -1648,7 +1648,7 @@ func (m *BasicCancelOk) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *BasicCancelOk) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.ConsumerTag = d.shortstr(true)
+	d.shortstrTo(&m.ConsumerTag, true)
 	return d.finish()
 }
 
@@ -1691,8 +1691,8 @@ func (m *BasicPublish) Append(b []byte) ([]byte, error) {
 func (m *BasicPublish) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Exchange = d.shortstr(false)
-	m.RoutingKey = d.shortstr(false)
+	d.shortstrTo(&m.Exchange, false)
+	d.shortstrTo(&m.RoutingKey, false)
 	bits := d.octet()
 	m.Mandatory = bits&1 != 0
 	m.Immediate = bits&2 != 0
@@ -1739,9 +1739,9 @@ func (m *BasicReturn) Append(b []byte) ([]byte, error) {
 func (m *BasicReturn) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr(false)
-	m.Exchange = d.shortstr(false)
-	m.RoutingKey = d.shortstr(false)
+	d.shortstrTo(&m.ReplyText, false)
+	d.shortstrTo(&m.Exchange, false)
+	d.shortstrTo(&m.RoutingKey, false)
 	return d.finish()
 }
 
@@ -1787,11 +1787,11 @@ func (m *BasicDeliver) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *BasicDeliver) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.ConsumerTag = d.shortstr(false)
+	d.shortstrTo(&m.ConsumerTag, false)
 	m.DeliveryTag = d.longlong()
 	m.Redelivered = d.octet()&1 != 0
-	m.Exchange = d.shortstr(false)
-	m.RoutingKey = d.shortstr(false)
+	d.shortstrTo(&m.Exchange, false)
+	d.shortstrTo(&m.RoutingKey, false)
 	return d.finish()
 }
 
@@ -1826,7 +1826,7 @@ func (m *BasicGet) Append(b []byte) ([]byte, error) {
 func (m *BasicGet) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
-	m.Queue = d.shortstr(true)
+	d.shortstrTo(&m.Queue, true)
 	m.NoAck = d.octet()&1 != 0
 	return d.finish()
 }
@@ -1872,8 +1872,8 @@ func (m *BasicGetOk) Decode(args []byte) error {
 	d := decoder{b: args}
 	m.DeliveryTag = d.longlong()
 	m.Redelivered = d.octet()&1 != 0
-	m.Exchange = d.shortstr(false)
-	m.RoutingKey = d.shortstr(false)
+	d.shortstrTo(&m.Exchange, false)
+	d.shortstrTo(&m.RoutingKey, false)
 	m.MessageCount = d.long()
 	return d.finish()
 }
@@ -1902,7 +1902,7 @@ func (m *BasicGetEmpty) Append(b []byte) ([]byte, error) {
 // Decode decodes the arguments (the payload after the ids) into m.
 func (m *BasicGetEmpty) Decode(args []byte) error {
 	d := decoder{b: args}
-	m.ClusterID = d.shortstr(true)
+	d.shortstrTo(&m.ClusterID, true)
 	return d.finish()
 }
 

@@ -72,50 +72,55 @@ func (p *Properties) Has(flag uint16) bool { return p.Flags&flag != 0 }
 // properties in flag order) into p, replacing what it held. Flags words
 // after the first are accepted when they set nothing but continuation;
 // any flag this class does not define is an error, since the properties
-// after it could not be found. Errors are *Error 501 frame-error.
+// after it could not be found. Errors are *Error 501 frame-error, and
+// leave p partly decoded.
 func (p *Properties) Decode(b []byte) error {
-	*p = Properties{}
 	d := decoder{b: b}
-	p.Flags = d.short()
-	if d.err == nil && p.Flags&^(flagsKnown|flagContinuation) != 0 {
-		return frameErr(ErrInvalidType, "cannot decode properties: unknown property flags %#04x", p.Flags)
+	flags := d.short()
+	if d.err == nil && flags&^(flagsKnown|flagContinuation) != 0 {
+		return frameErr(ErrInvalidType, "cannot decode properties: unknown property flags %#04x", flags)
 	}
-	for more := p.Flags&flagContinuation != 0; more && d.err == nil; {
+	for more := flags&flagContinuation != 0; more && d.err == nil; {
 		w := d.short()
 		if w&^flagContinuation != 0 {
 			return frameErr(ErrInvalidType, "cannot decode properties: unknown property flags word %#04x", w)
 		}
 		more = w&flagContinuation != 0
 	}
-	p.Flags &^= flagContinuation
-	str := func(flag uint16) string {
+	p.Flags = flags &^ flagContinuation
+	// Strings are decoded over the previous ones, which saves the
+	// allocation when a reused Properties sees the same value again.
+	str := func(flag uint16, dst *string) {
 		if p.Flags&flag == 0 {
-			return ""
+			*dst = ""
+			return
 		}
-		return d.shortstr(false)
+		d.shortstrTo(dst, false)
 	}
-	p.ContentType = str(FlagContentType)
-	p.ContentEncoding = str(FlagContentEncoding)
+	str(FlagContentType, &p.ContentType)
+	str(FlagContentEncoding, &p.ContentEncoding)
+	p.Headers = nil
 	if p.Has(FlagHeaders) {
 		p.Headers = d.table()
 	}
+	p.DeliveryMode, p.Priority, p.Timestamp = 0, 0, 0
 	if p.Has(FlagDeliveryMode) {
 		p.DeliveryMode = d.octet()
 	}
 	if p.Has(FlagPriority) {
 		p.Priority = d.octet()
 	}
-	p.CorrelationID = str(FlagCorrelationID)
-	p.ReplyTo = str(FlagReplyTo)
-	p.Expiration = str(FlagExpiration)
-	p.MessageID = str(FlagMessageID)
+	str(FlagCorrelationID, &p.CorrelationID)
+	str(FlagReplyTo, &p.ReplyTo)
+	str(FlagExpiration, &p.Expiration)
+	str(FlagMessageID, &p.MessageID)
 	if p.Has(FlagTimestamp) {
 		p.Timestamp = d.longlong()
 	}
-	p.Type = str(FlagType)
-	p.UserID = str(FlagUserID)
-	p.AppID = str(FlagAppID)
-	p.ClusterID = str(FlagClusterID)
+	str(FlagType, &p.Type)
+	str(FlagUserID, &p.UserID)
+	str(FlagAppID, &p.AppID)
+	str(FlagClusterID, &p.ClusterID)
 	if err := d.finish(); err != nil {
 		return frameErr(err, "cannot decode properties")
 	}
