@@ -47,13 +47,13 @@ func requireCode(t *testing.T, err error, code uint16, scope Scope) *Error {
 func TestClassify(t *testing.T) {
 	sasl := ProtoHeader10SASL
 	for _, tc := range []struct {
-		name    string
-		in      string
-		proto   Protocol
-		legacy  bool
-		refuse  bool
-		reply   [8]byte
-		reason  string
+		name   string
+		in     string
+		proto  Protocol
+		legacy bool
+		refuse bool
+		reply  [8]byte
+		reason string
 	}{
 		{"0-9-1", `"AMQP" 00 00 09 01`, ProtocolAMQP091, false, false, [8]byte{}, ""},
 		{"0-9", `"AMQP" 01 01 00 09`, ProtocolAMQP091, true, false, [8]byte{}, ""},
