@@ -39,10 +39,13 @@ type Frame struct {
 	Payload []byte
 }
 
-// readChunk is how much payload buffer the reader adds at a time when a
-// frame is larger than any before it: memory follows the octets received,
-// not the size a peer claims.
-const readChunk = 64 << 10
+// A frame larger than any before it is read in steps that start at
+// firstChunk octets and double up to readChunk, so the buffer follows the
+// octets received, not the size a peer claims.
+const (
+	firstChunk = 4 << 10
+	readChunk  = 64 << 10
+)
 
 // FrameReader reads frames from a connection. It is not safe for
 // concurrent use; the front end's reading goroutine owns it.
@@ -118,8 +121,8 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 	return f, nil
 }
 
-// readPayload reads n octets into fr.buf, growing it at most readChunk
-// octets ahead of what has arrived.
+// readPayload reads n octets into fr.buf, growing it at most
+// max(firstChunk, what has arrived) octets ahead of what has arrived.
 func (fr *FrameReader) readPayload(n int) error {
 	if n <= cap(fr.buf) {
 		fr.buf = fr.buf[:n]
@@ -128,7 +131,7 @@ func (fr *FrameReader) readPayload(n int) error {
 	}
 	fr.buf = fr.buf[:0]
 	for len(fr.buf) < n {
-		step := min(n-len(fr.buf), readChunk)
+		step := min(n-len(fr.buf), max(firstChunk, len(fr.buf)), readChunk)
 		if cap(fr.buf)-len(fr.buf) < step {
 			grown := make([]byte, len(fr.buf), len(fr.buf)+max(step, len(fr.buf)))
 			copy(grown, fr.buf)
