@@ -121,6 +121,17 @@ func (d *decoder) finish() error {
 	return d.err
 }
 
+// noArgs is Decode for a method without arguments.
+func noArgs(args []byte) error {
+	d := decoder{b: args}
+	return d.finish()
+}
+
+// appendIDs appends a method's class-id and method-id.
+func appendIDs(b []byte, classID, methodID uint16) []byte {
+	return append(b, byte(classID>>8), byte(classID), byte(methodID>>8), byte(methodID))
+}
+
 // appendShortstr appends a shortstr; the caller has checked len(s) <= 255
 // (methods check all their shortstrs up front in validShortstrs).
 func appendShortstr(b []byte, s string) []byte {

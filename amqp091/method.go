@@ -15,8 +15,9 @@ type Method interface {
 	ID() (classID, methodID uint16)
 	// Append appends the method frame payload: class-id, method-id and
 	// the arguments. It fails only for a string too long for a shortstr
-	// or a table value it cannot encode, and allocates nothing when b
-	// has capacity.
+	// or a table value it cannot encode (the returned slice is then to
+	// be discarded; AppendMethodFrame returns its input), and allocates
+	// nothing when b has capacity.
 	Append(b []byte) ([]byte, error)
 	// Decode decodes the arguments (the payload after the ids).
 	Decode(args []byte) error
@@ -32,7 +33,7 @@ func ParseMethodHeader(payload []byte) (classID, methodID uint16, args []byte, e
 		return 0, 0, nil, frameErr(ErrUnknownFrame, "type 1, %d octets: unknown_frame", len(payload))
 	}
 	classID, methodID = binary.BigEndian.Uint16(payload), binary.BigEndian.Uint16(payload[2:])
-	if MethodName(classID, methodID) == "" {
+	if _, ok := lookupMethod(classID, methodID); !ok {
 		return classID, methodID, nil, &Error{Code: CommandInvalid, ClassID: classID, MethodID: methodID,
 			Text: fmt.Sprintf("unknown method %d.%d", classID, methodID), Cause: ErrUnknownMethod}
 	}
@@ -47,7 +48,8 @@ func ParseMethod(payload []byte) (Method, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newMethod(classID, methodID)
+	info, _ := lookupMethod(classID, methodID)
+	m := info.new()
 	if err := DecodeArgs(m, args); err != nil {
 		return nil, err
 	}
@@ -66,6 +68,13 @@ func DecodeArgs(m Method, args []byte) error {
 	classID, methodID := m.ID()
 	return &Error{Code: FrameError, ClassID: classID, MethodID: methodID,
 		Text: fmt.Sprintf("cannot decode %s arguments", MethodName(classID, methodID)), Cause: err}
+}
+
+// MethodName is the method's name as RabbitMQ writes it
+// ("basic.publish", "queue.declare_ok"), or "" if the ids name none.
+func MethodName(classID, methodID uint16) string {
+	info, _ := lookupMethod(classID, methodID)
+	return info.name
 }
 
 // WithChannel sets the channel of err if it is an *Error, and returns it.

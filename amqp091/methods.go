@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 )
 
-// Class ids (section 1 of the protocol XML; exchange.bind, confirm and the
-// connection.blocked and update-secret methods are RabbitMQ extensions).
+// Class ids. exchange.bind and unbind, confirm, basic.nack, connection.blocked,
+// unblocked and update-secret are RabbitMQ extensions.
 const (
 	ClassConnection = 10
 	ClassChannel    = 20
@@ -103,14 +103,13 @@ type ConnectionStart struct {
 	Locales          string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionStart) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionStart
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionStart) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionStart>>8), byte(MethodConnectionStart))
+	b = appendIDs(b, ClassConnection, MethodConnectionStart)
 	var err error
 	b = append(b, m.VersionMajor)
 	b = append(b, m.VersionMinor)
@@ -147,20 +146,19 @@ type ConnectionStartOk struct {
 	Locale           string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionStartOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionStartOk
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionStartOk) Append(b []byte) ([]byte, error) {
 	if len(m.Mechanism) > 255 {
-		return b, shortstrErr("connection.start-ok mechanism", len(m.Mechanism))
+		return b, shortstrErr("mechanism", len(m.Mechanism))
 	}
 	if len(m.Locale) > 255 {
-		return b, shortstrErr("connection.start-ok locale", len(m.Locale))
+		return b, shortstrErr("locale", len(m.Locale))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionStartOk>>8), byte(MethodConnectionStartOk))
+	b = appendIDs(b, ClassConnection, MethodConnectionStartOk)
 	var err error
 	if b, err = AppendTable(b, m.ClientProperties); err != nil {
 		return b, err
@@ -189,14 +187,13 @@ type ConnectionSecure struct {
 	Challenge string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionSecure) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionSecure
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionSecure) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionSecure>>8), byte(MethodConnectionSecure))
+	b = appendIDs(b, ClassConnection, MethodConnectionSecure)
 	b = appendLongstr(b, m.Challenge)
 	return b, nil
 }
@@ -216,14 +213,13 @@ type ConnectionSecureOk struct {
 	Response string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionSecureOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionSecureOk
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionSecureOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionSecureOk>>8), byte(MethodConnectionSecureOk))
+	b = appendIDs(b, ClassConnection, MethodConnectionSecureOk)
 	b = appendLongstr(b, m.Response)
 	return b, nil
 }
@@ -247,20 +243,22 @@ type ConnectionTune struct {
 	Heartbeat  uint16
 }
 
-// ID returns the class and method ids.
 func (*ConnectionTune) ID() (classID, methodID uint16) { return ClassConnection, MethodConnectionTune }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ConnectionTune) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionTune>>8), byte(MethodConnectionTune))
+	return m.appendArgs(appendIDs(b, ClassConnection, MethodConnectionTune))
+}
+
+func (m *ConnectionTune) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *ConnectionTune) appendArgs(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, m.ChannelMax)
 	b = binary.BigEndian.AppendUint32(b, m.FrameMax)
 	b = binary.BigEndian.AppendUint16(b, m.Heartbeat)
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ConnectionTune) Decode(args []byte) error {
+func (m *ConnectionTune) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.ChannelMax = d.short()
 	m.FrameMax = d.long()
@@ -268,40 +266,23 @@ func (m *ConnectionTune) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ConnectionTuneOk is connection.tune-ok.
+// ConnectionTuneOk is connection.tune-ok, with the arguments of ConnectionTune.
 //
 //	connection.tune-ok (10, 31)
 //	  channel-max        short
 //	  frame-max          long
 //	  heartbeat          short
-type ConnectionTuneOk struct {
-	ChannelMax uint16
-	FrameMax   uint32
-	Heartbeat  uint16
-}
+type ConnectionTuneOk ConnectionTune
 
-// ID returns the class and method ids.
 func (*ConnectionTuneOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionTuneOk
 }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ConnectionTuneOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionTuneOk>>8), byte(MethodConnectionTuneOk))
-	b = binary.BigEndian.AppendUint16(b, m.ChannelMax)
-	b = binary.BigEndian.AppendUint32(b, m.FrameMax)
-	b = binary.BigEndian.AppendUint16(b, m.Heartbeat)
-	return b, nil
+	return (*ConnectionTune)(m).appendArgs(appendIDs(b, ClassConnection, MethodConnectionTuneOk))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ConnectionTuneOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.ChannelMax = d.short()
-	m.FrameMax = d.long()
-	m.Heartbeat = d.short()
-	return d.finish()
-}
+func (m *ConnectionTuneOk) Decode(args []byte) error { return (*ConnectionTune)(m).decodeArgs(args) }
 
 // ConnectionOpen is connection.open.
 //
@@ -315,18 +296,17 @@ type ConnectionOpen struct {
 	Insist       bool
 }
 
-// ID returns the class and method ids.
 func (*ConnectionOpen) ID() (classID, methodID uint16) { return ClassConnection, MethodConnectionOpen }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionOpen) Append(b []byte) ([]byte, error) {
 	if len(m.VirtualHost) > 255 {
-		return b, shortstrErr("connection.open virtual-host", len(m.VirtualHost))
+		return b, shortstrErr("virtual-host", len(m.VirtualHost))
 	}
 	if len(m.Capabilities) > 255 {
-		return b, shortstrErr("connection.open capabilities", len(m.Capabilities))
+		return b, shortstrErr("capabilities", len(m.Capabilities))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionOpen>>8), byte(MethodConnectionOpen))
+	b = appendIDs(b, ClassConnection, MethodConnectionOpen)
 	b = appendShortstr(b, m.VirtualHost)
 	b = appendShortstr(b, m.Capabilities)
 	b = append(b, flag(m.Insist, 0))
@@ -350,17 +330,16 @@ type ConnectionOpenOk struct {
 	KnownHosts string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionOpenOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionOpenOk
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionOpenOk) Append(b []byte) ([]byte, error) {
 	if len(m.KnownHosts) > 255 {
-		return b, shortstrErr("connection.open-ok known-hosts", len(m.KnownHosts))
+		return b, shortstrErr("known-hosts", len(m.KnownHosts))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionOpenOk>>8), byte(MethodConnectionOpenOk))
+	b = appendIDs(b, ClassConnection, MethodConnectionOpenOk)
 	b = appendShortstr(b, m.KnownHosts)
 	return b, nil
 }
@@ -386,17 +365,20 @@ type ConnectionClose struct {
 	MethodID  uint16
 }
 
-// ID returns the class and method ids.
 func (*ConnectionClose) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionClose
 }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ConnectionClose) Append(b []byte) ([]byte, error) {
+	return m.appendArgs(appendIDs(b, ClassConnection, MethodConnectionClose))
+}
+
+func (m *ConnectionClose) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *ConnectionClose) appendArgs(b []byte) ([]byte, error) {
 	if len(m.ReplyText) > 255 {
-		return b, shortstrErr("connection.close reply-text", len(m.ReplyText))
+		return b, shortstrErr("reply-text", len(m.ReplyText))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionClose>>8), byte(MethodConnectionClose))
 	b = binary.BigEndian.AppendUint16(b, m.ReplyCode)
 	b = appendShortstr(b, m.ReplyText)
 	b = binary.BigEndian.AppendUint16(b, m.ClassID)
@@ -404,8 +386,7 @@ func (m *ConnectionClose) Append(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ConnectionClose) Decode(args []byte) error {
+func (m *ConnectionClose) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.ReplyCode = d.short()
 	d.shortstrTo(&m.ReplyText, true)
@@ -414,27 +395,18 @@ func (m *ConnectionClose) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ConnectionCloseOk is connection.close-ok.
+// ConnectionCloseOk is connection.close-ok, which has no arguments.
 //
 //	connection.close-ok (10, 51)
 type ConnectionCloseOk struct{}
 
-// ID returns the class and method ids.
 func (*ConnectionCloseOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionCloseOk
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ConnectionCloseOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionCloseOk>>8), byte(MethodConnectionCloseOk))
-	return b, nil
+func (*ConnectionCloseOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassConnection, MethodConnectionCloseOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ConnectionCloseOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ConnectionCloseOk) Decode(args []byte) error { return noArgs(args) }
 
 // ConnectionBlocked is connection.blocked.
 //
@@ -444,17 +416,16 @@ type ConnectionBlocked struct {
 	Reason string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionBlocked) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionBlocked
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionBlocked) Append(b []byte) ([]byte, error) {
 	if len(m.Reason) > 255 {
-		return b, shortstrErr("connection.blocked reason", len(m.Reason))
+		return b, shortstrErr("reason", len(m.Reason))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionBlocked>>8), byte(MethodConnectionBlocked))
+	b = appendIDs(b, ClassConnection, MethodConnectionBlocked)
 	b = appendShortstr(b, m.Reason)
 	return b, nil
 }
@@ -466,27 +437,18 @@ func (m *ConnectionBlocked) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ConnectionUnblocked is connection.unblocked.
+// ConnectionUnblocked is connection.unblocked, which has no arguments.
 //
 //	connection.unblocked (10, 61)
 type ConnectionUnblocked struct{}
 
-// ID returns the class and method ids.
 func (*ConnectionUnblocked) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionUnblocked
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ConnectionUnblocked) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionUnblocked>>8), byte(MethodConnectionUnblocked))
-	return b, nil
+func (*ConnectionUnblocked) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassConnection, MethodConnectionUnblocked), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ConnectionUnblocked) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ConnectionUnblocked) Decode(args []byte) error { return noArgs(args) }
 
 // ConnectionUpdateSecret is connection.update-secret.
 //
@@ -498,17 +460,16 @@ type ConnectionUpdateSecret struct {
 	Reason    string
 }
 
-// ID returns the class and method ids.
 func (*ConnectionUpdateSecret) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionUpdateSecret
 }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConnectionUpdateSecret) Append(b []byte) ([]byte, error) {
 	if len(m.Reason) > 255 {
-		return b, shortstrErr("connection.update-secret reason", len(m.Reason))
+		return b, shortstrErr("reason", len(m.Reason))
 	}
-	b = append(b, 0, ClassConnection, byte(MethodConnectionUpdateSecret>>8), byte(MethodConnectionUpdateSecret))
+	b = appendIDs(b, ClassConnection, MethodConnectionUpdateSecret)
 	b = appendLongstr(b, m.NewSecret)
 	b = appendShortstr(b, m.Reason)
 	return b, nil
@@ -522,27 +483,18 @@ func (m *ConnectionUpdateSecret) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ConnectionUpdateSecretOk is connection.update-secret-ok.
+// ConnectionUpdateSecretOk is connection.update-secret-ok, which has no arguments.
 //
 //	connection.update-secret-ok (10, 71)
 type ConnectionUpdateSecretOk struct{}
 
-// ID returns the class and method ids.
 func (*ConnectionUpdateSecretOk) ID() (classID, methodID uint16) {
 	return ClassConnection, MethodConnectionUpdateSecretOk
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ConnectionUpdateSecretOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConnection, byte(MethodConnectionUpdateSecretOk>>8), byte(MethodConnectionUpdateSecretOk))
-	return b, nil
+func (*ConnectionUpdateSecretOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassConnection, MethodConnectionUpdateSecretOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ConnectionUpdateSecretOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ConnectionUpdateSecretOk) Decode(args []byte) error { return noArgs(args) }
 
 // ChannelOpen is channel.open.
 //
@@ -552,15 +504,14 @@ type ChannelOpen struct {
 	OutOfBand string
 }
 
-// ID returns the class and method ids.
 func (*ChannelOpen) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelOpen }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ChannelOpen) Append(b []byte) ([]byte, error) {
 	if len(m.OutOfBand) > 255 {
-		return b, shortstrErr("channel.open out-of-band", len(m.OutOfBand))
+		return b, shortstrErr("out-of-band", len(m.OutOfBand))
 	}
-	b = append(b, 0, ClassChannel, byte(MethodChannelOpen>>8), byte(MethodChannelOpen))
+	b = appendIDs(b, ClassChannel, MethodChannelOpen)
 	b = appendShortstr(b, m.OutOfBand)
 	return b, nil
 }
@@ -580,12 +531,11 @@ type ChannelOpenOk struct {
 	ChannelID string
 }
 
-// ID returns the class and method ids.
 func (*ChannelOpenOk) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelOpenOk }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ChannelOpenOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassChannel, byte(MethodChannelOpenOk>>8), byte(MethodChannelOpenOk))
+	b = appendIDs(b, ClassChannel, MethodChannelOpenOk)
 	b = appendLongstr(b, m.ChannelID)
 	return b, nil
 }
@@ -605,107 +555,66 @@ type ChannelFlow struct {
 	Active bool
 }
 
-// ID returns the class and method ids.
 func (*ChannelFlow) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelFlow }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ChannelFlow) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassChannel, byte(MethodChannelFlow>>8), byte(MethodChannelFlow))
+	return m.appendArgs(appendIDs(b, ClassChannel, MethodChannelFlow))
+}
+
+func (m *ChannelFlow) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *ChannelFlow) appendArgs(b []byte) ([]byte, error) {
 	b = append(b, flag(m.Active, 0))
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ChannelFlow) Decode(args []byte) error {
+func (m *ChannelFlow) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.Active = d.octet()&1 != 0
 	return d.finish()
 }
 
-// ChannelFlowOk is channel.flow-ok.
+// ChannelFlowOk is channel.flow-ok, with the arguments of ChannelFlow.
 //
 //	channel.flow-ok (20, 21)
 //	  active             bit
-type ChannelFlowOk struct {
-	Active bool
-}
+type ChannelFlowOk ChannelFlow
 
-// ID returns the class and method ids.
 func (*ChannelFlowOk) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelFlowOk }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ChannelFlowOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassChannel, byte(MethodChannelFlowOk>>8), byte(MethodChannelFlowOk))
-	b = append(b, flag(m.Active, 0))
-	return b, nil
+	return (*ChannelFlow)(m).appendArgs(appendIDs(b, ClassChannel, MethodChannelFlowOk))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ChannelFlowOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.Active = d.octet()&1 != 0
-	return d.finish()
-}
+func (m *ChannelFlowOk) Decode(args []byte) error { return (*ChannelFlow)(m).decodeArgs(args) }
 
-// ChannelClose is channel.close.
+// ChannelClose is channel.close, with the arguments of ConnectionClose.
 //
 //	channel.close (20, 40)
 //	  reply-code         short
 //	  reply-text         shortstr
 //	  class-id           short
 //	  method-id          short
-type ChannelClose struct {
-	ReplyCode uint16
-	ReplyText string
-	ClassID   uint16
-	MethodID  uint16
-}
+type ChannelClose ConnectionClose
 
-// ID returns the class and method ids.
 func (*ChannelClose) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelClose }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ChannelClose) Append(b []byte) ([]byte, error) {
-	if len(m.ReplyText) > 255 {
-		return b, shortstrErr("channel.close reply-text", len(m.ReplyText))
-	}
-	b = append(b, 0, ClassChannel, byte(MethodChannelClose>>8), byte(MethodChannelClose))
-	b = binary.BigEndian.AppendUint16(b, m.ReplyCode)
-	b = appendShortstr(b, m.ReplyText)
-	b = binary.BigEndian.AppendUint16(b, m.ClassID)
-	b = binary.BigEndian.AppendUint16(b, m.MethodID)
-	return b, nil
+	return (*ConnectionClose)(m).appendArgs(appendIDs(b, ClassChannel, MethodChannelClose))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ChannelClose) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.ReplyCode = d.short()
-	d.shortstrTo(&m.ReplyText, true)
-	m.ClassID = d.short()
-	m.MethodID = d.short()
-	return d.finish()
-}
+func (m *ChannelClose) Decode(args []byte) error { return (*ConnectionClose)(m).decodeArgs(args) }
 
-// ChannelCloseOk is channel.close-ok.
+// ChannelCloseOk is channel.close-ok, which has no arguments.
 //
 //	channel.close-ok (20, 41)
 type ChannelCloseOk struct{}
 
-// ID returns the class and method ids.
 func (*ChannelCloseOk) ID() (classID, methodID uint16) { return ClassChannel, MethodChannelCloseOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ChannelCloseOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassChannel, byte(MethodChannelCloseOk>>8), byte(MethodChannelCloseOk))
-	return b, nil
+func (*ChannelCloseOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassChannel, MethodChannelCloseOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ChannelCloseOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ChannelCloseOk) Decode(args []byte) error { return noArgs(args) }
 
 // AccessRequest is access.request.
 //
@@ -725,15 +634,14 @@ type AccessRequest struct {
 	Read      bool
 }
 
-// ID returns the class and method ids.
 func (*AccessRequest) ID() (classID, methodID uint16) { return ClassAccess, MethodAccessRequest }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *AccessRequest) Append(b []byte) ([]byte, error) {
 	if len(m.Realm) > 255 {
-		return b, shortstrErr("access.request realm", len(m.Realm))
+		return b, shortstrErr("realm", len(m.Realm))
 	}
-	b = append(b, 0, ClassAccess, byte(MethodAccessRequest>>8), byte(MethodAccessRequest))
+	b = appendIDs(b, ClassAccess, MethodAccessRequest)
 	b = appendShortstr(b, m.Realm)
 	b = append(b, flag(m.Exclusive, 0)|flag(m.Passive, 1)|flag(m.Active, 2)|flag(m.Write, 3)|flag(m.Read, 4))
 	return b, nil
@@ -760,12 +668,11 @@ type AccessRequestOk struct {
 	Ticket uint16
 }
 
-// ID returns the class and method ids.
 func (*AccessRequestOk) ID() (classID, methodID uint16) { return ClassAccess, MethodAccessRequestOk }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *AccessRequestOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassAccess, byte(MethodAccessRequestOk>>8), byte(MethodAccessRequestOk))
+	b = appendIDs(b, ClassAccess, MethodAccessRequestOk)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	return b, nil
 }
@@ -801,18 +708,17 @@ type ExchangeDeclare struct {
 	Arguments  Table
 }
 
-// ID returns the class and method ids.
 func (*ExchangeDeclare) ID() (classID, methodID uint16) { return ClassExchange, MethodExchangeDeclare }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ExchangeDeclare) Append(b []byte) ([]byte, error) {
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("exchange.declare exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.Type) > 255 {
-		return b, shortstrErr("exchange.declare type", len(m.Type))
+		return b, shortstrErr("type", len(m.Type))
 	}
-	b = append(b, 0, ClassExchange, byte(MethodExchangeDeclare>>8), byte(MethodExchangeDeclare))
+	b = appendIDs(b, ClassExchange, MethodExchangeDeclare)
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Exchange)
@@ -840,27 +746,18 @@ func (m *ExchangeDeclare) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ExchangeDeclareOk is exchange.declare-ok.
+// ExchangeDeclareOk is exchange.declare-ok, which has no arguments.
 //
 //	exchange.declare-ok (40, 11)
 type ExchangeDeclareOk struct{}
 
-// ID returns the class and method ids.
 func (*ExchangeDeclareOk) ID() (classID, methodID uint16) {
 	return ClassExchange, MethodExchangeDeclareOk
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ExchangeDeclareOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassExchange, byte(MethodExchangeDeclareOk>>8), byte(MethodExchangeDeclareOk))
-	return b, nil
+func (*ExchangeDeclareOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassExchange, MethodExchangeDeclareOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ExchangeDeclareOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ExchangeDeclareOk) Decode(args []byte) error { return noArgs(args) }
 
 // ExchangeDelete is exchange.delete.
 //
@@ -876,15 +773,14 @@ type ExchangeDelete struct {
 	NoWait   bool
 }
 
-// ID returns the class and method ids.
 func (*ExchangeDelete) ID() (classID, methodID uint16) { return ClassExchange, MethodExchangeDelete }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ExchangeDelete) Append(b []byte) ([]byte, error) {
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("exchange.delete exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
-	b = append(b, 0, ClassExchange, byte(MethodExchangeDelete>>8), byte(MethodExchangeDelete))
+	b = appendIDs(b, ClassExchange, MethodExchangeDelete)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Exchange)
 	b = append(b, flag(m.IfUnused, 0)|flag(m.NoWait, 1))
@@ -902,27 +798,18 @@ func (m *ExchangeDelete) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ExchangeDeleteOk is exchange.delete-ok.
+// ExchangeDeleteOk is exchange.delete-ok, which has no arguments.
 //
 //	exchange.delete-ok (40, 21)
 type ExchangeDeleteOk struct{}
 
-// ID returns the class and method ids.
 func (*ExchangeDeleteOk) ID() (classID, methodID uint16) {
 	return ClassExchange, MethodExchangeDeleteOk
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ExchangeDeleteOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassExchange, byte(MethodExchangeDeleteOk>>8), byte(MethodExchangeDeleteOk))
-	return b, nil
+func (*ExchangeDeleteOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassExchange, MethodExchangeDeleteOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ExchangeDeleteOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ExchangeDeleteOk) Decode(args []byte) error { return noArgs(args) }
 
 // ExchangeBind is exchange.bind.
 //
@@ -942,21 +829,24 @@ type ExchangeBind struct {
 	Arguments   Table
 }
 
-// ID returns the class and method ids.
 func (*ExchangeBind) ID() (classID, methodID uint16) { return ClassExchange, MethodExchangeBind }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ExchangeBind) Append(b []byte) ([]byte, error) {
+	return m.appendArgs(appendIDs(b, ClassExchange, MethodExchangeBind))
+}
+
+func (m *ExchangeBind) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *ExchangeBind) appendArgs(b []byte) ([]byte, error) {
 	if len(m.Destination) > 255 {
-		return b, shortstrErr("exchange.bind destination", len(m.Destination))
+		return b, shortstrErr("destination", len(m.Destination))
 	}
 	if len(m.Source) > 255 {
-		return b, shortstrErr("exchange.bind source", len(m.Source))
+		return b, shortstrErr("source", len(m.Source))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("exchange.bind routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassExchange, byte(MethodExchangeBind>>8), byte(MethodExchangeBind))
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Destination)
@@ -969,8 +859,7 @@ func (m *ExchangeBind) Append(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ExchangeBind) Decode(args []byte) error {
+func (m *ExchangeBind) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.Ticket = d.short()
 	d.shortstrTo(&m.Destination, true)
@@ -981,27 +870,18 @@ func (m *ExchangeBind) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ExchangeBindOk is exchange.bind-ok.
+// ExchangeBindOk is exchange.bind-ok, which has no arguments.
 //
 //	exchange.bind-ok (40, 31)
 type ExchangeBindOk struct{}
 
-// ID returns the class and method ids.
 func (*ExchangeBindOk) ID() (classID, methodID uint16) { return ClassExchange, MethodExchangeBindOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ExchangeBindOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassExchange, byte(MethodExchangeBindOk>>8), byte(MethodExchangeBindOk))
-	return b, nil
+func (*ExchangeBindOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassExchange, MethodExchangeBindOk), nil
 }
+func (*ExchangeBindOk) Decode(args []byte) error { return noArgs(args) }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ExchangeBindOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// ExchangeUnbind is exchange.unbind.
+// ExchangeUnbind is exchange.unbind, with the arguments of ExchangeBind.
 //
 //	exchange.unbind (40, 40)
 //	  ticket             short
@@ -1010,75 +890,28 @@ func (_ *ExchangeBindOk) Decode(args []byte) error {
 //	  routing-key        shortstr
 //	  no-wait            bit
 //	  arguments          table
-type ExchangeUnbind struct {
-	Ticket      uint16
-	Destination string
-	Source      string
-	RoutingKey  string
-	NoWait      bool
-	Arguments   Table
-}
+type ExchangeUnbind ExchangeBind
 
-// ID returns the class and method ids.
 func (*ExchangeUnbind) ID() (classID, methodID uint16) { return ClassExchange, MethodExchangeUnbind }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *ExchangeUnbind) Append(b []byte) ([]byte, error) {
-	if len(m.Destination) > 255 {
-		return b, shortstrErr("exchange.unbind destination", len(m.Destination))
-	}
-	if len(m.Source) > 255 {
-		return b, shortstrErr("exchange.unbind source", len(m.Source))
-	}
-	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("exchange.unbind routing-key", len(m.RoutingKey))
-	}
-	b = append(b, 0, ClassExchange, byte(MethodExchangeUnbind>>8), byte(MethodExchangeUnbind))
-	var err error
-	b = binary.BigEndian.AppendUint16(b, m.Ticket)
-	b = appendShortstr(b, m.Destination)
-	b = appendShortstr(b, m.Source)
-	b = appendShortstr(b, m.RoutingKey)
-	b = append(b, flag(m.NoWait, 0))
-	if b, err = AppendTable(b, m.Arguments); err != nil {
-		return b, err
-	}
-	return b, nil
+	return (*ExchangeBind)(m).appendArgs(appendIDs(b, ClassExchange, MethodExchangeUnbind))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *ExchangeUnbind) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.Ticket = d.short()
-	d.shortstrTo(&m.Destination, true)
-	d.shortstrTo(&m.Source, true)
-	d.shortstrTo(&m.RoutingKey, true)
-	m.NoWait = d.octet()&1 != 0
-	m.Arguments = d.table()
-	return d.finish()
-}
+func (m *ExchangeUnbind) Decode(args []byte) error { return (*ExchangeBind)(m).decodeArgs(args) }
 
-// ExchangeUnbindOk is exchange.unbind-ok.
+// ExchangeUnbindOk is exchange.unbind-ok, which has no arguments.
 //
 //	exchange.unbind-ok (40, 51)
 type ExchangeUnbindOk struct{}
 
-// ID returns the class and method ids.
 func (*ExchangeUnbindOk) ID() (classID, methodID uint16) {
 	return ClassExchange, MethodExchangeUnbindOk
 }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ExchangeUnbindOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassExchange, byte(MethodExchangeUnbindOk>>8), byte(MethodExchangeUnbindOk))
-	return b, nil
+func (*ExchangeUnbindOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassExchange, MethodExchangeUnbindOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ExchangeUnbindOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*ExchangeUnbindOk) Decode(args []byte) error { return noArgs(args) }
 
 // QueueDeclare is queue.declare.
 //
@@ -1102,15 +935,14 @@ type QueueDeclare struct {
 	Arguments  Table
 }
 
-// ID returns the class and method ids.
 func (*QueueDeclare) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueDeclare }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueueDeclare) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.declare queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueueDeclare>>8), byte(MethodQueueDeclare))
+	b = appendIDs(b, ClassQueue, MethodQueueDeclare)
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
@@ -1148,15 +980,14 @@ type QueueDeclareOk struct {
 	ConsumerCount uint32
 }
 
-// ID returns the class and method ids.
 func (*QueueDeclareOk) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueDeclareOk }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueueDeclareOk) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.declare-ok queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueueDeclareOk>>8), byte(MethodQueueDeclareOk))
+	b = appendIDs(b, ClassQueue, MethodQueueDeclareOk)
 	b = appendShortstr(b, m.Queue)
 	b = binary.BigEndian.AppendUint32(b, m.MessageCount)
 	b = binary.BigEndian.AppendUint32(b, m.ConsumerCount)
@@ -1190,21 +1021,20 @@ type QueueBind struct {
 	Arguments  Table
 }
 
-// ID returns the class and method ids.
 func (*QueueBind) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueBind }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueueBind) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.bind queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("queue.bind exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("queue.bind routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueueBind>>8), byte(MethodQueueBind))
+	b = appendIDs(b, ClassQueue, MethodQueueBind)
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
@@ -1229,25 +1059,16 @@ func (m *QueueBind) Decode(args []byte) error {
 	return d.finish()
 }
 
-// QueueBindOk is queue.bind-ok.
+// QueueBindOk is queue.bind-ok, which has no arguments.
 //
 //	queue.bind-ok (50, 21)
 type QueueBindOk struct{}
 
-// ID returns the class and method ids.
 func (*QueueBindOk) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueBindOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *QueueBindOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassQueue, byte(MethodQueueBindOk>>8), byte(MethodQueueBindOk))
-	return b, nil
+func (*QueueBindOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassQueue, MethodQueueBindOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *QueueBindOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*QueueBindOk) Decode(args []byte) error { return noArgs(args) }
 
 // QueuePurge is queue.purge.
 //
@@ -1261,15 +1082,14 @@ type QueuePurge struct {
 	NoWait bool
 }
 
-// ID returns the class and method ids.
 func (*QueuePurge) ID() (classID, methodID uint16) { return ClassQueue, MethodQueuePurge }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueuePurge) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.purge queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueuePurge>>8), byte(MethodQueuePurge))
+	b = appendIDs(b, ClassQueue, MethodQueuePurge)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
 	b = append(b, flag(m.NoWait, 0))
@@ -1293,18 +1113,20 @@ type QueuePurgeOk struct {
 	MessageCount uint32
 }
 
-// ID returns the class and method ids.
 func (*QueuePurgeOk) ID() (classID, methodID uint16) { return ClassQueue, MethodQueuePurgeOk }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *QueuePurgeOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassQueue, byte(MethodQueuePurgeOk>>8), byte(MethodQueuePurgeOk))
+	return m.appendArgs(appendIDs(b, ClassQueue, MethodQueuePurgeOk))
+}
+
+func (m *QueuePurgeOk) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *QueuePurgeOk) appendArgs(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, m.MessageCount)
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *QueuePurgeOk) Decode(args []byte) error {
+func (m *QueuePurgeOk) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.MessageCount = d.long()
 	return d.finish()
@@ -1326,15 +1148,14 @@ type QueueDelete struct {
 	NoWait   bool
 }
 
-// ID returns the class and method ids.
 func (*QueueDelete) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueDelete }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueueDelete) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.delete queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueueDelete>>8), byte(MethodQueueDelete))
+	b = appendIDs(b, ClassQueue, MethodQueueDelete)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
 	b = append(b, flag(m.IfUnused, 0)|flag(m.IfEmpty, 1)|flag(m.NoWait, 2))
@@ -1353,30 +1174,19 @@ func (m *QueueDelete) Decode(args []byte) error {
 	return d.finish()
 }
 
-// QueueDeleteOk is queue.delete-ok.
+// QueueDeleteOk is queue.delete-ok, with the arguments of QueuePurgeOk.
 //
 //	queue.delete-ok (50, 41)
 //	  message-count      long
-type QueueDeleteOk struct {
-	MessageCount uint32
-}
+type QueueDeleteOk QueuePurgeOk
 
-// ID returns the class and method ids.
 func (*QueueDeleteOk) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueDeleteOk }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *QueueDeleteOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassQueue, byte(MethodQueueDeleteOk>>8), byte(MethodQueueDeleteOk))
-	b = binary.BigEndian.AppendUint32(b, m.MessageCount)
-	return b, nil
+	return (*QueuePurgeOk)(m).appendArgs(appendIDs(b, ClassQueue, MethodQueueDeleteOk))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *QueueDeleteOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.MessageCount = d.long()
-	return d.finish()
-}
+func (m *QueueDeleteOk) Decode(args []byte) error { return (*QueuePurgeOk)(m).decodeArgs(args) }
 
 // QueueUnbind is queue.unbind.
 //
@@ -1394,21 +1204,20 @@ type QueueUnbind struct {
 	Arguments  Table
 }
 
-// ID returns the class and method ids.
 func (*QueueUnbind) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueUnbind }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *QueueUnbind) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("queue.unbind queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("queue.unbind exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("queue.unbind routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassQueue, byte(MethodQueueUnbind>>8), byte(MethodQueueUnbind))
+	b = appendIDs(b, ClassQueue, MethodQueueUnbind)
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
@@ -1431,25 +1240,16 @@ func (m *QueueUnbind) Decode(args []byte) error {
 	return d.finish()
 }
 
-// QueueUnbindOk is queue.unbind-ok.
+// QueueUnbindOk is queue.unbind-ok, which has no arguments.
 //
 //	queue.unbind-ok (50, 51)
 type QueueUnbindOk struct{}
 
-// ID returns the class and method ids.
 func (*QueueUnbindOk) ID() (classID, methodID uint16) { return ClassQueue, MethodQueueUnbindOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *QueueUnbindOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassQueue, byte(MethodQueueUnbindOk>>8), byte(MethodQueueUnbindOk))
-	return b, nil
+func (*QueueUnbindOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassQueue, MethodQueueUnbindOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *QueueUnbindOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*QueueUnbindOk) Decode(args []byte) error { return noArgs(args) }
 
 // BasicQos is basic.qos.
 //
@@ -1463,12 +1263,11 @@ type BasicQos struct {
 	Global        bool
 }
 
-// ID returns the class and method ids.
 func (*BasicQos) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicQos }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicQos) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicQos>>8), byte(MethodBasicQos))
+	b = appendIDs(b, ClassBasic, MethodBasicQos)
 	b = binary.BigEndian.AppendUint32(b, m.PrefetchSize)
 	b = binary.BigEndian.AppendUint16(b, m.PrefetchCount)
 	b = append(b, flag(m.Global, 0))
@@ -1484,25 +1283,16 @@ func (m *BasicQos) Decode(args []byte) error {
 	return d.finish()
 }
 
-// BasicQosOk is basic.qos-ok.
+// BasicQosOk is basic.qos-ok, which has no arguments.
 //
 //	basic.qos-ok (60, 11)
 type BasicQosOk struct{}
 
-// ID returns the class and method ids.
 func (*BasicQosOk) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicQosOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *BasicQosOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicQosOk>>8), byte(MethodBasicQosOk))
-	return b, nil
+func (*BasicQosOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassBasic, MethodBasicQosOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *BasicQosOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*BasicQosOk) Decode(args []byte) error { return noArgs(args) }
 
 // BasicConsume is basic.consume.
 //
@@ -1526,18 +1316,17 @@ type BasicConsume struct {
 	Arguments   Table
 }
 
-// ID returns the class and method ids.
 func (*BasicConsume) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicConsume }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicConsume) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("basic.consume queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
 	if len(m.ConsumerTag) > 255 {
-		return b, shortstrErr("basic.consume consumer-tag", len(m.ConsumerTag))
+		return b, shortstrErr("consumer-tag", len(m.ConsumerTag))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicConsume>>8), byte(MethodBasicConsume))
+	b = appendIDs(b, ClassBasic, MethodBasicConsume)
 	var err error
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
@@ -1572,21 +1361,23 @@ type BasicConsumeOk struct {
 	ConsumerTag string
 }
 
-// ID returns the class and method ids.
 func (*BasicConsumeOk) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicConsumeOk }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *BasicConsumeOk) Append(b []byte) ([]byte, error) {
+	return m.appendArgs(appendIDs(b, ClassBasic, MethodBasicConsumeOk))
+}
+
+func (m *BasicConsumeOk) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *BasicConsumeOk) appendArgs(b []byte) ([]byte, error) {
 	if len(m.ConsumerTag) > 255 {
-		return b, shortstrErr("basic.consume-ok consumer-tag", len(m.ConsumerTag))
+		return b, shortstrErr("consumer-tag", len(m.ConsumerTag))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicConsumeOk>>8), byte(MethodBasicConsumeOk))
 	b = appendShortstr(b, m.ConsumerTag)
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *BasicConsumeOk) Decode(args []byte) error {
+func (m *BasicConsumeOk) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	d.shortstrTo(&m.ConsumerTag, true)
 	return d.finish()
@@ -1602,15 +1393,14 @@ type BasicCancel struct {
 	NoWait      bool
 }
 
-// ID returns the class and method ids.
 func (*BasicCancel) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicCancel }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicCancel) Append(b []byte) ([]byte, error) {
 	if len(m.ConsumerTag) > 255 {
-		return b, shortstrErr("basic.cancel consumer-tag", len(m.ConsumerTag))
+		return b, shortstrErr("consumer-tag", len(m.ConsumerTag))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicCancel>>8), byte(MethodBasicCancel))
+	b = appendIDs(b, ClassBasic, MethodBasicCancel)
 	b = appendShortstr(b, m.ConsumerTag)
 	b = append(b, flag(m.NoWait, 0))
 	return b, nil
@@ -1624,37 +1414,23 @@ func (m *BasicCancel) Decode(args []byte) error {
 	return d.finish()
 }
 
-// BasicCancelOk is basic.cancel-ok.
+// BasicCancelOk is basic.cancel-ok, with the arguments of BasicConsumeOk.
 //
 //	basic.cancel-ok (60, 31)
 //	  consumer-tag       shortstr
-type BasicCancelOk struct {
-	ConsumerTag string
-}
+type BasicCancelOk BasicConsumeOk
 
-// ID returns the class and method ids.
 func (*BasicCancelOk) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicCancelOk }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *BasicCancelOk) Append(b []byte) ([]byte, error) {
-	if len(m.ConsumerTag) > 255 {
-		return b, shortstrErr("basic.cancel-ok consumer-tag", len(m.ConsumerTag))
-	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicCancelOk>>8), byte(MethodBasicCancelOk))
-	b = appendShortstr(b, m.ConsumerTag)
-	return b, nil
+	return (*BasicConsumeOk)(m).appendArgs(appendIDs(b, ClassBasic, MethodBasicCancelOk))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *BasicCancelOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	d.shortstrTo(&m.ConsumerTag, true)
-	return d.finish()
-}
+func (m *BasicCancelOk) Decode(args []byte) error { return (*BasicConsumeOk)(m).decodeArgs(args) }
 
 // BasicPublish is basic.publish.
 //
-//	basic.publish (60, 40) carries content
+//	basic.publish (60, 40), carries content
 //	  ticket             short
 //	  exchange           shortstr
 //	  routing-key        shortstr
@@ -1668,18 +1444,17 @@ type BasicPublish struct {
 	Immediate  bool
 }
 
-// ID returns the class and method ids.
 func (*BasicPublish) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicPublish }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicPublish) Append(b []byte) ([]byte, error) {
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("basic.publish exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("basic.publish routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicPublish>>8), byte(MethodBasicPublish))
+	b = appendIDs(b, ClassBasic, MethodBasicPublish)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Exchange)
 	b = appendShortstr(b, m.RoutingKey)
@@ -1701,7 +1476,7 @@ func (m *BasicPublish) Decode(args []byte) error {
 
 // BasicReturn is basic.return.
 //
-//	basic.return (60, 50) carries content
+//	basic.return (60, 50), carries content
 //	  reply-code         short
 //	  reply-text         shortstr
 //	  exchange           shortstr
@@ -1713,21 +1488,20 @@ type BasicReturn struct {
 	RoutingKey string
 }
 
-// ID returns the class and method ids.
 func (*BasicReturn) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicReturn }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicReturn) Append(b []byte) ([]byte, error) {
 	if len(m.ReplyText) > 255 {
-		return b, shortstrErr("basic.return reply-text", len(m.ReplyText))
+		return b, shortstrErr("reply-text", len(m.ReplyText))
 	}
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("basic.return exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("basic.return routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicReturn>>8), byte(MethodBasicReturn))
+	b = appendIDs(b, ClassBasic, MethodBasicReturn)
 	b = binary.BigEndian.AppendUint16(b, m.ReplyCode)
 	b = appendShortstr(b, m.ReplyText)
 	b = appendShortstr(b, m.Exchange)
@@ -1747,7 +1521,7 @@ func (m *BasicReturn) Decode(args []byte) error {
 
 // BasicDeliver is basic.deliver.
 //
-//	basic.deliver (60, 60) carries content
+//	basic.deliver (60, 60), carries content
 //	  consumer-tag       shortstr
 //	  delivery-tag       longlong
 //	  redelivered        bit
@@ -1761,21 +1535,20 @@ type BasicDeliver struct {
 	RoutingKey  string
 }
 
-// ID returns the class and method ids.
 func (*BasicDeliver) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicDeliver }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicDeliver) Append(b []byte) ([]byte, error) {
 	if len(m.ConsumerTag) > 255 {
-		return b, shortstrErr("basic.deliver consumer-tag", len(m.ConsumerTag))
+		return b, shortstrErr("consumer-tag", len(m.ConsumerTag))
 	}
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("basic.deliver exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("basic.deliver routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicDeliver>>8), byte(MethodBasicDeliver))
+	b = appendIDs(b, ClassBasic, MethodBasicDeliver)
 	b = appendShortstr(b, m.ConsumerTag)
 	b = binary.BigEndian.AppendUint64(b, m.DeliveryTag)
 	b = append(b, flag(m.Redelivered, 0))
@@ -1807,15 +1580,14 @@ type BasicGet struct {
 	NoAck  bool
 }
 
-// ID returns the class and method ids.
 func (*BasicGet) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicGet }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicGet) Append(b []byte) ([]byte, error) {
 	if len(m.Queue) > 255 {
-		return b, shortstrErr("basic.get queue", len(m.Queue))
+		return b, shortstrErr("queue", len(m.Queue))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicGet>>8), byte(MethodBasicGet))
+	b = appendIDs(b, ClassBasic, MethodBasicGet)
 	b = binary.BigEndian.AppendUint16(b, m.Ticket)
 	b = appendShortstr(b, m.Queue)
 	b = append(b, flag(m.NoAck, 0))
@@ -1833,7 +1605,7 @@ func (m *BasicGet) Decode(args []byte) error {
 
 // BasicGetOk is basic.get-ok.
 //
-//	basic.get-ok (60, 71) carries content
+//	basic.get-ok (60, 71), carries content
 //	  delivery-tag       longlong
 //	  redelivered        bit
 //	  exchange           shortstr
@@ -1847,18 +1619,17 @@ type BasicGetOk struct {
 	MessageCount uint32
 }
 
-// ID returns the class and method ids.
 func (*BasicGetOk) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicGetOk }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicGetOk) Append(b []byte) ([]byte, error) {
 	if len(m.Exchange) > 255 {
-		return b, shortstrErr("basic.get-ok exchange", len(m.Exchange))
+		return b, shortstrErr("exchange", len(m.Exchange))
 	}
 	if len(m.RoutingKey) > 255 {
-		return b, shortstrErr("basic.get-ok routing-key", len(m.RoutingKey))
+		return b, shortstrErr("routing-key", len(m.RoutingKey))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicGetOk>>8), byte(MethodBasicGetOk))
+	b = appendIDs(b, ClassBasic, MethodBasicGetOk)
 	b = binary.BigEndian.AppendUint64(b, m.DeliveryTag)
 	b = append(b, flag(m.Redelivered, 0))
 	b = appendShortstr(b, m.Exchange)
@@ -1886,15 +1657,14 @@ type BasicGetEmpty struct {
 	ClusterID string
 }
 
-// ID returns the class and method ids.
 func (*BasicGetEmpty) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicGetEmpty }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicGetEmpty) Append(b []byte) ([]byte, error) {
 	if len(m.ClusterID) > 255 {
-		return b, shortstrErr("basic.get-empty cluster-id", len(m.ClusterID))
+		return b, shortstrErr("cluster-id", len(m.ClusterID))
 	}
-	b = append(b, 0, ClassBasic, byte(MethodBasicGetEmpty>>8), byte(MethodBasicGetEmpty))
+	b = appendIDs(b, ClassBasic, MethodBasicGetEmpty)
 	b = appendShortstr(b, m.ClusterID)
 	return b, nil
 }
@@ -1916,12 +1686,11 @@ type BasicAck struct {
 	Multiple    bool
 }
 
-// ID returns the class and method ids.
 func (*BasicAck) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicAck }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicAck) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicAck>>8), byte(MethodBasicAck))
+	b = appendIDs(b, ClassBasic, MethodBasicAck)
 	b = binary.BigEndian.AppendUint64(b, m.DeliveryTag)
 	b = append(b, flag(m.Multiple, 0))
 	return b, nil
@@ -1945,12 +1714,11 @@ type BasicReject struct {
 	Requeue     bool
 }
 
-// ID returns the class and method ids.
 func (*BasicReject) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicReject }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicReject) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicReject>>8), byte(MethodBasicReject))
+	b = appendIDs(b, ClassBasic, MethodBasicReject)
 	b = binary.BigEndian.AppendUint64(b, m.DeliveryTag)
 	b = append(b, flag(m.Requeue, 0))
 	return b, nil
@@ -1972,67 +1740,49 @@ type BasicRecoverAsync struct {
 	Requeue bool
 }
 
-// ID returns the class and method ids.
 func (*BasicRecoverAsync) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicRecoverAsync }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *BasicRecoverAsync) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicRecoverAsync>>8), byte(MethodBasicRecoverAsync))
+	return m.appendArgs(appendIDs(b, ClassBasic, MethodBasicRecoverAsync))
+}
+
+func (m *BasicRecoverAsync) Decode(args []byte) error { return m.decodeArgs(args) }
+
+func (m *BasicRecoverAsync) appendArgs(b []byte) ([]byte, error) {
 	b = append(b, flag(m.Requeue, 0))
 	return b, nil
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *BasicRecoverAsync) Decode(args []byte) error {
+func (m *BasicRecoverAsync) decodeArgs(args []byte) error {
 	d := decoder{b: args}
 	m.Requeue = d.octet()&1 != 0
 	return d.finish()
 }
 
-// BasicRecover is basic.recover.
+// BasicRecover is basic.recover, with the arguments of BasicRecoverAsync.
 //
 //	basic.recover (60, 110)
 //	  requeue            bit
-type BasicRecover struct {
-	Requeue bool
-}
+type BasicRecover BasicRecoverAsync
 
-// ID returns the class and method ids.
 func (*BasicRecover) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicRecover }
 
-// Append appends the method frame payload: ids, then arguments.
 func (m *BasicRecover) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicRecover>>8), byte(MethodBasicRecover))
-	b = append(b, flag(m.Requeue, 0))
-	return b, nil
+	return (*BasicRecoverAsync)(m).appendArgs(appendIDs(b, ClassBasic, MethodBasicRecover))
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (m *BasicRecover) Decode(args []byte) error {
-	d := decoder{b: args}
-	m.Requeue = d.octet()&1 != 0
-	return d.finish()
-}
+func (m *BasicRecover) Decode(args []byte) error { return (*BasicRecoverAsync)(m).decodeArgs(args) }
 
-// BasicRecoverOk is basic.recover-ok.
+// BasicRecoverOk is basic.recover-ok, which has no arguments.
 //
 //	basic.recover-ok (60, 111)
 type BasicRecoverOk struct{}
 
-// ID returns the class and method ids.
 func (*BasicRecoverOk) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicRecoverOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *BasicRecoverOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicRecoverOk>>8), byte(MethodBasicRecoverOk))
-	return b, nil
+func (*BasicRecoverOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassBasic, MethodBasicRecoverOk), nil
 }
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *BasicRecoverOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
+func (*BasicRecoverOk) Decode(args []byte) error { return noArgs(args) }
 
 // BasicNack is basic.nack.
 //
@@ -2046,12 +1796,11 @@ type BasicNack struct {
 	Requeue     bool
 }
 
-// ID returns the class and method ids.
 func (*BasicNack) ID() (classID, methodID uint16) { return ClassBasic, MethodBasicNack }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *BasicNack) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassBasic, byte(MethodBasicNack>>8), byte(MethodBasicNack))
+	b = appendIDs(b, ClassBasic, MethodBasicNack)
 	b = binary.BigEndian.AppendUint64(b, m.DeliveryTag)
 	b = append(b, flag(m.Multiple, 0)|flag(m.Requeue, 1))
 	return b, nil
@@ -2075,12 +1824,11 @@ type ConfirmSelect struct {
 	NoWait bool
 }
 
-// ID returns the class and method ids.
 func (*ConfirmSelect) ID() (classID, methodID uint16) { return ClassConfirm, MethodConfirmSelect }
 
-// Append appends the method frame payload: ids, then arguments.
+// Append appends the method frame payload: class-id, method-id, arguments.
 func (m *ConfirmSelect) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConfirm, byte(MethodConfirmSelect>>8), byte(MethodConfirmSelect))
+	b = appendIDs(b, ClassConfirm, MethodConfirmSelect)
 	b = append(b, flag(m.NoWait, 0))
 	return b, nil
 }
@@ -2092,283 +1840,222 @@ func (m *ConfirmSelect) Decode(args []byte) error {
 	return d.finish()
 }
 
-// ConfirmSelectOk is confirm.select-ok.
+// ConfirmSelectOk is confirm.select-ok, which has no arguments.
 //
 //	confirm.select-ok (85, 11)
 type ConfirmSelectOk struct{}
 
-// ID returns the class and method ids.
 func (*ConfirmSelectOk) ID() (classID, methodID uint16) { return ClassConfirm, MethodConfirmSelectOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *ConfirmSelectOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassConfirm, byte(MethodConfirmSelectOk>>8), byte(MethodConfirmSelectOk))
-	return b, nil
+func (*ConfirmSelectOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassConfirm, MethodConfirmSelectOk), nil
 }
+func (*ConfirmSelectOk) Decode(args []byte) error { return noArgs(args) }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *ConfirmSelectOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxSelect is tx.select.
+// TxSelect is tx.select, which has no arguments.
 //
 //	tx.select (90, 10)
 type TxSelect struct{}
 
-// ID returns the class and method ids.
-func (*TxSelect) ID() (classID, methodID uint16) { return ClassTx, MethodTxSelect }
+func (*TxSelect) ID() (classID, methodID uint16)  { return ClassTx, MethodTxSelect }
+func (*TxSelect) Append(b []byte) ([]byte, error) { return appendIDs(b, ClassTx, MethodTxSelect), nil }
+func (*TxSelect) Decode(args []byte) error        { return noArgs(args) }
 
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxSelect) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxSelect>>8), byte(MethodTxSelect))
-	return b, nil
-}
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxSelect) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxSelectOk is tx.select-ok.
+// TxSelectOk is tx.select-ok, which has no arguments.
 //
 //	tx.select-ok (90, 11)
 type TxSelectOk struct{}
 
-// ID returns the class and method ids.
 func (*TxSelectOk) ID() (classID, methodID uint16) { return ClassTx, MethodTxSelectOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxSelectOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxSelectOk>>8), byte(MethodTxSelectOk))
-	return b, nil
+func (*TxSelectOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassTx, MethodTxSelectOk), nil
 }
+func (*TxSelectOk) Decode(args []byte) error { return noArgs(args) }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxSelectOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxCommit is tx.commit.
+// TxCommit is tx.commit, which has no arguments.
 //
 //	tx.commit (90, 20)
 type TxCommit struct{}
 
-// ID returns the class and method ids.
-func (*TxCommit) ID() (classID, methodID uint16) { return ClassTx, MethodTxCommit }
+func (*TxCommit) ID() (classID, methodID uint16)  { return ClassTx, MethodTxCommit }
+func (*TxCommit) Append(b []byte) ([]byte, error) { return appendIDs(b, ClassTx, MethodTxCommit), nil }
+func (*TxCommit) Decode(args []byte) error        { return noArgs(args) }
 
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxCommit) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxCommit>>8), byte(MethodTxCommit))
-	return b, nil
-}
-
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxCommit) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxCommitOk is tx.commit-ok.
+// TxCommitOk is tx.commit-ok, which has no arguments.
 //
 //	tx.commit-ok (90, 21)
 type TxCommitOk struct{}
 
-// ID returns the class and method ids.
 func (*TxCommitOk) ID() (classID, methodID uint16) { return ClassTx, MethodTxCommitOk }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxCommitOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxCommitOk>>8), byte(MethodTxCommitOk))
-	return b, nil
+func (*TxCommitOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassTx, MethodTxCommitOk), nil
 }
+func (*TxCommitOk) Decode(args []byte) error { return noArgs(args) }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxCommitOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxRollback is tx.rollback.
+// TxRollback is tx.rollback, which has no arguments.
 //
 //	tx.rollback (90, 30)
 type TxRollback struct{}
 
-// ID returns the class and method ids.
 func (*TxRollback) ID() (classID, methodID uint16) { return ClassTx, MethodTxRollback }
-
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxRollback) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxRollback>>8), byte(MethodTxRollback))
-	return b, nil
+func (*TxRollback) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassTx, MethodTxRollback), nil
 }
+func (*TxRollback) Decode(args []byte) error { return noArgs(args) }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxRollback) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// TxRollbackOk is tx.rollback-ok.
+// TxRollbackOk is tx.rollback-ok, which has no arguments.
 //
 //	tx.rollback-ok (90, 31)
 type TxRollbackOk struct{}
 
-// ID returns the class and method ids.
 func (*TxRollbackOk) ID() (classID, methodID uint16) { return ClassTx, MethodTxRollbackOk }
+func (*TxRollbackOk) Append(b []byte) ([]byte, error) {
+	return appendIDs(b, ClassTx, MethodTxRollbackOk), nil
+}
+func (*TxRollbackOk) Decode(args []byte) error { return noArgs(args) }
 
-// Append appends the method frame payload: ids, then arguments.
-func (_ *TxRollbackOk) Append(b []byte) ([]byte, error) {
-	b = append(b, 0, ClassTx, byte(MethodTxRollbackOk>>8), byte(MethodTxRollbackOk))
-	return b, nil
+// methodInfo is a method's name as RabbitMQ writes it and a constructor.
+type methodInfo struct {
+	name string
+	new  func() Method
 }
 
-// Decode decodes the arguments (the payload after the ids) into m.
-func (_ *TxRollbackOk) Decode(args []byte) error {
-	d := decoder{b: args}
-	return d.finish()
-}
-
-// newMethod returns a zero method struct for the ids, or nil.
-func newMethod(classID, methodID uint16) Method {
+// lookupMethod returns what the ids name; ok is false for ids the protocol does not define.
+func lookupMethod(classID, methodID uint16) (info methodInfo, ok bool) {
 	switch uint32(classID)<<16 | uint32(methodID) {
 	case ClassConnection<<16 | MethodConnectionStart:
-		return &ConnectionStart{}
+		return methodInfo{"connection.start", func() Method { return new(ConnectionStart) }}, true
 	case ClassConnection<<16 | MethodConnectionStartOk:
-		return &ConnectionStartOk{}
+		return methodInfo{"connection.start_ok", func() Method { return new(ConnectionStartOk) }}, true
 	case ClassConnection<<16 | MethodConnectionSecure:
-		return &ConnectionSecure{}
+		return methodInfo{"connection.secure", func() Method { return new(ConnectionSecure) }}, true
 	case ClassConnection<<16 | MethodConnectionSecureOk:
-		return &ConnectionSecureOk{}
+		return methodInfo{"connection.secure_ok", func() Method { return new(ConnectionSecureOk) }}, true
 	case ClassConnection<<16 | MethodConnectionTune:
-		return &ConnectionTune{}
+		return methodInfo{"connection.tune", func() Method { return new(ConnectionTune) }}, true
 	case ClassConnection<<16 | MethodConnectionTuneOk:
-		return &ConnectionTuneOk{}
+		return methodInfo{"connection.tune_ok", func() Method { return new(ConnectionTuneOk) }}, true
 	case ClassConnection<<16 | MethodConnectionOpen:
-		return &ConnectionOpen{}
+		return methodInfo{"connection.open", func() Method { return new(ConnectionOpen) }}, true
 	case ClassConnection<<16 | MethodConnectionOpenOk:
-		return &ConnectionOpenOk{}
+		return methodInfo{"connection.open_ok", func() Method { return new(ConnectionOpenOk) }}, true
 	case ClassConnection<<16 | MethodConnectionClose:
-		return &ConnectionClose{}
+		return methodInfo{"connection.close", func() Method { return new(ConnectionClose) }}, true
 	case ClassConnection<<16 | MethodConnectionCloseOk:
-		return &ConnectionCloseOk{}
+		return methodInfo{"connection.close_ok", func() Method { return new(ConnectionCloseOk) }}, true
 	case ClassConnection<<16 | MethodConnectionBlocked:
-		return &ConnectionBlocked{}
+		return methodInfo{"connection.blocked", func() Method { return new(ConnectionBlocked) }}, true
 	case ClassConnection<<16 | MethodConnectionUnblocked:
-		return &ConnectionUnblocked{}
+		return methodInfo{"connection.unblocked", func() Method { return new(ConnectionUnblocked) }}, true
 	case ClassConnection<<16 | MethodConnectionUpdateSecret:
-		return &ConnectionUpdateSecret{}
+		return methodInfo{"connection.update_secret", func() Method { return new(ConnectionUpdateSecret) }}, true
 	case ClassConnection<<16 | MethodConnectionUpdateSecretOk:
-		return &ConnectionUpdateSecretOk{}
+		return methodInfo{"connection.update_secret_ok", func() Method { return new(ConnectionUpdateSecretOk) }}, true
 	case ClassChannel<<16 | MethodChannelOpen:
-		return &ChannelOpen{}
+		return methodInfo{"channel.open", func() Method { return new(ChannelOpen) }}, true
 	case ClassChannel<<16 | MethodChannelOpenOk:
-		return &ChannelOpenOk{}
+		return methodInfo{"channel.open_ok", func() Method { return new(ChannelOpenOk) }}, true
 	case ClassChannel<<16 | MethodChannelFlow:
-		return &ChannelFlow{}
+		return methodInfo{"channel.flow", func() Method { return new(ChannelFlow) }}, true
 	case ClassChannel<<16 | MethodChannelFlowOk:
-		return &ChannelFlowOk{}
+		return methodInfo{"channel.flow_ok", func() Method { return new(ChannelFlowOk) }}, true
 	case ClassChannel<<16 | MethodChannelClose:
-		return &ChannelClose{}
+		return methodInfo{"channel.close", func() Method { return new(ChannelClose) }}, true
 	case ClassChannel<<16 | MethodChannelCloseOk:
-		return &ChannelCloseOk{}
+		return methodInfo{"channel.close_ok", func() Method { return new(ChannelCloseOk) }}, true
 	case ClassAccess<<16 | MethodAccessRequest:
-		return &AccessRequest{}
+		return methodInfo{"access.request", func() Method { return new(AccessRequest) }}, true
 	case ClassAccess<<16 | MethodAccessRequestOk:
-		return &AccessRequestOk{}
+		return methodInfo{"access.request_ok", func() Method { return new(AccessRequestOk) }}, true
 	case ClassExchange<<16 | MethodExchangeDeclare:
-		return &ExchangeDeclare{}
+		return methodInfo{"exchange.declare", func() Method { return new(ExchangeDeclare) }}, true
 	case ClassExchange<<16 | MethodExchangeDeclareOk:
-		return &ExchangeDeclareOk{}
+		return methodInfo{"exchange.declare_ok", func() Method { return new(ExchangeDeclareOk) }}, true
 	case ClassExchange<<16 | MethodExchangeDelete:
-		return &ExchangeDelete{}
+		return methodInfo{"exchange.delete", func() Method { return new(ExchangeDelete) }}, true
 	case ClassExchange<<16 | MethodExchangeDeleteOk:
-		return &ExchangeDeleteOk{}
+		return methodInfo{"exchange.delete_ok", func() Method { return new(ExchangeDeleteOk) }}, true
 	case ClassExchange<<16 | MethodExchangeBind:
-		return &ExchangeBind{}
+		return methodInfo{"exchange.bind", func() Method { return new(ExchangeBind) }}, true
 	case ClassExchange<<16 | MethodExchangeBindOk:
-		return &ExchangeBindOk{}
+		return methodInfo{"exchange.bind_ok", func() Method { return new(ExchangeBindOk) }}, true
 	case ClassExchange<<16 | MethodExchangeUnbind:
-		return &ExchangeUnbind{}
+		return methodInfo{"exchange.unbind", func() Method { return new(ExchangeUnbind) }}, true
 	case ClassExchange<<16 | MethodExchangeUnbindOk:
-		return &ExchangeUnbindOk{}
+		return methodInfo{"exchange.unbind_ok", func() Method { return new(ExchangeUnbindOk) }}, true
 	case ClassQueue<<16 | MethodQueueDeclare:
-		return &QueueDeclare{}
+		return methodInfo{"queue.declare", func() Method { return new(QueueDeclare) }}, true
 	case ClassQueue<<16 | MethodQueueDeclareOk:
-		return &QueueDeclareOk{}
+		return methodInfo{"queue.declare_ok", func() Method { return new(QueueDeclareOk) }}, true
 	case ClassQueue<<16 | MethodQueueBind:
-		return &QueueBind{}
+		return methodInfo{"queue.bind", func() Method { return new(QueueBind) }}, true
 	case ClassQueue<<16 | MethodQueueBindOk:
-		return &QueueBindOk{}
+		return methodInfo{"queue.bind_ok", func() Method { return new(QueueBindOk) }}, true
 	case ClassQueue<<16 | MethodQueuePurge:
-		return &QueuePurge{}
+		return methodInfo{"queue.purge", func() Method { return new(QueuePurge) }}, true
 	case ClassQueue<<16 | MethodQueuePurgeOk:
-		return &QueuePurgeOk{}
+		return methodInfo{"queue.purge_ok", func() Method { return new(QueuePurgeOk) }}, true
 	case ClassQueue<<16 | MethodQueueDelete:
-		return &QueueDelete{}
+		return methodInfo{"queue.delete", func() Method { return new(QueueDelete) }}, true
 	case ClassQueue<<16 | MethodQueueDeleteOk:
-		return &QueueDeleteOk{}
+		return methodInfo{"queue.delete_ok", func() Method { return new(QueueDeleteOk) }}, true
 	case ClassQueue<<16 | MethodQueueUnbind:
-		return &QueueUnbind{}
+		return methodInfo{"queue.unbind", func() Method { return new(QueueUnbind) }}, true
 	case ClassQueue<<16 | MethodQueueUnbindOk:
-		return &QueueUnbindOk{}
+		return methodInfo{"queue.unbind_ok", func() Method { return new(QueueUnbindOk) }}, true
 	case ClassBasic<<16 | MethodBasicQos:
-		return &BasicQos{}
+		return methodInfo{"basic.qos", func() Method { return new(BasicQos) }}, true
 	case ClassBasic<<16 | MethodBasicQosOk:
-		return &BasicQosOk{}
+		return methodInfo{"basic.qos_ok", func() Method { return new(BasicQosOk) }}, true
 	case ClassBasic<<16 | MethodBasicConsume:
-		return &BasicConsume{}
+		return methodInfo{"basic.consume", func() Method { return new(BasicConsume) }}, true
 	case ClassBasic<<16 | MethodBasicConsumeOk:
-		return &BasicConsumeOk{}
+		return methodInfo{"basic.consume_ok", func() Method { return new(BasicConsumeOk) }}, true
 	case ClassBasic<<16 | MethodBasicCancel:
-		return &BasicCancel{}
+		return methodInfo{"basic.cancel", func() Method { return new(BasicCancel) }}, true
 	case ClassBasic<<16 | MethodBasicCancelOk:
-		return &BasicCancelOk{}
+		return methodInfo{"basic.cancel_ok", func() Method { return new(BasicCancelOk) }}, true
 	case ClassBasic<<16 | MethodBasicPublish:
-		return &BasicPublish{}
+		return methodInfo{"basic.publish", func() Method { return new(BasicPublish) }}, true
 	case ClassBasic<<16 | MethodBasicReturn:
-		return &BasicReturn{}
+		return methodInfo{"basic.return", func() Method { return new(BasicReturn) }}, true
 	case ClassBasic<<16 | MethodBasicDeliver:
-		return &BasicDeliver{}
+		return methodInfo{"basic.deliver", func() Method { return new(BasicDeliver) }}, true
 	case ClassBasic<<16 | MethodBasicGet:
-		return &BasicGet{}
+		return methodInfo{"basic.get", func() Method { return new(BasicGet) }}, true
 	case ClassBasic<<16 | MethodBasicGetOk:
-		return &BasicGetOk{}
+		return methodInfo{"basic.get_ok", func() Method { return new(BasicGetOk) }}, true
 	case ClassBasic<<16 | MethodBasicGetEmpty:
-		return &BasicGetEmpty{}
+		return methodInfo{"basic.get_empty", func() Method { return new(BasicGetEmpty) }}, true
 	case ClassBasic<<16 | MethodBasicAck:
-		return &BasicAck{}
+		return methodInfo{"basic.ack", func() Method { return new(BasicAck) }}, true
 	case ClassBasic<<16 | MethodBasicReject:
-		return &BasicReject{}
+		return methodInfo{"basic.reject", func() Method { return new(BasicReject) }}, true
 	case ClassBasic<<16 | MethodBasicRecoverAsync:
-		return &BasicRecoverAsync{}
+		return methodInfo{"basic.recover_async", func() Method { return new(BasicRecoverAsync) }}, true
 	case ClassBasic<<16 | MethodBasicRecover:
-		return &BasicRecover{}
+		return methodInfo{"basic.recover", func() Method { return new(BasicRecover) }}, true
 	case ClassBasic<<16 | MethodBasicRecoverOk:
-		return &BasicRecoverOk{}
+		return methodInfo{"basic.recover_ok", func() Method { return new(BasicRecoverOk) }}, true
 	case ClassBasic<<16 | MethodBasicNack:
-		return &BasicNack{}
+		return methodInfo{"basic.nack", func() Method { return new(BasicNack) }}, true
 	case ClassConfirm<<16 | MethodConfirmSelect:
-		return &ConfirmSelect{}
+		return methodInfo{"confirm.select", func() Method { return new(ConfirmSelect) }}, true
 	case ClassConfirm<<16 | MethodConfirmSelectOk:
-		return &ConfirmSelectOk{}
+		return methodInfo{"confirm.select_ok", func() Method { return new(ConfirmSelectOk) }}, true
 	case ClassTx<<16 | MethodTxSelect:
-		return &TxSelect{}
+		return methodInfo{"tx.select", func() Method { return new(TxSelect) }}, true
 	case ClassTx<<16 | MethodTxSelectOk:
-		return &TxSelectOk{}
+		return methodInfo{"tx.select_ok", func() Method { return new(TxSelectOk) }}, true
 	case ClassTx<<16 | MethodTxCommit:
-		return &TxCommit{}
+		return methodInfo{"tx.commit", func() Method { return new(TxCommit) }}, true
 	case ClassTx<<16 | MethodTxCommitOk:
-		return &TxCommitOk{}
+		return methodInfo{"tx.commit_ok", func() Method { return new(TxCommitOk) }}, true
 	case ClassTx<<16 | MethodTxRollback:
-		return &TxRollback{}
+		return methodInfo{"tx.rollback", func() Method { return new(TxRollback) }}, true
 	case ClassTx<<16 | MethodTxRollbackOk:
-		return &TxRollbackOk{}
+		return methodInfo{"tx.rollback_ok", func() Method { return new(TxRollbackOk) }}, true
 	}
-	return nil
+	return methodInfo{}, false
 }
 
 // HasContent reports whether the method carries content (a header and
@@ -2377,213 +2064,74 @@ func HasContent(classID, methodID uint16) bool {
 	return classID == ClassBasic && (methodID == MethodBasicPublish || methodID == MethodBasicReturn || methodID == MethodBasicDeliver || methodID == MethodBasicGetOk)
 }
 
-// MethodName is the method's name as RabbitMQ writes it ("basic.publish"), or "" if unknown.
-func MethodName(classID, methodID uint16) string {
-	switch uint32(classID)<<16 | uint32(methodID) {
-	case ClassConnection<<16 | MethodConnectionStart:
-		return "connection.start"
-	case ClassConnection<<16 | MethodConnectionStartOk:
-		return "connection.start_ok"
-	case ClassConnection<<16 | MethodConnectionSecure:
-		return "connection.secure"
-	case ClassConnection<<16 | MethodConnectionSecureOk:
-		return "connection.secure_ok"
-	case ClassConnection<<16 | MethodConnectionTune:
-		return "connection.tune"
-	case ClassConnection<<16 | MethodConnectionTuneOk:
-		return "connection.tune_ok"
-	case ClassConnection<<16 | MethodConnectionOpen:
-		return "connection.open"
-	case ClassConnection<<16 | MethodConnectionOpenOk:
-		return "connection.open_ok"
-	case ClassConnection<<16 | MethodConnectionClose:
-		return "connection.close"
-	case ClassConnection<<16 | MethodConnectionCloseOk:
-		return "connection.close_ok"
-	case ClassConnection<<16 | MethodConnectionBlocked:
-		return "connection.blocked"
-	case ClassConnection<<16 | MethodConnectionUnblocked:
-		return "connection.unblocked"
-	case ClassConnection<<16 | MethodConnectionUpdateSecret:
-		return "connection.update_secret"
-	case ClassConnection<<16 | MethodConnectionUpdateSecretOk:
-		return "connection.update_secret_ok"
-	case ClassChannel<<16 | MethodChannelOpen:
-		return "channel.open"
-	case ClassChannel<<16 | MethodChannelOpenOk:
-		return "channel.open_ok"
-	case ClassChannel<<16 | MethodChannelFlow:
-		return "channel.flow"
-	case ClassChannel<<16 | MethodChannelFlowOk:
-		return "channel.flow_ok"
-	case ClassChannel<<16 | MethodChannelClose:
-		return "channel.close"
-	case ClassChannel<<16 | MethodChannelCloseOk:
-		return "channel.close_ok"
-	case ClassAccess<<16 | MethodAccessRequest:
-		return "access.request"
-	case ClassAccess<<16 | MethodAccessRequestOk:
-		return "access.request_ok"
-	case ClassExchange<<16 | MethodExchangeDeclare:
-		return "exchange.declare"
-	case ClassExchange<<16 | MethodExchangeDeclareOk:
-		return "exchange.declare_ok"
-	case ClassExchange<<16 | MethodExchangeDelete:
-		return "exchange.delete"
-	case ClassExchange<<16 | MethodExchangeDeleteOk:
-		return "exchange.delete_ok"
-	case ClassExchange<<16 | MethodExchangeBind:
-		return "exchange.bind"
-	case ClassExchange<<16 | MethodExchangeBindOk:
-		return "exchange.bind_ok"
-	case ClassExchange<<16 | MethodExchangeUnbind:
-		return "exchange.unbind"
-	case ClassExchange<<16 | MethodExchangeUnbindOk:
-		return "exchange.unbind_ok"
-	case ClassQueue<<16 | MethodQueueDeclare:
-		return "queue.declare"
-	case ClassQueue<<16 | MethodQueueDeclareOk:
-		return "queue.declare_ok"
-	case ClassQueue<<16 | MethodQueueBind:
-		return "queue.bind"
-	case ClassQueue<<16 | MethodQueueBindOk:
-		return "queue.bind_ok"
-	case ClassQueue<<16 | MethodQueuePurge:
-		return "queue.purge"
-	case ClassQueue<<16 | MethodQueuePurgeOk:
-		return "queue.purge_ok"
-	case ClassQueue<<16 | MethodQueueDelete:
-		return "queue.delete"
-	case ClassQueue<<16 | MethodQueueDeleteOk:
-		return "queue.delete_ok"
-	case ClassQueue<<16 | MethodQueueUnbind:
-		return "queue.unbind"
-	case ClassQueue<<16 | MethodQueueUnbindOk:
-		return "queue.unbind_ok"
-	case ClassBasic<<16 | MethodBasicQos:
-		return "basic.qos"
-	case ClassBasic<<16 | MethodBasicQosOk:
-		return "basic.qos_ok"
-	case ClassBasic<<16 | MethodBasicConsume:
-		return "basic.consume"
-	case ClassBasic<<16 | MethodBasicConsumeOk:
-		return "basic.consume_ok"
-	case ClassBasic<<16 | MethodBasicCancel:
-		return "basic.cancel"
-	case ClassBasic<<16 | MethodBasicCancelOk:
-		return "basic.cancel_ok"
-	case ClassBasic<<16 | MethodBasicPublish:
-		return "basic.publish"
-	case ClassBasic<<16 | MethodBasicReturn:
-		return "basic.return"
-	case ClassBasic<<16 | MethodBasicDeliver:
-		return "basic.deliver"
-	case ClassBasic<<16 | MethodBasicGet:
-		return "basic.get"
-	case ClassBasic<<16 | MethodBasicGetOk:
-		return "basic.get_ok"
-	case ClassBasic<<16 | MethodBasicGetEmpty:
-		return "basic.get_empty"
-	case ClassBasic<<16 | MethodBasicAck:
-		return "basic.ack"
-	case ClassBasic<<16 | MethodBasicReject:
-		return "basic.reject"
-	case ClassBasic<<16 | MethodBasicRecoverAsync:
-		return "basic.recover_async"
-	case ClassBasic<<16 | MethodBasicRecover:
-		return "basic.recover"
-	case ClassBasic<<16 | MethodBasicRecoverOk:
-		return "basic.recover_ok"
-	case ClassBasic<<16 | MethodBasicNack:
-		return "basic.nack"
-	case ClassConfirm<<16 | MethodConfirmSelect:
-		return "confirm.select"
-	case ClassConfirm<<16 | MethodConfirmSelectOk:
-		return "confirm.select_ok"
-	case ClassTx<<16 | MethodTxSelect:
-		return "tx.select"
-	case ClassTx<<16 | MethodTxSelectOk:
-		return "tx.select_ok"
-	case ClassTx<<16 | MethodTxCommit:
-		return "tx.commit"
-	case ClassTx<<16 | MethodTxCommitOk:
-		return "tx.commit_ok"
-	case ClassTx<<16 | MethodTxRollback:
-		return "tx.rollback"
-	case ClassTx<<16 | MethodTxRollbackOk:
-		return "tx.rollback_ok"
-	}
-	return ""
-}
-
 // allMethods lists one zero value of every method, for tests.
 func allMethods() []Method {
 	return []Method{
-		&ConnectionStart{},
-		&ConnectionStartOk{},
-		&ConnectionSecure{},
-		&ConnectionSecureOk{},
-		&ConnectionTune{},
-		&ConnectionTuneOk{},
-		&ConnectionOpen{},
-		&ConnectionOpenOk{},
-		&ConnectionClose{},
-		&ConnectionCloseOk{},
-		&ConnectionBlocked{},
-		&ConnectionUnblocked{},
-		&ConnectionUpdateSecret{},
-		&ConnectionUpdateSecretOk{},
-		&ChannelOpen{},
-		&ChannelOpenOk{},
-		&ChannelFlow{},
-		&ChannelFlowOk{},
-		&ChannelClose{},
-		&ChannelCloseOk{},
-		&AccessRequest{},
-		&AccessRequestOk{},
-		&ExchangeDeclare{},
-		&ExchangeDeclareOk{},
-		&ExchangeDelete{},
-		&ExchangeDeleteOk{},
-		&ExchangeBind{},
-		&ExchangeBindOk{},
-		&ExchangeUnbind{},
-		&ExchangeUnbindOk{},
-		&QueueDeclare{},
-		&QueueDeclareOk{},
-		&QueueBind{},
-		&QueueBindOk{},
-		&QueuePurge{},
-		&QueuePurgeOk{},
-		&QueueDelete{},
-		&QueueDeleteOk{},
-		&QueueUnbind{},
-		&QueueUnbindOk{},
-		&BasicQos{},
-		&BasicQosOk{},
-		&BasicConsume{},
-		&BasicConsumeOk{},
-		&BasicCancel{},
-		&BasicCancelOk{},
-		&BasicPublish{},
-		&BasicReturn{},
-		&BasicDeliver{},
-		&BasicGet{},
-		&BasicGetOk{},
-		&BasicGetEmpty{},
-		&BasicAck{},
-		&BasicReject{},
-		&BasicRecoverAsync{},
-		&BasicRecover{},
-		&BasicRecoverOk{},
-		&BasicNack{},
-		&ConfirmSelect{},
-		&ConfirmSelectOk{},
-		&TxSelect{},
-		&TxSelectOk{},
-		&TxCommit{},
-		&TxCommitOk{},
-		&TxRollback{},
-		&TxRollbackOk{},
+		new(ConnectionStart),
+		new(ConnectionStartOk),
+		new(ConnectionSecure),
+		new(ConnectionSecureOk),
+		new(ConnectionTune),
+		new(ConnectionTuneOk),
+		new(ConnectionOpen),
+		new(ConnectionOpenOk),
+		new(ConnectionClose),
+		new(ConnectionCloseOk),
+		new(ConnectionBlocked),
+		new(ConnectionUnblocked),
+		new(ConnectionUpdateSecret),
+		new(ConnectionUpdateSecretOk),
+		new(ChannelOpen),
+		new(ChannelOpenOk),
+		new(ChannelFlow),
+		new(ChannelFlowOk),
+		new(ChannelClose),
+		new(ChannelCloseOk),
+		new(AccessRequest),
+		new(AccessRequestOk),
+		new(ExchangeDeclare),
+		new(ExchangeDeclareOk),
+		new(ExchangeDelete),
+		new(ExchangeDeleteOk),
+		new(ExchangeBind),
+		new(ExchangeBindOk),
+		new(ExchangeUnbind),
+		new(ExchangeUnbindOk),
+		new(QueueDeclare),
+		new(QueueDeclareOk),
+		new(QueueBind),
+		new(QueueBindOk),
+		new(QueuePurge),
+		new(QueuePurgeOk),
+		new(QueueDelete),
+		new(QueueDeleteOk),
+		new(QueueUnbind),
+		new(QueueUnbindOk),
+		new(BasicQos),
+		new(BasicQosOk),
+		new(BasicConsume),
+		new(BasicConsumeOk),
+		new(BasicCancel),
+		new(BasicCancelOk),
+		new(BasicPublish),
+		new(BasicReturn),
+		new(BasicDeliver),
+		new(BasicGet),
+		new(BasicGetOk),
+		new(BasicGetEmpty),
+		new(BasicAck),
+		new(BasicReject),
+		new(BasicRecoverAsync),
+		new(BasicRecover),
+		new(BasicRecoverOk),
+		new(BasicNack),
+		new(ConfirmSelect),
+		new(ConfirmSelectOk),
+		new(TxSelect),
+		new(TxSelectOk),
+		new(TxCommit),
+		new(TxCommitOk),
+		new(TxRollback),
+		new(TxRollbackOk),
 	}
 }
