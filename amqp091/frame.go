@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Frame types (section 4.2.3; RabbitMQ's heartbeat is type 8).
@@ -85,7 +86,7 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 	}
 	f := Frame{Type: fr.hdr[0], Channel: binary.BigEndian.Uint16(fr.hdr[1:])}
 	size := binary.BigEndian.Uint32(fr.hdr[3:])
-	if fr.frameMax != 0 && size > fr.frameMax {
+	if fr.frameMax != 0 && size > fr.frameMax || uint64(size) >= math.MaxInt {
 		return f, &Error{Code: FrameError, Channel: f.Channel,
 			Text:  fmt.Sprintf("type %d, frame_too_large: payload of %d octets, frame-max %d", f.Type, size, fr.frameMax),
 			Cause: ErrFrameTooLarge}
