@@ -17,6 +17,16 @@
 // unexpected-frame) and the channel it arrived on; Error.Scope says
 // whether the front end answers with connection.close or channel.close.
 //
+// Where RabbitMQ has no answer of its own the codec picks the nearest
+// one: a malformed field table or property list, on which RabbitMQ's
+// parser crashes (the channel or connection then dies with 541
+// internal-error), is 501 frame-error "cannot decode", the code its
+// generated decoder gives every other malformed argument list; ids that
+// name no method, on which RabbitMQ's lookup exits, are 503
+// command-invalid; a property flag class basic does not define is 501
+// (RabbitMQ ignores the low two flag bits and then fails to match the
+// rest).
+//
 // # Limits
 //
 //   - Before connection.tune-ok the reader accepts frames of at most
@@ -34,11 +44,20 @@
 // # Use by the front end
 //
 // The listener reads 8 octets and calls Classify. For a 0-9-1 connection
-// the front end wraps the socket in a FrameReader, reads frames, feeds
-// channel-0 frames to its connection state machine and other channels'
-// frames through that channel's Assembler, and decodes methods with
-// ParseMethodHeader plus the method struct's Decode (or ParseMethod). It
-// writes with AppendMethodFrame, AppendContent and AppendHeartbeat into
-// its own output buffer. An *Error from any of these goes on the wire as
-// connection.close or channel.close according to its Scope.
+// the front end wraps the socket in a FrameReader (SetFrameMax after
+// tune-ok), reads frames, handles channel-0 frames in its connection state
+// machine and passes every other channel's frames through that channel's
+// Assembler. It decodes methods with ParseMethodHeader and the Decode of a
+// struct it reuses per channel (ParseMethod allocates a new one), content
+// headers with ParseContentHeader, keeping the raw properties, and
+// Properties.Decode when routing or conversion needs them. It writes with
+// AppendMethodFrame, AppendContent and AppendHeartbeat into its own
+// output buffer. An *Error from any of these (WithChannel sets its
+// channel) goes on the wire as connection.close or channel.close
+// according to Scope, with ReplyText, ClassID and MethodID.
+//
+// What RabbitMQ does with a connection beyond the codec (negotiation
+// limits, reply codes of the class semantics, message conversion) is the
+// front end's; the reply code constants and IsHardError are here so both
+// use one table.
 package amqp091
