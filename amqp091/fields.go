@@ -36,6 +36,10 @@ const MaxDepth = 64
 //	A  field array     Array
 //	V  void            nil
 //
+// A decoded table's keys and string values are substrings of one copy of
+// the table's octets, so they outlive the frame buffer and cost one
+// allocation together.
+//
 // The protocol-neutral value model maps these one to one: signed and
 // unsigned integers by width, float and double, decimal, utf8-or-binary
 // long strings, binary, timestamp (seconds here, milliseconds in AMQP 1.0),
@@ -83,91 +87,102 @@ func ParseTable(b []byte) (Table, error) {
 	return t, nil
 }
 
+// parseTable copies the table's octets into one string, once, and decodes
+// from that: every key and string value is a substring of it, so a table
+// costs one allocation for all its text instead of one per string, and
+// stays valid after the frame buffer is reused.
 func parseTable(b []byte, depth int) (Table, error) {
+	return parseTableString(string(b), depth)
+}
+
+func parseTableString(s string, depth int) (Table, error) {
 	if depth >= MaxDepth {
 		return nil, fmt.Errorf("%w: more than %d levels", ErrTooDeep, MaxDepth)
 	}
-	if len(b) == 0 {
-		return Table{}, nil
-	}
-	var t Table
-	for len(b) > 0 {
-		n := int(b[0])
-		if 1+n >= len(b) {
+	t := Table{}
+	for len(s) > 0 {
+		n := int(s[0])
+		if 1+n >= len(s) {
 			return nil, fmt.Errorf("%w: table field name and type", ErrTruncated)
 		}
-		key := string(b[1 : 1+n])
-		v, rest, err := parseValue(b[1+n:], depth)
+		key := s[1 : 1+n]
+		v, rest, err := parseValue(s[1+n:], depth)
 		if err != nil {
 			return nil, fmt.Errorf("field %q: %w", key, err)
 		}
 		t = append(t, Field{Key: key, Value: v})
-		b = rest
+		s = rest
 	}
 	return t, nil
 }
 
-func parseArray(b []byte, depth int) (Array, error) {
+func parseArray(s string, depth int) (Array, error) {
 	if depth >= MaxDepth {
 		return nil, fmt.Errorf("%w: more than %d levels", ErrTooDeep, MaxDepth)
 	}
 	a := Array{}
-	for len(b) > 0 {
-		v, rest, err := parseValue(b, depth)
+	for len(s) > 0 {
+		v, rest, err := parseValue(s, depth)
 		if err != nil {
 			return nil, fmt.Errorf("array element %d: %w", len(a), err)
 		}
 		a = append(a, v)
-		b = rest
+		s = rest
 	}
 	return a, nil
 }
 
-// fixedSize is the value size of each fixed-width type octet.
+// fixedSize is the value size of each fixed-width type octet; -1 marks
+// the types with a long length prefix, 0 (but for 'V') unknown types.
 var fixedSize = [256]int8{
 	't': 1, 'b': 1, 'B': 1, 's': 2, 'u': 2, 'I': 4, 'i': 4,
 	'l': 8, 'L': 8, 'f': 4, 'd': 8, 'D': 5, 'T': 8, 'V': 0,
 	'S': -1, 'x': -1, 'F': -1, 'A': -1,
 }
 
+// Big-endian reads from a string (encoding/binary reads only slices).
+func be16(s string) uint16 { return uint16(s[0])<<8 | uint16(s[1]) }
+func be32(s string) uint32 { return uint32(be16(s))<<16 | uint32(be16(s[2:])) }
+func be64(s string) uint64 { return uint64(be32(s))<<32 | uint64(be32(s[4:])) }
+
 // parseValue decodes one type octet and its value; depth is the nesting of
 // the table or array holding it.
-func parseValue(b []byte, depth int) (any, []byte, error) {
-	if len(b) == 0 {
-		return nil, nil, fmt.Errorf("%w: field type", ErrTruncated)
+func parseValue(s string, depth int) (any, string, error) {
+	if len(s) == 0 {
+		return nil, "", fmt.Errorf("%w: field type", ErrTruncated)
 	}
-	typ, b := b[0], b[1:]
+	typ, s := s[0], s[1:]
 	size := int(fixedSize[typ])
 	if size == 0 && typ != 'V' {
-		return nil, nil, fmt.Errorf("%w: %q", ErrInvalidType, typ)
+		return nil, "", fmt.Errorf("%w: %q", ErrInvalidType, typ)
 	}
 	if size < 0 {
-		if len(b) < 4 {
-			return nil, nil, fmt.Errorf("%w: length of %q", ErrTruncated, typ)
+		if len(s) < 4 {
+			return nil, "", fmt.Errorf("%w: length of %q", ErrTruncated, typ)
 		}
-		n := binary.BigEndian.Uint32(b)
-		b = b[4:]
-		if uint64(n) > uint64(len(b)) {
-			return nil, nil, fmt.Errorf("%w: %q of %d octets, %d left", ErrTruncated, typ, n, len(b))
+		n := be32(s)
+		s = s[4:]
+		if uint64(n) > uint64(len(s)) {
+			return nil, "", fmt.Errorf("%w: %q of %d octets, %d left", ErrTruncated, typ, n, len(s))
 		}
-		v, rest := b[:n:n], b[n:]
+		v, rest := s[:n], s[n:]
 		switch typ {
 		case 'S':
-			return string(v), rest, nil
+			return v, rest, nil
 		case 'x':
-			return Binary(append([]byte(nil), v...)), rest, nil
+			return Binary(v), rest, nil
 		case 'F':
-			t, err := parseTable(v, depth+1)
+			t, err := parseTableString(v, depth+1)
 			return t, rest, err
 		default: // 'A'
 			a, err := parseArray(v, depth+1)
 			return a, rest, err
 		}
 	}
-	if len(b) < size {
-		return nil, nil, fmt.Errorf("%w: %q needs %d octets", ErrTruncated, typ, size)
+	if len(s) < size {
+		return nil, "", fmt.Errorf("%w: %q needs %d octets", ErrTruncated, typ, size)
 	}
-	v, rest := b[:size], b[size:]
+	v, rest := s[:size], s[size:]
 	switch typ {
 	case 't':
 		return v[0] != 0, rest, nil
@@ -176,23 +191,23 @@ func parseValue(b []byte, depth int) (any, []byte, error) {
 	case 'B':
 		return v[0], rest, nil
 	case 's':
-		return int16(binary.BigEndian.Uint16(v)), rest, nil
+		return int16(be16(v)), rest, nil
 	case 'u':
-		return binary.BigEndian.Uint16(v), rest, nil
+		return be16(v), rest, nil
 	case 'I':
-		return int32(binary.BigEndian.Uint32(v)), rest, nil
+		return int32(be32(v)), rest, nil
 	case 'i':
-		return binary.BigEndian.Uint32(v), rest, nil
+		return be32(v), rest, nil
 	case 'l', 'L':
-		return int64(binary.BigEndian.Uint64(v)), rest, nil
+		return int64(be64(v)), rest, nil
 	case 'f':
-		return math.Float32frombits(binary.BigEndian.Uint32(v)), rest, nil
+		return math.Float32frombits(be32(v)), rest, nil
 	case 'd':
-		return math.Float64frombits(binary.BigEndian.Uint64(v)), rest, nil
+		return math.Float64frombits(be64(v)), rest, nil
 	case 'D':
-		return Decimal{Scale: v[0], Value: binary.BigEndian.Uint32(v[1:])}, rest, nil
+		return Decimal{Scale: v[0], Value: be32(v[1:])}, rest, nil
 	case 'T':
-		return Timestamp(binary.BigEndian.Uint64(v)), rest, nil
+		return Timestamp(be64(v)), rest, nil
 	}
 	return nil, rest, nil // 'V'
 }
