@@ -73,9 +73,10 @@ func (fr *FrameReader) FrameMax() uint32 { return fr.frameMax }
 
 // ReadFrame reads the next frame. I/O errors are returned as they are
 // (io.EOF only before a frame's first octet, io.ErrUnexpectedEOF inside
-// one); protocol violations are *Error with code 501 or 505, scope
-// connection, and the reader must not be used after them, as RabbitMQ
-// stops reading ("lost sync").
+// one); protocol violations are *Error with code 501 or 505, whose
+// scope is the connection whatever the channel (which they carry for the
+// log), and the reader must not be used after them, as RabbitMQ stops
+// reading ("lost sync").
 //
 // Like RabbitMQ (rabbit_reader:handle_input/3) it accepts a payload of up
 // to frame-max octets, eight more than the spec allows, because clients
@@ -116,9 +117,6 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 		return f, &Error{Code: FrameError, Channel: f.Channel,
 			Text: fmt.Sprintf("type %d: unknown_frame", f.Type), Cause: ErrUnknownFrame}
 	}
-	// A protocol error on a frame closes the connection whatever its
-	// channel, so the errors above keep the channel only for the log;
-	// Scope is connection because every code here is hard.
 	return f, nil
 }
 
