@@ -27,6 +27,7 @@ const root = "epitaph"
 // package is "epitaph". Anything not listed is forbidden.
 var allowed = map[string][]string{
 	"amqp10":      nil,
+	"amqp091":     nil,
 	"alarm":       nil,
 	"annotations": {"amqp10"},
 	"config":      nil,
@@ -78,14 +79,15 @@ var anything = []string{"cmd", "e2e"}
 // thirdParty restricts the non-standard-library imports of non-test files.
 // A package missing from this map is not restricted.
 var thirdParty = map[string][]string{
-	"amqp10": nil, // standard library only
-	"alarm":  nil, // standard library only
-	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
+	"amqp10":  nil, // standard library only
+	"amqp091": nil, // standard library only
+	"alarm":   nil, // standard library only
+	"config":  {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"amqp10", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
+var noPrint = []string{"amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {
