@@ -220,6 +220,23 @@ func Start(opts Options) (*Broker, error) {
 	users := auth.New(rt)
 	users.SetLoginBrake(auth.NewLoginBrake(opts.AuthFailureDelay, opts.AuthFailureSources, nil))
 	b.auth = users
+	if opts.OAuthResourceServerID != "" {
+		v, err := auth.NewTokenValidator(auth.OAuthConfig{
+			ResourceServerID: opts.OAuthResourceServerID,
+			JWKSFile:         opts.OAuthJWKSFile,
+			JWKSURL:          opts.OAuthJWKSURL,
+			SigningKeyFile:   opts.OAuthSigningKey,
+			ExtraScopesField: opts.OAuthExtraScopesField,
+			VerifyAud:        opts.OAuthVerifyAud,
+			Leeway:           opts.OAuthLeeway,
+			MaxScopes:        opts.OAuthMaxScopes,
+		})
+		if err != nil {
+			b.abort()
+			return nil, fmt.Errorf("oauth: %w", err)
+		}
+		users.SetTokenValidator(v)
+	}
 	if err := rt.Recover(); err != nil {
 		b.abort()
 		return nil, fmt.Errorf("recover from %s: %w", opts.DataDir, err)

@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/router"
@@ -70,6 +71,9 @@ type Registry struct {
 	// brake slows failed logins down; replaced only before serving
 	// (SetLoginBrake).
 	brake *LoginBrake
+
+	// tokens validates OAuth 2 tokens; nil when OAuth is off.
+	tokens atomic.Pointer[TokenValidator]
 
 	mu     sync.RWMutex
 	users  map[string]*User

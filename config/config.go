@@ -93,6 +93,15 @@ const (
 	KeySSLCertLoginSANIndex   = "ssl-cert-login-san-index"
 	KeyHTTPTLS                = "http-tls"
 	KeyPlainWithoutTLS        = "plain-without-tls"
+
+	KeyOAuthResourceServerID = "oauth-resource-server-id"
+	KeyOAuthJWKSFile         = "oauth-jwks-file"
+	KeyOAuthJWKSURL          = "oauth-jwks-url"
+	KeyOAuthSigningKey       = "oauth-signing-key"
+	KeyOAuthExtraScopesField = "oauth-extra-scopes-field"
+	KeyOAuthVerifyAud        = "oauth-verify-aud"
+	KeyOAuthLeeway           = "oauth-leeway"
+	KeyOAuthMaxScopes        = "oauth-max-scopes"
 )
 
 // Values of ssl-cert-login-from, as RabbitMQ's ssl_cert_login_from.
@@ -223,6 +232,9 @@ type Config struct {
 	AMQP `mapstructure:",squash"`
 	// TLS is the amqps listener and client certificate settings.
 	TLS `mapstructure:",squash"`
+	// OAuth 2 tokens as PLAIN passwords; off unless a resource server id
+	// is set.
+	OAuth `mapstructure:",squash"`
 	// Telemetry is tracing and metrics.
 	Telemetry `mapstructure:",squash"`
 	// Process is what only cmd/epitaph applies, because it changes
@@ -288,6 +300,54 @@ type AMQP struct {
 // TLS is the amqps listener's and the HTTPS API's settings, with the
 // semantics of RabbitMQ's ssl_options and rabbitmq_auth_mechanism_ssl.
 // link.NewTLSCerts takes it.
+type OAuth struct {
+	// OAuthResourceServerID turns OAuth 2 tokens on: the audience a token
+	// must name and, followed by ".", the prefix of its scopes ("" = off).
+	OAuthResourceServerID string `mapstructure:"oauth-resource-server-id"`
+	// OAuthJWKSFile is a JSON Web Key Set file of signing keys.
+	OAuthJWKSFile string `mapstructure:"oauth-jwks-file"`
+	// OAuthJWKSURL is a JSON Web Key Set URL, fetched at start and when a
+	// token names an unknown key (at most every 30 s).
+	OAuthJWKSURL string `mapstructure:"oauth-jwks-url"`
+	// OAuthSigningKey is a file holding an HS256 secret, base64 as a
+	// JWK's "k"; it verifies tokens without a kid.
+	OAuthSigningKey string `mapstructure:"oauth-signing-key"`
+	// OAuthExtraScopesField names further claims holding scopes
+	// (space-separated dot paths; RabbitMQ's extra_scopes_source).
+	OAuthExtraScopesField string `mapstructure:"oauth-extra-scopes-field"`
+	// OAuthVerifyAud requires the token's aud to name the resource server.
+	OAuthVerifyAud bool `mapstructure:"oauth-verify-aud"`
+	// OAuthLeeway is the clock skew allowed on a token's exp and nbf; a
+	// connection is closed at exp plus it (0: none, as RabbitMQ).
+	OAuthLeeway time.Duration `mapstructure:"oauth-leeway"`
+	// OAuthMaxScopes refuses tokens with more scopes (RabbitMQ: 2048;
+	// 0: no limit).
+	OAuthMaxScopes int `mapstructure:"oauth-max-scopes"`
+}
+
+// Validate checks the OAuth keys: with a resource server id, at least one
+// source of signing keys.
+func (o OAuth) Validate() error {
+	if o.OAuthResourceServerID == "" {
+		return nil
+	}
+	if o.OAuthJWKSFile == "" && o.OAuthJWKSURL == "" && o.OAuthSigningKey == "" {
+		return invalid(KeyOAuthResourceServerID, o.OAuthResourceServerID, "needs oauth-jwks-file, oauth-jwks-url or oauth-signing-key")
+	}
+	if o.OAuthJWKSURL != "" {
+		if u, err := url.Parse(o.OAuthJWKSURL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return invalid(KeyOAuthJWKSURL, o.OAuthJWKSURL, "want an http(s) URL")
+		}
+	}
+	if o.OAuthLeeway < 0 {
+		return invalid(KeyOAuthLeeway, o.OAuthLeeway, "want 0 (none) or a positive duration")
+	}
+	if o.OAuthMaxScopes < 0 {
+		return invalid(KeyOAuthMaxScopes, o.OAuthMaxScopes, "want 0 (no limit) or more")
+	}
+	return nil
+}
+
 type TLS struct {
 	// TLSListen is the amqps listen address, used when TLSCertFile is set;
 	// without it, anything but DefaultTLSListen is refused.
@@ -394,6 +454,10 @@ func Default() Config {
 			MaxUnsettledIncoming:   8192,
 			ManagementPendingBytes: 1 << 20,
 		},
+		OAuth: OAuth{
+			OAuthVerifyAud: true,
+			OAuthMaxScopes: 2048,
+		},
 		TLS: TLS{
 			TLSListen:           DefaultTLSListen,
 			TLSHandshakeTimeout: 5 * time.Second,
@@ -461,6 +525,14 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeySSLCertLoginSANIndex, d.SSLCertLoginSANIndex, "which subject alternative name of that type (0 is the first)")
 	fs.Bool(KeyHTTPTLS, d.HTTPTLS, "serve the management HTTP API over HTTPS with tls-cert-file")
 	fs.String(KeyPlainWithoutTLS, d.PlainWithoutTLS, "accept SASL PLAIN without TLS from: loopback or all")
+	fs.String(KeyOAuthResourceServerID, d.OAuthResourceServerID, "OAuth 2 resource server `id`: turns JWT passwords on; the audience and scope prefix")
+	fs.String(KeyOAuthJWKSFile, d.OAuthJWKSFile, "JSON Web Key Set `file` of token signing keys")
+	fs.String(KeyOAuthJWKSURL, d.OAuthJWKSURL, "JSON Web Key Set `URL` of token signing keys")
+	fs.String(KeyOAuthSigningKey, d.OAuthSigningKey, "`file` with a base64 HS256 secret for tokens without a kid")
+	fs.String(KeyOAuthExtraScopesField, d.OAuthExtraScopesField, "further token `claims` holding scopes (space-separated dot paths)")
+	fs.Bool(KeyOAuthVerifyAud, d.OAuthVerifyAud, "require a token's aud to name the resource server")
+	fs.Duration(KeyOAuthLeeway, d.OAuthLeeway, "clock skew `duration` allowed on a token's exp and nbf")
+	fs.Int(KeyOAuthMaxScopes, d.OAuthMaxScopes, "most scopes a token may have")
 	return fs
 }
 
@@ -550,6 +622,14 @@ func Load(args []string) (*Config, error) {
 		KeySSLCertLoginSANIndex:   d.SSLCertLoginSANIndex,
 		KeyHTTPTLS:                d.HTTPTLS,
 		KeyPlainWithoutTLS:        d.PlainWithoutTLS,
+		KeyOAuthResourceServerID:  d.OAuthResourceServerID,
+		KeyOAuthJWKSFile:          d.OAuthJWKSFile,
+		KeyOAuthJWKSURL:           d.OAuthJWKSURL,
+		KeyOAuthSigningKey:        d.OAuthSigningKey,
+		KeyOAuthExtraScopesField:  d.OAuthExtraScopesField,
+		KeyOAuthVerifyAud:         d.OAuthVerifyAud,
+		KeyOAuthLeeway:            d.OAuthLeeway,
+		KeyOAuthMaxScopes:         d.OAuthMaxScopes,
 	}
 	for key, def := range defaults {
 		// Unmarshal only sees environment variables for keys viper
@@ -606,6 +686,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.OAuth.Validate(); err != nil {
 		return err
 	}
 	if c.HTTPListen != "" {

@@ -454,3 +454,50 @@ func TestResponseBoundKeys(t *testing.T) {
 	_, err = Load([]string{"--http-get-max-count", "0"})
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+// The OAuth 2 keys: off by default, each from its flag or environment
+// variable, and a resource server id without a key source refused.
+func TestOAuthKeys(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(nil)
+	require.NoError(t, err)
+	require.Empty(t, c.OAuthResourceServerID, "OAuth is off unless configured")
+	require.True(t, c.OAuthVerifyAud)
+	require.Equal(t, 2048, c.OAuthMaxScopes)
+	require.Zero(t, c.OAuthLeeway)
+
+	t.Setenv("EPITAPH_OAUTH_RESOURCE_SERVER_ID", "rabbitmq")
+	t.Setenv("EPITAPH_OAUTH_JWKS_FILE", "/etc/jwks.json")
+	t.Setenv("EPITAPH_OAUTH_JWKS_URL", "https://idp.example/jwks")
+	t.Setenv("EPITAPH_OAUTH_SIGNING_KEY", "/etc/hs256.key")
+	t.Setenv("EPITAPH_OAUTH_EXTRA_SCOPES_FIELD", "roles realm_access.roles")
+	t.Setenv("EPITAPH_OAUTH_VERIFY_AUD", "false")
+	t.Setenv("EPITAPH_OAUTH_LEEWAY", "2s")
+	t.Setenv("EPITAPH_OAUTH_MAX_SCOPES", "10")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, OAuth{
+		OAuthResourceServerID: "rabbitmq",
+		OAuthJWKSFile:         "/etc/jwks.json",
+		OAuthJWKSURL:          "https://idp.example/jwks",
+		OAuthSigningKey:       "/etc/hs256.key",
+		OAuthExtraScopesField: "roles realm_access.roles",
+		OAuthVerifyAud:        false,
+		OAuthLeeway:           2 * time.Second,
+		OAuthMaxScopes:        10,
+	}, c.OAuth)
+
+	clearEnv(t)
+	c, err = Load([]string{"--oauth-resource-server-id", "rs", "--oauth-signing-key", "k", "--oauth-max-scopes", "0"})
+	require.NoError(t, err)
+	require.Equal(t, "k", c.OAuthSigningKey)
+	require.Zero(t, c.OAuthMaxScopes, "0: no limit")
+	_, err = Load([]string{"--oauth-resource-server-id", "rs"})
+	require.ErrorIs(t, err, ErrInvalid, "no key source")
+	_, err = Load([]string{"--oauth-resource-server-id", "rs", "--oauth-jwks-url", "ftp://x/jwks"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Load([]string{"--oauth-resource-server-id", "rs", "--oauth-signing-key", "k", "--oauth-leeway", "-1s"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Load([]string{"--oauth-resource-server-id", "rs", "--oauth-signing-key", "k", "--oauth-max-scopes", "-1"})
+	require.ErrorIs(t, err, ErrInvalid)
+}

@@ -116,6 +116,14 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyGCHeapFloor:            "the runtime's own pacing",
 		KeyLogLevel:               "refused",
 		KeyLogFormat:              "refused",
+		KeyOAuthResourceServerID:  "OAuth off",
+		KeyOAuthJWKSFile:          "no JWKS file",
+		KeyOAuthJWKSURL:           "no JWKS URL",
+		KeyOAuthSigningKey:        "no HS256 key",
+		KeyOAuthExtraScopesField:  "only the scope claim",
+		KeyOAuthVerifyAud:         "off",
+		KeyOAuthLeeway:            "no leeway",
+		KeyOAuthMaxScopes:         "no limit",
 	}
 	d := Default()
 	n := len(settings(t, &d))

@@ -28,6 +28,7 @@ const root = "epitaph"
 var allowed = map[string][]string{
 	"value":       nil,
 	"amqp10":      {"value"},
+	"amqp091":     {"value"},
 	"alarm":       nil,
 	"annotations": {"amqp10", "value"},
 	"config":      nil,
@@ -79,15 +80,16 @@ var anything = []string{"cmd", "e2e"}
 // thirdParty restricts the non-standard-library imports of non-test files.
 // A package missing from this map is not restricted.
 var thirdParty = map[string][]string{
-	"value":  nil, // standard library only
-	"amqp10": nil, // standard library only
-	"alarm":  nil, // standard library only
-	"config": {"github.com/spf13/viper", "github.com/spf13/pflag"},
+	"value":   nil, // standard library only
+	"amqp10":  nil, // standard library only
+	"amqp091": nil, // standard library only
+	"alarm":   nil, // standard library only
+	"config":  {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"value", "amqp10", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

@@ -92,6 +92,9 @@ func (s *session) lookupQueue(ad address) (*router.Queue, *amqp10.Error) {
 
 // authorize checks the connection's user may access a resource.
 func (s *session) authorize(kind, name string, a auth.Access) error {
+	if t := s.c.token; t != nil {
+		return t.Authorize(s.c.vhost.Name(), kind, name, a)
+	}
 	return s.c.srv.opts.Auth.Authorize(s.c.user, s.c.vhost.Name(), kind, name, a)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -123,6 +124,13 @@ type conn struct {
 	peerMaxFrame   uint32
 	peerChannelMax uint16
 	heartbeat      time.Duration
+
+	// token is the OAuth 2 token the user authenticated with (nil for a
+	// stored user): its scopes are the connection's permissions. Set by
+	// handshake, then owned by the loop (a refresh replaces it), as is
+	// credentialTimer, which closes the connection at the token's expiry.
+	token           *auth.Token
+	credentialTimer *time.Timer
 
 	// Owned by the loop.
 	sessions   map[uint16]*session // by the peer's channel
@@ -236,6 +244,8 @@ func (c *conn) serve() {
 		return
 	}
 	c.log.Debug("connection open", "user", c.user, "vhost", c.vhost.Name(), "container", c.containerID)
+	c.armCredentialTimer()
+	defer c.stopCredentialTimer()
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.connections.Add(1)
 		defer ctr.connections.Add(-1)

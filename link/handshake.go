@@ -295,10 +295,26 @@ func (c *conn) sasl() error {
 			return fail("malformed PLAIN response")
 		}
 		user, pass := string(parts[1]), string(parts[2])
+		// A token as the password (RabbitMQ's OAuth 2 backend: the user
+		// name is ignored, the token names the user). A refused token falls
+		// through to the stored users, as RabbitMQ tries its next backend;
+		// the client learns only that authentication failed.
+		tok, tokErr := c.tokenLogin(pass)
+		if tok != nil {
+			// RabbitMQ checks loopback_users on the authenticated name.
+			if tok.User == "guest" && !c.loopback {
+				return refused("user guest may only connect from loopback")
+			}
+			c.user, c.token = tok.User, tok
+			break
+		}
 		if user == "guest" && !c.loopback {
 			return refused("user guest may only connect from loopback")
 		}
 		if !c.srv.opts.Auth.Authenticate(user, pass) {
+			if tokErr != nil {
+				return refused("invalid credentials for user %q; as an OAuth 2 token: %v", user, tokErr)
+			}
 			return refused("invalid credentials for user %q", user)
 		}
 		c.user = user
@@ -347,7 +363,7 @@ func (c *conn) open() error {
 			fmt.Errorf("%w: connection limit (%d) reached", errRefused, opts.MaxConnections))
 	}
 	vh, ok := opts.Router.VHost(vhost)
-	if !ok || !opts.Auth.CanAccessVHost(c.user, vhost) {
+	if !ok || !c.mayUseVHost(vhost) {
 		// Do not reveal whether the vhost exists (RabbitMQ's check_vhost_exists).
 		return c.refuse(amqp10.Errorf(amqp10.ErrCondUnauthorizedAccess,
 			"access to vhost '%s' refused for user '%s'", vhost, c.user),

@@ -19,11 +19,27 @@ type Operator struct {
 	Auth  *auth.Registry
 	User  string
 	VHost *router.VHost
+	// Token, when the user authenticated with an OAuth 2 token, holds
+	// the user's permissions (its scopes) in place of the registry's.
+	Token *auth.Token
 }
 
-// authorize is auth.Registry.Authorize for o's user and vhost.
+// authorize is auth.Registry.Authorize for o's user and vhost, or the
+// token's scopes for a token user.
 func (o Operator) authorize(kind, name string, a auth.Access) error {
+	if o.Token != nil {
+		return o.Token.Authorize(o.VHost.Name(), kind, name, a)
+	}
 	return o.Auth.Authorize(o.User, o.VHost.Name(), kind, name, a)
+}
+
+// CanAccessVHost reports whether o's user may use vhost (the registry's
+// permission entry, or a token scope for it).
+func (o Operator) CanAccessVHost(vhost string) bool {
+	if o.Token != nil {
+		return o.Token.CanAccessVHost(vhost)
+	}
+	return o.Auth.CanAccessVHost(o.User, vhost)
 }
 
 // MayConfigureQueue is needed to declare or delete a queue.

@@ -32,6 +32,16 @@ type Options struct {
 	Node string
 }
 
+// TokenConnection is what the management node needs of a connection whose
+// user may authenticate with an OAuth 2 token (the owner passed to
+// Request): its token, for the permissions of a request, and the
+// replacement of its token (PUT /auth/tokens). Both are called on the
+// connection's own goroutine, as Request is.
+type TokenConnection interface {
+	AuthToken() *auth.Token
+	RefreshToken(raw string) error
+}
+
 // Node answers RabbitMQ 4's HTTP-over-AMQP management requests. It
 // implements link.ManagementNode and is safe for concurrent use.
 type Node struct {
@@ -134,6 +144,9 @@ func (n *Node) handle(owner any, user string, vh *router.VHost, props *amqp10.Pr
 			return statusServerError, "management node has no user registry"
 		}
 		r := &request{Operator: management.Operator{Auth: n.auth, User: user, VHost: vh}, owner: owner, method: method}
+		if tc, ok := owner.(TokenConnection); ok {
+			r.Token = tc.AuthToken()
+		}
 		if f := r.parseTarget(target); f != nil {
 			return f.status, f.text
 		}
@@ -266,7 +279,10 @@ func (n *Node) dispatch(r *request) (string, any, error) {
 		}
 		return "", nil, allowed("DELETE")
 	case len(seg) == 2 && seg[0] == "auth" && seg[1] == "tokens":
-		return "", nil, fail(statusBadRequest, "token refresh is not supported: this broker has no OAuth 2.0 backend")
+		if r.method == "PUT" {
+			return n.refreshToken(r)
+		}
+		return "", nil, allowed("PUT")
 	}
 	return "", nil, fail(statusBadRequest, "unknown request path '/%s'", strings.Join(r.raw, "/"))
 }
@@ -361,4 +377,25 @@ func checkDefaultExchange(name string) error {
 		return fail(statusForbidden, "operation not permitted on the default exchange")
 	}
 	return nil
+}
+
+// refreshToken: PUT /auth/tokens with the new token as a binary body
+// (rabbit_amqp_management): 204, as RabbitMQ answers at once and updates
+// the connection's credential after. A token the connection refuses
+// (invalid, expired, another user, no access to the vhost) closes the
+// connection with amqp:unauthorized-access, as RabbitMQ's reader does.
+func (n *Node) refreshToken(r *request) (string, any, error) {
+	if !n.auth.OAuthEnabled() {
+		return "", nil, fail(statusBadRequest, "token refresh is not supported: this broker has no OAuth 2.0 backend")
+	}
+	tc, ok := r.owner.(TokenConnection)
+	if !ok {
+		return "", nil, fail(statusServerError, "token refresh needs a connection")
+	}
+	raw, ok := r.body.([]byte)
+	if !ok {
+		return "", nil, fail(statusBadRequest, "the token must be a binary body, got %T", r.body)
+	}
+	_ = tc.RefreshToken(string(raw)) // a refusal closes the connection; it logs why
+	return statusNoContent, nil, nil
 }

@@ -159,7 +159,7 @@ func locked(r *request, q *router.Queue) error {
 // getQueue: GET /queues/{q} → 200 + queue map, or 404. Any user with
 // access to the vhost may read it (RabbitMQ checks no resource permission).
 func (n *Node) getQueue(r *request, name string) (string, any, error) {
-	if !n.auth.CanAccessVHost(r.User, r.VHost.Name()) {
+	if !r.CanAccessVHost(r.VHost.Name()) {
 		return "", nil, fail(statusForbidden, "access to vhost '%s' refused for user '%s'", r.VHost.Name(), r.User)
 	}
 	q, ok := r.VHost.Queue(name)

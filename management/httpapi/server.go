@@ -95,7 +95,8 @@ type request struct {
 	user  string
 	admin bool
 	tags  []string
-	args  []string // the wildcard segments, decoded
+	token *auth.Token // the user's OAuth 2 token; nil for a stored user
+	args  []string    // the wildcard segments, decoded
 }
 
 // apiError is an API error with its HTTP status.
@@ -305,6 +306,19 @@ func (s *server) match(segs []string) (*route, []string) {
 // authenticate checks HTTP basic credentials against the broker's users.
 func (s *server) authenticate(req *request) error {
 	user, pass, ok := req.r.BasicAuth()
+	if bearer, isBearer := strings.CutPrefix(req.r.Header.Get("Authorization"), "Bearer "); isBearer {
+		ok, pass = true, bearer
+	}
+	if ok && s.auth.OAuthEnabled() && auth.LooksLikeJWT(pass) {
+		// A token as the password, or as a bearer token, as RabbitMQ's
+		// management accepts one with the OAuth 2 backend: the token names
+		// the user and its scopes are the permissions and tags.
+		tok, err := s.auth.AuthenticateToken(pass)
+		if err == nil {
+			return s.tokenLogin(req, tok)
+		}
+		s.log.Info("HTTP API token refused", "err", err)
+	}
 	if ok && user == "guest" && !remoteIsLoopback(req.r.RemoteAddr) {
 		// As on the AMQP listener (RabbitMQ's loopback_users): the peer's
 		// address decides, not the listener's, so guest stays local
@@ -331,6 +345,16 @@ func (s *server) authenticate(req *request) error {
 	if !slices.ContainsFunc(req.tags, isManagementTag) {
 		// RabbitMQ's is_mgmt_user: the HTTP API is for users tagged for it,
 		// whatever their permissions over AMQP.
+		return errorf(http.StatusUnauthorized, "Not management user")
+	}
+	return nil
+}
+
+// tokenLogin sets req's user from a validated token.
+func (s *server) tokenLogin(req *request, tok *auth.Token) error {
+	req.user, req.token, req.tags = tok.User, tok, tok.Tags
+	req.admin = tok.HasTag("administrator")
+	if !slices.ContainsFunc(req.tags, isManagementTag) {
 		return errorf(http.StatusUnauthorized, "Not management user")
 	}
 	return nil
@@ -407,7 +431,7 @@ func (s *server) vhost(req *request, name string) (*router.VHost, error) {
 	if !ok {
 		return nil, errorf(http.StatusNotFound, "vhost_not_found: no vhost '%s'", name)
 	}
-	if !s.auth.CanAccessVHost(req.user, name) {
+	if !s.operator(req, v).CanAccessVHost(name) {
 		return nil, errorf(http.StatusForbidden, "User '%s' not authorised to access virtual host '%s'", req.user, name)
 	}
 	return v, nil
@@ -419,7 +443,7 @@ func (s *server) visibleVHosts(req *request) []*router.VHost {
 	var out []*router.VHost
 	for _, n := range s.b.VHosts() {
 		v, ok := s.b.VHost(n)
-		if !ok || (!req.admin && !s.auth.CanAccessVHost(req.user, n)) {
+		if !ok || (!req.admin && !s.operator(req, v).CanAccessVHost(n)) {
 			continue
 		}
 		out = append(out, v)
@@ -429,7 +453,7 @@ func (s *server) visibleVHosts(req *request) []*router.VHost {
 
 // operator is req's user acting on v, for the permission checks.
 func (s *server) operator(req *request, v *router.VHost) management.Operator {
-	return management.Operator{Auth: s.auth, User: req.user, VHost: v}
+	return management.Operator{Auth: s.auth, User: req.user, VHost: v, Token: req.token}
 }
 
 // forbidden answers a refusal of a management.Operator permission check
