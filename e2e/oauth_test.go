@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 )
 
@@ -372,4 +373,32 @@ func TestOAuthGuestTokenOnlyFromLoopback(t *testing.T) {
 	c, err := amqp.Dial(ctxT(t), url, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "alice", time.Now().Add(time.Minute)))})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+// A token user may publish with another user-id only with a tag:impersonator
+// scope: a stored user of the same name with the impersonator tag lends the
+// token nothing.
+func TestOAuthImpersonationNeedsTheTokensTag(t *testing.T) {
+	b := startOAuthBroker(t)
+	declareQueue(t, b.Broker, "q", "classic", nil)
+	require.NoError(t, b.Auth().PutUser(auth.User{Name: "relay", Tags: []string{"impersonator"}}))
+	claim := func(id string) *amqp.Message {
+		m := msg("as " + id)
+		m.Properties = &amqp.MessageProperties{UserID: []byte(id)}
+		return m
+	}
+	full := []string{"rabbitmq.configure:*/*", "rabbitmq.write:*/*", "rabbitmq.read:*/*"}
+	asToken := func(scopes ...string) *amqp.Sender {
+		c := dial(t, b.Broker, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "relay", time.Now().Add(time.Minute), scopes...))})
+		return sender(t, session(t, c), "/queues/q", nil)
+	}
+
+	err := asToken(full...).Send(ctxT(t), claim("admin"), nil)
+	var le *amqp.LinkError
+	require.ErrorAs(t, err, &le)
+	require.NotNil(t, le.RemoteErr, "%v", err)
+	require.Equal(t, amqp.ErrCondUnauthorizedAccess, le.RemoteErr.Condition)
+
+	require.IsType(t, &amqp.StateAccepted{}, send(t, asToken(append(full, "rabbitmq.tag:impersonator")...), claim("admin")))
+	require.Equal(t, 1, queueLen(t, b.Broker, "q"))
 }

@@ -320,8 +320,12 @@ func noConfirm(router.Outcome) {}
 
 // impersonator reports whether the connection's user has RabbitMQ's
 // impersonator tag (may publish with another user-id); looked up only when
-// a message claims another identity.
+// a message claims another identity. A token user's tags are its token's
+// tag scopes, never those of a stored user who happens to share its name.
 func (c *conn) impersonator() bool {
+	if c.token != nil {
+		return c.token.HasTag("impersonator")
+	}
 	u, ok := c.srv.opts.Auth.User(c.user)
 	return ok && slices.Contains(u.Tags, "impersonator")
 }
