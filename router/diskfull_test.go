@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/router/store"
@@ -19,9 +17,7 @@ import (
 // answered; the failures are logged a bounded number of times; once space
 // is freed publishing resumes, and every accepted message is in the store.
 func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
-	full := &storetest.TablesFull{}
-	fs := errorfs.Wrap(vfs.NewMem(), full)
-	lines := &storetest.LineCounter{}
+	fs, full, lines := storetest.FullDisk()
 	st, err := store.OpenPebble("db", store.PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(lines)})
 	require.NoError(t, err)
 	e := newEnv(t, func(o *Options) { o.Store = st; o.Logger = slog.New(lines) })

@@ -21,9 +21,7 @@ import (
 // a back-off and logged a bounded number of times; once space is freed,
 // commits succeed again without a restart, and nothing acknowledged is lost.
 func TestDiskFullAnswersCommitsAndBacksOff(t *testing.T) {
-	inj := &storetest.TablesFull{}
-	fs := errorfs.Wrap(vfs.NewMem(), inj)
-	logs := &storetest.LineCounter{}
+	fs, inj, logs := storetest.FullDisk()
 	p, err := OpenPebble("db", PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)

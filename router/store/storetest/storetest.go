@@ -10,8 +10,18 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
+
+// FullDisk is an in-memory file system whose disk fills up when its
+// injector is switched on (full.On.Store(true)), and a log handler that
+// counts what the store logs about it: what the disk-full tests of the
+// store and of the router open a Pebble store with.
+func FullDisk() (fs vfs.FS, full *TablesFull, lines *LineCounter) {
+	full, lines = &TablesFull{}, &LineCounter{}
+	return errorfs.Wrap(vfs.NewMem(), full), full, lines
+}
 
 // TablesFull fails the creation of and writes to tables with ENOSPC while On,
 // as a full disk does: the WAL still has room (Pebble preallocates it), so
