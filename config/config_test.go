@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,34 +62,35 @@ func TestDefaults(t *testing.T) {
 	require.NoError(t, c.Validate())
 }
 
-func TestFile(t *testing.T) {
-	clearEnv(t)
-	p := writeFile(t, `
-listen: 127.0.0.1:5673
-http-listen: ""
-definitions: /etc/epitaph/definitions.json
-in-memory: true
-auto-create-queues: true
-store-recovery: salvage
-anonymous: all
-max-frame-size: 65536
-channel-max: 31
-handle-max: 63
-idle-timeout: 30s
-max-message-size: 1048576
-handshake-timeout: 2s
-max-connections: 0
-gc-heap-floor: 0
-initial-frame-max: 4096
-max-links-per-connection: 100
-max-unfinished-bytes: 2097152
-max-unsettled-incoming: 50
-log-level: debug
-log-format: json
-`)
-	c, err := Load([]string{"--config", p})
-	require.NoError(t, err)
-	// The defaults, and field by field what the test sets (the fields live
+// sample is a value other than the default for each of a set of keys, as
+// a file and the environment both spell it; sampleConfig is what loading
+// them gives.
+var sample = []struct{ key, value string }{
+	{"listen", "127.0.0.1:5673"},
+	{"http-listen", ""}, // set but empty: turns HTTP off
+	{"definitions", "/etc/epitaph/definitions.json"},
+	{"in-memory", "true"},
+	{"auto-create-queues", "true"},
+	{"store-recovery", "salvage"},
+	{"anonymous", "all"},
+	{"max-frame-size", "65536"},
+	{"channel-max", "31"},
+	{"handle-max", "63"},
+	{"idle-timeout", "30s"},
+	{"max-message-size", "1048576"},
+	{"handshake-timeout", "2s"},
+	{"max-connections", "0"},
+	{"gc-heap-floor", "16777216"},
+	{"initial-frame-max", "4096"},
+	{"max-links-per-connection", "100"},
+	{"max-unfinished-bytes", "2097152"},
+	{"max-unsettled-incoming", "50"},
+	{"log-level", "debug"},
+	{"log-format", "json"},
+}
+
+func sampleConfig() *Config {
+	// The defaults, and field by field what sample sets (the fields live
 	// in squashed groups: AMQP, TLS, ...).
 	want := Default()
 	want.Listen = "127.0.0.1:5673"
@@ -105,14 +107,34 @@ log-format: json
 	want.MaxMessageSize = 1 << 20
 	want.HandshakeTimeout = 2 * time.Second
 	want.MaxConnections = 0
-	want.GCHeapFloor = 0
-	want.LogLevel = "debug"
-	want.LogFormat = "json"
+	want.GCHeapFloor = 16 << 20
 	want.InitialFrameMax = 4096
 	want.MaxLinksPerConnection = 100
 	want.MaxUnfinishedBytes = 2 << 20
 	want.MaxUnsettledIncoming = 50
-	require.Equal(t, &want, c)
+	want.LogLevel = "debug"
+	want.LogFormat = "json"
+	return &want
+}
+
+// envName is the environment variable of a key.
+func envName(key string) string {
+	return "EPITAPH_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+func TestFile(t *testing.T) {
+	clearEnv(t)
+	var yaml strings.Builder
+	for _, kv := range sample {
+		v := kv.value
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(&yaml, "%s: %s\n", kv.key, v)
+	}
+	c, err := Load([]string{"--config", writeFile(t, yaml.String())})
+	require.NoError(t, err)
+	require.Equal(t, sampleConfig(), c)
 }
 
 func TestFileFromEnv(t *testing.T) {
@@ -139,54 +161,22 @@ func TestFileErrors(t *testing.T) {
 
 func TestEnv(t *testing.T) {
 	clearEnv(t)
-	t.Setenv("EPITAPH_LISTEN", "127.0.0.1:0")
-	t.Setenv("EPITAPH_HTTP_LISTEN", "") // set but empty: turns HTTP off
-	t.Setenv("EPITAPH_IN_MEMORY", "true")
-	t.Setenv("EPITAPH_AUTO_CREATE_QUEUES", "1")
-	t.Setenv("EPITAPH_ANONYMOUS", "none")
-	t.Setenv("EPITAPH_STORE_RECOVERY", "Salvage")
-	t.Setenv("EPITAPH_MAX_FRAME_SIZE", "4096")
-	t.Setenv("EPITAPH_CHANNEL_MAX", "9")
-	t.Setenv("EPITAPH_HANDLE_MAX", "10")
-	t.Setenv("EPITAPH_IDLE_TIMEOUT", "90s")
-	t.Setenv("EPITAPH_MAX_MESSAGE_SIZE", "2048")
-	t.Setenv("EPITAPH_HANDSHAKE_TIMEOUT", "500ms")
-	t.Setenv("EPITAPH_MAX_CONNECTIONS", "20000")
-	t.Setenv("EPITAPH_GC_HEAP_FLOOR", "16777216")
-	t.Setenv("EPITAPH_LOG_LEVEL", "WARN")
-	t.Setenv("EPITAPH_LOG_FORMAT", "json")
-	t.Setenv("EPITAPH_DEFINITIONS", "defs.json")
-	t.Setenv("EPITAPH_INITIAL_FRAME_MAX", "1024")
-	t.Setenv("EPITAPH_MAX_LINKS_PER_CONNECTION", "7")
-	t.Setenv("EPITAPH_MAX_UNFINISHED_BYTES", "4096")
-	t.Setenv("EPITAPH_MAX_UNSETTLED_INCOMING", "3")
+	for _, kv := range sample {
+		t.Setenv(envName(kv.key), kv.value)
+	}
 	c, err := Load(nil)
 	require.NoError(t, err)
-	// The defaults, and field by field what the test sets (the fields live
-	// in squashed groups: AMQP, TLS, ...).
-	want := Default()
-	want.Listen = "127.0.0.1:0"
-	want.HTTPListen = ""
-	want.DefinitionsFile = "defs.json"
-	want.InMemory = true
-	want.AutoCreateQueues = true
-	want.StoreRecovery = "salvage"
-	want.Anonymous = "none"
-	want.MaxFrameSize = 4096
-	want.ChannelMax = 9
-	want.HandleMax = 10
-	want.IdleTimeout = 90 * time.Second
-	want.MaxMessageSize = 2048
-	want.HandshakeTimeout = 500 * time.Millisecond
-	want.MaxConnections = 20000
-	want.GCHeapFloor = 16 << 20
-	want.LogLevel = "warn"
-	want.LogFormat = "json"
-	want.InitialFrameMax = 1024
-	want.MaxLinksPerConnection = 7
-	want.MaxUnfinishedBytes = 4096
-	want.MaxUnsettledIncoming = 3
-	require.Equal(t, &want, c)
+	require.Equal(t, sampleConfig(), c)
+
+	// Spellings the environment allows: 1 for true, any case for a choice.
+	t.Setenv(envName("in-memory"), "1")
+	t.Setenv(envName("store-recovery"), "Salvage")
+	t.Setenv(envName("log-level"), "WARN")
+	c, err = Load(nil)
+	require.NoError(t, err)
+	require.True(t, c.InMemory)
+	require.Equal(t, "salvage", c.StoreRecovery)
+	require.Equal(t, "warn", c.LogLevel)
 }
 
 // write-timeout comes from the file, the environment or a flag.
