@@ -615,7 +615,7 @@ func TestDLRuleRequeueInterplay(t *testing.T) {
 			}
 			accept(t, r, m)
 		})
-		t.Run("link detach is not a failed delivery", func(t *testing.T) {
+		t.Run("link detach is a failed delivery on a classic queue only", func(t *testing.T) {
 			b := startBroker(t, "")
 			declareQueue(t, b, "q", typ, nil)
 			s := session(t, dial(t, b, nil))
@@ -626,7 +626,11 @@ func TestDLRuleRequeueInterplay(t *testing.T) {
 			defer cancel()
 			require.NoError(t, r.Close(cctx))
 			m := take(t, s, "q", "m")[0]
-			assert.Zero(t, m.Header.DeliveryCount)
+			if typ == router.Classic {
+				assert.Equal(t, uint32(1), m.Header.DeliveryCount)
+			} else {
+				assert.Zero(t, m.Header.DeliveryCount)
+			}
 			assert.False(t, m.Header.FirstAcquirer)
 		})
 	})
