@@ -3,11 +3,26 @@ package e2e
 import (
 	"testing"
 
+	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/router"
 )
+
+// holdOne starts a broker with a queue "q" of type typ holding one message
+// "m", and returns the consumer that holds it unsettled, its session, and
+// the message.
+func holdOne(t *testing.T, typ router.QueueType) (*epitaph.Broker, *amqp.Session, *amqp.Receiver, *amqp.Message) {
+	t.Helper()
+	b := startBroker(t, "")
+	declareQueue(t, b, "q", typ, nil)
+	s := session(t, dial(t, b, nil))
+	publishBodies(t, s, "/queues/q", "m")
+	r := receiver(t, s, "/queues/q", nil)
+	return b, s, r, recv(t, r)
+}
 
 // The delivery counters RabbitMQ 4.3 keeps when a consumer goes away with
 // unsettled messages, and the quorum-queue counter annotations, over real
@@ -18,12 +33,7 @@ import (
 // acquired-count grows.
 func TestDeliveryCountLinkDetachClassicCountsFailure(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
-		b := startBroker(t, "")
-		declareQueue(t, b, "q", typ, nil)
-		s := session(t, dial(t, b, nil))
-		publishBodies(t, s, "/queues/q", "m")
-		r := receiver(t, s, "/queues/q", nil)
-		m := recv(t, r)
+		_, s, r, m := holdOne(t, typ)
 		require.True(t, m.Header.FirstAcquirer)
 		cctx, cancel := closeCtx()
 		defer cancel()
@@ -89,12 +99,7 @@ func TestDeliveryCountSessionEndAndCloseCountFailure(t *testing.T) {
 // x-delivery-count; a release adds x-acquired-count only.
 func TestDeliveryCountAcquiredCountAbsentOnFirstDelivery(t *testing.T) {
 	eachType(t, func(t *testing.T, typ router.QueueType) {
-		b := startBroker(t, "")
-		declareQueue(t, b, "q", typ, nil)
-		s := session(t, dial(t, b, nil))
-		publishBodies(t, s, "/queues/q", "m")
-		r := receiver(t, s, "/queues/q", nil)
-		m := recv(t, r)
+		_, _, r, m := holdOne(t, typ)
 		assert.True(t, m.Header.FirstAcquirer)
 		assert.Zero(t, m.Header.DeliveryCount)
 		assert.NotContains(t, m.Annotations, "x-acquired-count")
