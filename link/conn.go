@@ -142,7 +142,6 @@ type conn struct {
 	// unfinished is the bytes of incomplete multi-frame messages held by
 	// the connection's links (MaxUnfinishedBytes).
 	unfinished int64
-	lost       bool // the connection ended without a close: unsettled deliveries failed
 	tr         amqp10.Transfer
 	tag        [8]byte
 	fl         amqp10.Flow
@@ -429,7 +428,6 @@ func (c *conn) loop() {
 			}
 		case batch, ok := <-inC:
 			if !ok {
-				c.lost = !c.closeRecv
 				return
 			}
 			for i := range batch {
@@ -453,8 +451,7 @@ func (c *conn) loop() {
 			// The writer drained below outLowWater, or failed; or the loop
 			// itself found room for what it held back.
 			if c.queued = c.out.waiting(); c.queued < 0 {
-				c.lost = true // the peer stopped reading (write-timeout), or the socket failed
-				return
+				return // the peer stopped reading (write-timeout), or the socket failed
 			}
 			if c.heldBack && !c.closeSent && !c.outputFull() {
 				c.resumeOutput()
@@ -542,17 +539,14 @@ func (c *conn) readError(err error) {
 	switch {
 	case errors.As(err, &pe):
 		c.protocolError(pe)
-		c.lost = true
 	case errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Info("idle timeout: closing", "timeout", c.srv.opts.IdleTimeout)
 		c.sendClose(amqp10.Errorf(amqp10.ErrCondResourceLimitExceeded,
 			"no frame received from client within idle timeout threshold"))
-		c.lost = true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		c.lost = !c.closeRecv
+		// The peer went away, or the loop closed the socket: nothing to report.
 	default:
 		c.log.Debug("read error", "err", err)
-		c.lost = true
 	}
 }
 
@@ -684,14 +678,12 @@ func (c *conn) removeSession(s *session) {
 	c.stats.sessions.Store(int32(len(c.sessions)))
 }
 
-// cleanup releases every link's queue state when the loop has ended.
+// cleanup releases every link's queue state when the loop has ended. The
+// consumers are gone however the connection ended (a clean close as well as
+// a loss): RabbitMQ 4.3 counts a failed delivery for each unsettled message.
 func (c *conn) cleanup() {
-	reason := router.CancelDetach
-	if c.lost {
-		reason = router.CancelConnectionLost
-	}
 	for _, s := range c.sessions {
-		s.releaseLinks(reason)
+		s.releaseLinks(router.CancelConnectionLost)
 	}
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.sessions.Add(-int64(len(c.sessions)))

@@ -151,7 +151,9 @@ func (s *session) end(e *amqp10.End) {
 			s.c.log.Info("peer ended session with error", "condition", string(e.Error.Condition),
 				"description", e.Error.Description)
 		}
-		s.releaseLinks(router.CancelDetach)
+		// The session's consumers are gone with it: their unsettled
+		// messages count a failed delivery, as RabbitMQ 4.3 counts them.
+		s.releaseLinks(router.CancelConnectionLost)
 		s.c.write(s.local, &amqp10.End{}, nil)
 	}
 	s.c.removeSession(s)

@@ -148,7 +148,7 @@ type annotationSource struct {
 // AppendAMQP10Annotations builds the message-annotations entries an AMQP
 // 1.0 consumer gets, as RabbitMQ writes them, into m[:0] and returns it:
 // x-exchange, x-routing-key, for quorum queues x-acquired-count and (when
-// not zero) x-delivery-count, then the broker annotations in their AMQP
+// not zero) x-delivery-count once there is one to tell (quorumCounters), then the broker annotations in their AMQP
 // 1.0 form (annotations.ExpandAMQP10), which replace same-named entries in
 // place. bc may be nil.
 func (d Delivery) AppendAMQP10Annotations(m value.Map, bc *BoxCache) value.Map {
@@ -158,8 +158,8 @@ func (d Delivery) AppendAMQP10Annotations(m value.Map, bc *BoxCache) value.Map {
 	m = append(m[:0],
 		value.KV{Key: annExchange, Value: boxString(&bc.exch, d.Msg.Exchange)},
 		value.KV{Key: annRoutingKey, Value: boxString(&bc.key, d.Msg.primaryKey())})
-	if d.quorum {
-		m = append(m, value.KV{Key: annAcquiredCount, Value: int64(d.acquired)})
+	if acquired, ok := quorumCounters(d.quorum, d.acquired, d.Header.DeliveryCount); ok {
+		m = append(m, value.KV{Key: annAcquiredCount, Value: int64(acquired)})
 		if d.Header.DeliveryCount != 0 {
 			m = append(m, value.KV{Key: annDeliveryCount, Value: int64(d.Header.DeliveryCount)})
 		}
@@ -189,6 +189,25 @@ next:
 		}
 	}
 	return m
+}
+
+// quorumCounters returns the x-acquired-count a quorum queue's delivery
+// carries, and whether it carries the counters at all, as RabbitMQ 4.3
+// writes them: none on a first delivery (nothing returned or failed yet);
+// once the message has been returned, its acquired-count; and for a message
+// that has only a delivery-count (a dead-letter copy that carried one in),
+// that delivery-count as its acquired-count too. x-delivery-count goes with
+// it when the delivery-count is not zero.
+func quorumCounters(quorum bool, acquired, dc uint32) (uint32, bool) {
+	switch {
+	case !quorum:
+		return 0, false
+	case acquired > 0:
+		return acquired, true
+	case dc > 0:
+		return dc, true
+	}
+	return 0, false
 }
 
 // AppendAMQP10Delivery appends d as an AMQP 1.0 message: its header, the
@@ -335,8 +354,8 @@ func (src *annotationSource) AppendEntries(b []byte) ([]byte, int, error) {
 		return b, 0, err
 	}
 	n := 4
-	if src.quorum {
-		if b, err = src.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(src.acquired)) }); err != nil {
+	if acquired, ok := quorumCounters(src.quorum, src.acquired, src.dc); ok {
+		if b, err = src.appendFixed(b, annAcquiredCount, func(b []byte) []byte { return amqp10.AppendLong(b, int64(acquired)) }); err != nil {
 			return b, 0, err
 		}
 		n += 2

@@ -49,6 +49,8 @@ func TestAMQP10DeliveryBytes(t *testing.T) {
 		extra  value.Map
 		quorum bool
 		dc     uint32
+		// neverReturned: acquired-count 0 (3 otherwise)
+		neverReturned bool
 	}{
 		{name: "plain"},
 		{name: "publisher annotations", pub: pubAnns},
@@ -58,6 +60,8 @@ func TestAMQP10DeliveryBytes(t *testing.T) {
 		{name: "rejected with an error", anns: withHistory(nil, "app:e", "q1", "q2"), pub: pubAnns},
 		{name: "modified after the death", anns: append(withHistory(trace, "app:e", "q1"), modified...), quorum: true},
 		{name: "new extra entry", anns: withHistory(nil, "", "q1"), extra: value.Map{{Key: value.Symbol("x-new"), Value: "v"}}},
+		{name: "quorum first delivery: no counters", quorum: true, neverReturned: true},
+		{name: "quorum copy carrying a delivery-count", anns: withHistory(nil, "", "q1"), quorum: true, dc: 2, neverReturned: true},
 		{name: "broker entry hidden by the history", anns: append(withHistory(nil, "", "q1"),
 			value.KV{Key: value.Symbol("x-first-death-queue"), Value: "stale"})},
 	}
@@ -68,6 +72,9 @@ func TestAMQP10DeliveryBytes(t *testing.T) {
 			m.Exchange, m.RoutingKeys = "ex", []string{"key"}
 			d := &Delivery{Tag: 1, Msg: m, Header: Header{Priority: 4, DeliveryCount: tc.dc},
 				anns: tc.anns, acquired: 3, quorum: tc.quorum}
+			if tc.neverReturned {
+				d.acquired = 0
+			}
 			var bc BoxCache
 			got, err := AppendAMQP10Delivery(nil, d, tc.extra, &bc)
 			require.NoError(t, err)
@@ -80,6 +87,41 @@ func TestAMQP10DeliveryBytes(t *testing.T) {
 			want, err := w.AppendDelivery(nil, &h, general)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, got), "written straight:\n%x\ngeneral path:\n%x", got, want)
+		})
+	}
+}
+
+// A quorum queue's counter annotations follow RabbitMQ 4.3's
+// add_delivery_count_header: none before a return or a failure, the
+// acquired-count once returned, and a delivery-count carried in without an
+// acquired-count as both. Classic queues write none.
+func TestQuorumCounterAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		quorum        bool
+		acquired, dc  uint32
+		wantPresent   bool
+		wantAcquired  int64
+		wantDeliveryC bool
+	}{
+		{name: "first delivery", quorum: true},
+		{name: "released once", quorum: true, acquired: 1, wantPresent: true, wantAcquired: 1},
+		{name: "failed once", quorum: true, acquired: 1, dc: 1, wantPresent: true, wantAcquired: 1, wantDeliveryC: true},
+		{name: "dead-letter copy carrying 4", quorum: true, dc: 4, wantPresent: true, wantAcquired: 4, wantDeliveryC: true},
+		{name: "that copy released once", quorum: true, acquired: 1, dc: 4, wantPresent: true, wantAcquired: 1, wantDeliveryC: true},
+		{name: "classic", acquired: 2, dc: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Delivery{Msg: msg("m", "q"), Header: Header{DeliveryCount: tc.dc}, acquired: tc.acquired, quorum: tc.quorum}
+			anns := d.AMQP10Annotations()
+			require.Equal(t, tc.wantPresent, hasAnn(anns, "x-acquired-count"))
+			if tc.wantPresent {
+				require.Equal(t, tc.wantAcquired, ann(anns, "x-acquired-count"))
+			}
+			require.Equal(t, tc.wantDeliveryC, hasAnn(anns, "x-delivery-count"))
+			if tc.wantDeliveryC {
+				require.Equal(t, int64(tc.dc), ann(anns, "x-delivery-count"))
+			}
 		})
 	}
 }

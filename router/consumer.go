@@ -60,8 +60,15 @@ type CancelReason uint8
 
 // Cancel reasons.
 const (
-	CancelDetach         CancelReason = iota // link detached: acquired-count +1 only
-	CancelConnectionLost                     // connection lost: delivery-count +1 as well
+	// CancelDetach: the link detached. A quorum queue counts acquired-count
+	// +1 only; a classic queue counts a failed delivery as well (RabbitMQ
+	// 4.3 requeues a stopped classic-queue consumer's messages with
+	// delivery-failed set).
+	CancelDetach CancelReason = iota
+	// CancelConnectionLost: the consumer is gone (its session ended, its
+	// connection closed, cleanly or not, or was lost): acquired-count and
+	// delivery-count +1 on every queue type.
+	CancelConnectionLost
 )
 
 // Subscription is one consumer's attachment to a queue. Its methods may be
@@ -269,8 +276,9 @@ func (q *Queue) afterRequeueLocked(now int64) {
 }
 
 // Cancel ends the subscription; unsettled deliveries return to the queue in
-// delivery order with acquired-count +1 (CancelConnectionLost: and
-// delivery-count +1, which may exceed a quorum queue's delivery limit). An
+// delivery order with acquired-count +1 and, when the reason counts a failed
+// delivery (failedOnCancel), delivery-count +1, which may exceed a quorum
+// queue's delivery limit. An
 // auto-delete queue is deleted when its last consumer is cancelled.
 func (s *Subscription) Cancel(reason CancelReason) {
 	q := s.q
@@ -291,12 +299,13 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		tags = append(tags, t)
 	}
 	slices.Sort(tags) // All yields the tags in the window's overflow map unordered
+	failed := q.failedOnCancel(reason)
 	requeued := false
 	for _, t := range tags {
 		e, _ := s.unsettled.Get(t)
 		q.unacked--
 		e.acquired++
-		if reason == CancelConnectionLost {
+		if failed {
 			e.dc++
 			if q.overDeliveryLimit(e) {
 				q.deadLocked(e, ReasonDeliveryLimit, nil)
@@ -321,6 +330,15 @@ func (s *Subscription) Cancel(reason CancelReason) {
 	if autoDelete {
 		q.vh.autoDeleteQueue(q)
 	}
+}
+
+// failedOnCancel reports whether cancelling a subscription for reason counts
+// a failed delivery (delivery-count +1) for its unsettled messages: always
+// when the consumer is gone, and on a classic queue also for a link detach
+// (RabbitMQ 4.3: only a quorum queue returns a detached link's messages
+// without counting a failure).
+func (q *Queue) failedOnCancel(reason CancelReason) bool {
+	return reason == CancelConnectionLost || q.typ == Classic
 }
 
 // ---- dispatch ----
