@@ -133,15 +133,17 @@ type conn struct {
 	credentialTimer *time.Timer
 
 	// Owned by the loop.
-	sessions map[uint16]*session // by the peer's channel
+	sessions   map[uint16]*session // by the peer's channel
+	localChans map[uint16]*session // by our channel
+	closeSent  bool
+	closeRecv  bool
+	blocked    bool // a resource alarm: sessions' incoming windows are 0
+	links      int  // links attached, over all sessions (MaxLinksPerConnection)
+
 	// stopQueueWatch ends the vhost's queue-deletion notices to this
 	// connection (watchQueueDeletions); nil until a link publishes to a queue.
 	stopQueueWatch func()
-	localChans     map[uint16]*session // by our channel
-	closeSent      bool
-	closeRecv      bool
-	blocked        bool // a resource alarm: sessions' incoming windows are 0
-	links          int  // links attached, over all sessions (MaxLinksPerConnection)
+
 	// unfinished is the bytes of incomplete multi-frame messages held by
 	// the connection's links (MaxUnfinishedBytes).
 	unfinished int64
