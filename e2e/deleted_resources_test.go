@@ -61,6 +61,7 @@ func publishUntilDetached(t *testing.T, snd *amqp.Sender) error {
 }
 
 func TestDeletedQueueDetachesItsLinks(t *testing.T) {
+	var ownerConn *rmq.AmqpConnection // the exclusive queue's owner (the subtests run one by one)
 	paths := []struct {
 		name string
 		// declare declares queue q; remove deletes it by the path tested.
@@ -140,10 +141,6 @@ func TestDeletedQueueDetachesItsLinks(t *testing.T) {
 		})
 	}
 }
-
-// ownerConn is the exclusive queue's owning connection in the path table
-// (the subtests do not run in parallel).
-var ownerConn *rmq.AmqpConnection
 
 // A publisher attached to a queue declared again after its first
 // incarnation's deletion is not detached by that old deletion.
