@@ -216,7 +216,10 @@ func TestAnonymousTerminusAndXCC(t *testing.T) {
 	// No 'to': rejected, the link stays up.
 	_, err := anon.SendWithReceipt(ctxT(t), msg("no-to"), nil)
 	require.NoError(t, err)
-	st := send(t, anon, to("/queues/nope", "a3"))
+	// A missing queue: routed through the default exchange to nowhere,
+	// released (RabbitMQ 4.3); a missing exchange is rejected, not-found.
+	require.IsType(t, &amqp.StateReleased{}, send(t, anon, to("/queues/nope", "a3")))
+	st := send(t, anon, to("/exchanges/nope", "a3"))
 	require.IsType(t, &amqp.StateRejected{}, st)
 	assert.Equal(t, amqp.ErrCond("amqp:not-found"), st.(*amqp.StateRejected).Error.Condition)
 

@@ -144,13 +144,15 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			}
 			l.mgmt = true
 		case addrQueue:
-			if _, e := s.lookupQueue(ad); e != nil {
+			q, e := s.lookupQueue(ad)
+			if e != nil {
 				return s.refuse(a, e)
 			}
 			if err := s.authorize(auth.ResourceExchange, "", auth.Write); err != nil {
 				return s.refuse(a, routerError(err))
 			}
-			l.exchange, l.key = "", ad.queue
+			l.exchange, l.key, l.queue = "", ad.queue, q
+			s.c.watchQueueDeletions()
 		case addrExchange:
 			if !s.c.vhost.HasExchange(ad.exchange) {
 				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", ad.exchange, s.c.vhost.Name()))

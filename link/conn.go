@@ -139,6 +139,11 @@ type conn struct {
 	closeRecv  bool
 	blocked    bool // a resource alarm: sessions' incoming windows are 0
 	links      int  // links attached, over all sessions (MaxLinksPerConnection)
+
+	// stopQueueWatch ends the vhost's queue-deletion notices to this
+	// connection (watchQueueDeletions); nil until a link publishes to a queue.
+	stopQueueWatch func()
+
 	// unfinished is the bytes of incomplete multi-frame messages held by
 	// the connection's links (MaxUnfinishedBytes).
 	unfinished int64
@@ -690,7 +695,41 @@ func (c *conn) cleanup() {
 	}
 	c.sessions, c.localChans = nil, nil
 	c.stats.sessions.Store(0)
+	if c.stopQueueWatch != nil {
+		c.stopQueueWatch()
+		c.stopQueueWatch = nil
+	}
 	c.vhost.DeleteExclusive(c)
+}
+
+// watchQueueDeletions has the vhost tell the loop, through the mailbox, of
+// every deleted queue, once a link publishes to a queue: RabbitMQ 4
+// detaches such links with resource-deleted when their queue goes, by
+// whatever path. The loop alone touches the links (detachPublishersTo).
+func (c *conn) watchQueueDeletions() {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "watchQueueDeletions")
+	}
+	if c.stopQueueWatch != nil {
+		return
+	}
+	mbox := &c.mbox
+	c.stopQueueWatch = c.vhost.OnQueueDeleted(func(q *router.Queue) { mbox.push(mailItem{gone: q}) })
+}
+
+// detachPublishersTo detaches, with resource-deleted and no description
+// (RabbitMQ 4's detach), every link that publishes to the deleted queue q.
+func (c *conn) detachPublishersTo(q *router.Queue) {
+	if ownerChecks != nil {
+		ownerChecks.inLoop(c, "detachPublishersTo")
+	}
+	for _, s := range c.sessions {
+		for h, l := range s.links {
+			if rl, ok := l.(*receiverLink); ok && rl.queue == q {
+				s.detachWithError(h, &amqp10.Error{Condition: amqp10.ErrCondResourceDeleted})
+			}
+		}
+	}
 }
 
 // write encodes a frame into the loop's output; flushOut passes it on.
@@ -947,6 +986,9 @@ type mailItem struct {
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
 	outcome router.Outcome
+	// gone: a deleted queue. With l set, l's subscription to it ended;
+	// with l nil, the links publishing to it are to be detached.
+	gone *router.Queue
 }
 
 // mailbox is the queues -> loop hand-off. Queues push with their lock held,
@@ -999,15 +1041,19 @@ func (c *conn) deliverMail() {
 			}
 		}
 		it := &c.mail[c.mailNext]
-		if it.confirm == nil && !it.l.detached && c.holdBack() {
+		if it.confirm == nil && it.gone == nil && !it.l.detached && c.holdBack() {
 			return
 		}
 		c.mailNext++
 		switch {
 		case it.confirm != nil:
 			it.confirm.l.storeConfirmed(it.confirm, it.outcome)
+		case it.gone != nil && it.l == nil:
+			c.detachPublishersTo(it.gone)
 		case it.l.detached:
 			// The subscription was cancelled; the queue took these back.
+		case it.gone != nil:
+			it.l.s.detachWithError(it.l.handle, &amqp10.Error{Condition: amqp10.ErrCondResourceDeleted})
 		default:
 			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
 		}

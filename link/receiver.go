@@ -1,8 +1,10 @@
 package link
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -29,6 +31,10 @@ type receiverLink struct {
 	mgmt      bool // requests to the /management node
 	second    bool // rcv-settle-mode second
 	sndMode   amqp10.SndSettleMode
+
+	// queue is the queue a /queues/{q} target names: when it is deleted
+	// the link is detached with resource-deleted, as RabbitMQ 4 does.
+	queue *router.Queue
 
 	deliveryCount uint32
 	credit        uint32
@@ -227,20 +233,20 @@ func (l *receiverLink) publish(body []byte) {
 			return
 		}
 		if props == nil || props.To == nil {
-			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "anonymous terminus requires the 'to' property"))
+			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "anonymous terminus requires 'to' address to be set"))
 			return
 		}
-		ad, err := parseAddress(*props.To)
-		if err != nil || ad.kind == addrManagement {
-			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "bad 'to' address %q", *props.To))
+		// RabbitMQ 4 reads 'to' only in the v2 forms, /queues/{q} being
+		// the default exchange with the queue's name as routing key: a
+		// missing queue is then unroutable (released), while a missing
+		// exchange is refused (rejected, not-found).
+		ad, ok := anonymousTo(*props.To)
+		if !ok {
+			l.settle(rejected(amqp10.ErrCondPreconditionFailed, "bad 'to' address string: %s", *props.To))
 			return
 		}
 		switch ad.kind {
 		case addrQueue:
-			if _, ok := vh.Queue(ad.queue); !ok {
-				l.settle(rejected(amqp10.ErrCondNotFound, "no queue '%s' in vhost '%s'", ad.queue, vh.Name()))
-				return
-			}
 			exch, key = "", ad.queue
 		case addrExchange:
 			if !vh.HasExchange(ad.exchange) {
@@ -298,6 +304,14 @@ func (l *receiverLink) publish(body []byte) {
 	c := l.s.c
 	res, err := vh.Publish(router.Publish{Exchange: exch, Msg: m, Confirm: confirm, Queues: c.routeBuf})
 	c.routeBuf = res.Queues
+	if err != nil && !l.anonymous && errors.Is(err, router.ErrNotFound) {
+		// The link's exchange was deleted since the attach: RabbitMQ 4
+		// releases the message and detaches the link with not-found.
+		pc.queues = res.Queues
+		l.confirmed(&pc, router.Outcome{Kind: router.Released})
+		l.fail(amqp10.ErrCondNotFound, "no exchange '%s' in vhost '%s'", exch, vh.Name())
+		return
+	}
 	if err != nil {
 		// The router refused the publish itself (no such exchange, an
 		// internal one): the error maps onto an AMQP condition here.
@@ -467,4 +481,21 @@ func xcc(wm *amqp10.Message) ([]string, error) {
 		keys = append(keys, s)
 	}
 	return keys, nil
+}
+
+// anonymousTo parses an anonymous-terminus message's 'to' address. Only
+// RabbitMQ's v2 forms are valid there (/queues/{q}, /exchanges/{x} and
+// /exchanges/{x}/{key}), and never the default exchange by name.
+func anonymousTo(to string) (address, bool) {
+	ad, err := parseAddress(to)
+	switch {
+	case err != nil:
+		return address{}, false
+	case strings.HasPrefix(to, "/queues/"):
+		return ad, true
+	case strings.HasPrefix(to, "/exchanges/"):
+		// The default exchange by name ("" or amq.default) is refused.
+		return ad, ad.exchange != ""
+	}
+	return address{}, false
 }

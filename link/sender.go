@@ -33,6 +33,11 @@ type senderLink struct {
 // Deliver implements router.Consumer.
 func (l *senderLink) Deliver(d router.Delivery) { l.s.c.mbox.push(mailItem{l: l, d: d}) }
 
+// QueueDeleted implements router.QueueDeletedNotifier: the loop detaches
+// the link with resource-deleted, as RabbitMQ 4 does, so that the consumer
+// learns its queue is gone instead of waiting on a dead subscription.
+func (l *senderLink) QueueDeleted(q *router.Queue) { l.s.c.mbox.push(mailItem{l: l, gone: q}) }
+
 // Drained implements router.Consumer.
 func (l *senderLink) Drained(count uint32) {
 	l.s.c.mbox.push(mailItem{l: l, drained: true, count: count})

@@ -756,6 +756,7 @@ func notifyDeleted(q *Queue, subs []*Subscription) {
 			n.QueueDeleted(q)
 		}
 	}
+	q.vh.queueDeleted(q)
 }
 
 // String returns "queue '<name>' in vhost '<vhost>'", as RabbitMQ's errors say.

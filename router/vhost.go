@@ -32,6 +32,52 @@ type VHost struct {
 	// unlockMeta to retry retained dead messages.
 	meta        store.Batch
 	topoChanged bool
+
+	// deletionWatchers are told of each queue deleted in the
+	// vhost (OnQueueDeleted). Guarded by watchMu, not mu: they are called
+	// after the deletion, with no vhost or queue lock held.
+	watchMu          sync.Mutex
+	deletionWatchers map[*queueDeletionWatcher]struct{}
+}
+
+// queueDeletionWatcher is one OnQueueDeleted registration.
+type queueDeletionWatcher struct{ fn func(q *Queue) }
+
+// OnQueueDeleted calls fn with every queue deleted in the vhost
+// from now on, by whatever path (a delete request, auto-delete, expiry,
+// an exclusive owner's end, a definitions import, the vhost's deletion),
+// until stop is called. fn is called with no lock held, on the deleting
+// goroutine: it must not block (a connection posts to its loop's mailbox).
+// Publishers use it to detach their links when their target queue goes,
+// as consumers learn it from their subscription (QueueDeletedNotifier).
+func (v *VHost) OnQueueDeleted(fn func(q *Queue)) (stop func()) {
+	w := &queueDeletionWatcher{fn: fn}
+	v.watchMu.Lock()
+	if v.deletionWatchers == nil {
+		v.deletionWatchers = map[*queueDeletionWatcher]struct{}{}
+	}
+	v.deletionWatchers[w] = struct{}{}
+	v.watchMu.Unlock()
+	return func() {
+		v.watchMu.Lock()
+		delete(v.deletionWatchers, w)
+		v.watchMu.Unlock()
+	}
+}
+
+// queueDeleted tells the deletion watchers that q is gone. They get the
+// queue, not its name: a link that attached to a queue declared again
+// under the same name meanwhile stays.
+func (v *VHost) queueDeleted(q *Queue) {
+	v.watchMu.Lock()
+	fns := make([]func(*Queue), 0, len(v.deletionWatchers))
+	for w := range v.deletionWatchers {
+		fns = append(fns, w.fn)
+	}
+	v.watchMu.Unlock()
+	for _, fn := range fns {
+		fn(q)
+	}
 }
 
 func newVHost(b *Broker, name string) *VHost {
