@@ -281,7 +281,7 @@ func Start(opts Options) (*Broker, error) {
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
 		Auth:   users,
-		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, DeadLetters: dl,
+		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/auth"
-	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
@@ -23,8 +22,6 @@ type Options struct {
 	// Auth holds the users and their permissions. Nil refuses every
 	// request (500).
 	Auth *auth.Registry
-	// DeadLetters is the dead-letter component (reserved; not used today).
-	DeadLetters *deadletter.DeadLetterer
 	// Logger receives a warning per failed request; nil discards.
 	Logger *slog.Logger
 	// Node is the node name reported as a queue's leader and only replica;
