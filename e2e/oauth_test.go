@@ -282,13 +282,25 @@ func TestOAuthRefreshExtendsAndReplacesPermissions(t *testing.T) {
 
 // A refresh with another user's token (or a bad one) closes the
 // connection with amqp:unauthorized-access, as RabbitMQ's reader does.
+// refusedOrAnswered accepts what a refused token refresh gives the client:
+// the 204 answer (nil), or the connection's close with "credential update
+// failed" when the close overtakes the answer in the client.
+func refusedOrAnswered(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		require.Contains(t, err.Error(), "credential update failed")
+	}
+}
+
 func TestOAuthRefreshWithOtherUserCloses(t *testing.T) {
 	b := startOAuthBroker(t)
 	conn, err := rmqOAuthDial(t, b, hsToken(t, "alice", time.Now().Add(time.Minute)))
 	require.NoError(t, err)
 	ch := make(chan *rmq.StateChanged, 4)
 	conn.NotifyStatusChange(ch)
-	require.NoError(t, conn.RefreshToken(ctxT(t), hsToken(t, "mallory", time.Now().Add(time.Hour))), "answered 204, as RabbitMQ")
+	// Answered 204, as RabbitMQ does, and then closed: the client may see the
+	// close before it has taken the answer.
+	refusedOrAnswered(t, conn.RefreshToken(ctxT(t), hsToken(t, "mallory", time.Now().Add(time.Hour))))
 	cerr := awaitClosed(t, ch, 10*time.Second)
 	require.Error(t, cerr)
 	assert.Contains(t, cerr.Error(), "credential update failed")
@@ -301,7 +313,7 @@ func TestOAuthRefreshWithOtherUserCloses(t *testing.T) {
 	ch2 := make(chan *rmq.StateChanged, 4)
 	conn2.NotifyStatusChange(ch2)
 	_, err = conn2.Management().Request(ctxT(t), []byte(hsToken(t, "guest", time.Now().Add(time.Hour))), "/auth/tokens", "PUT", []int{204})
-	require.NoError(t, err)
+	refusedOrAnswered(t, err)
 	cerr = awaitClosed(t, ch2, 10*time.Second)
 	assert.Contains(t, cerr.Error(), "credential update failed")
 }
