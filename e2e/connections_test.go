@@ -139,10 +139,17 @@ func TestHTTPConnectionsListShowAndClose(t *testing.T) {
 	st, out := apiCallAs(t, base, "guest", "guest", "GET", path, "")
 	require.Equal(t, http.StatusOK, st, "%s", out)
 	assert.Equal(t, name, apiJSON[map[string]any](t, out)["name"])
-	st, out = apiCallAs(t, base, "guest", "guest", "GET", path+"/sessions", "")
-	require.Equal(t, http.StatusOK, st, "%s", out)
-	sessions := apiJSON[[]map[string]any](t, out)
-	require.Len(t, sessions, 2, "%s", out)
+	// go-amqp grants the reader's credit in a flow after the attach, which
+	// may reach the broker after NewReceiver has returned.
+	var sessions []map[string]any
+	eventually(t, "the reader's credit reaches the broker", func() bool {
+		st, out = apiCallAs(t, base, "guest", "guest", "GET", path+"/sessions", "")
+		require.Equal(t, http.StatusOK, st, "%s", out)
+		sessions = apiJSON[[]map[string]any](t, out)
+		require.Len(t, sessions, 2, "%s", out)
+		links, _ := sessions[1]["outgoing_links"].([]any)
+		return len(links) == 1 && links[0].(map[string]any)["credit"] == float64(7)
+	})
 	assert.Equal(t, float64(0), sessions[0]["channel_number"])
 	require.Len(t, sessions[0]["incoming_links"], 1, "%s", out)
 	assert.Equal(t, "mixed", sessions[0]["incoming_links"].([]any)[0].(map[string]any)["snd_settle_mode"], "go-amqp leaves snd-settle-mode out: mixed")
