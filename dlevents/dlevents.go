@@ -167,6 +167,9 @@ func (h *Hub) Lost() uint64 {
 	return h.lost.Load()
 }
 
+// MaxSubscribers is the bound on open subscriptions (0: none).
+func (h *Hub) MaxSubscribers() int { return h.maxSubs }
+
 // Subscribers is the number of open subscriptions.
 func (h *Hub) Subscribers() int {
 	if h == nil {
