@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -463,5 +466,43 @@ func TestDeadLetterEventsSSEHeartbeatAndShutdown(t *testing.T) {
 		assert.NoError(t, stream.err, "a clean end of the stream")
 	case <-ctxT(t).Done():
 		t.Fatal("the stream outlived the broker")
+	}
+}
+
+// epitaphctl watch_dead_letters prints each death as it happens, in a
+// table or as one JSON event per line.
+func TestEpitaphctlWatchDeadLetters(t *testing.T) {
+	b := startBroker(t, eventsTopology, withHTTP)
+	base := apiServer(t, b)
+	bin := epitaphctlBin(t)
+	s := session(t, dial(t, b, nil))
+	for _, format := range []string{"table", "json"} {
+		t.Run(format, func(t *testing.T) {
+			cmd := exec.CommandContext(ctxT(t), bin, "watch_dead_letters", "--queue", "ttl", "--count", "2", "--formatter", format)
+			cmd.Env = append(os.Environ(), "EPITAPH_URL="+base)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Start())
+			eventually(t, "epitaphctl to subscribe", func() bool { return b.DeadLetterEvents().Subscribers() == 1 })
+			publish(t, s, "/queues/len", msg("not watched"), msg("not watched"))
+			publish(t, s, "/queues/ttl", withMsgID("w1", msg("1")), withMsgID("w2", msg("2")))
+			require.NoError(t, cmd.Wait(), "stderr: %s", stderr.String())
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			if format == "json" {
+				require.Len(t, lines, 2, stdout.String())
+				for i, l := range lines {
+					p, err := dlevents.ParseJSON([]byte(l))
+					require.NoError(t, err)
+					assert.Equal(t, "ttl", p.Queue)
+					assert.Equal(t, []string{"w1", "w2"}[i], *p.MessageID)
+				}
+			} else {
+				require.Len(t, lines, 4, stdout.String()) // the info line, the header, two events
+				assert.Equal(t, "time\tqueue\treason\tcount\toutcome\tto\tmessage_id", lines[1])
+				assert.Regexp(t, `^\S+\tttl\texpired\t1\tdead_lettered\tdlq\tw1$`, lines[2])
+				assert.Regexp(t, `^\S+\tttl\texpired\t1\tdead_lettered\tdlq\tw2$`, lines[3])
+			}
+			eventually(t, "epitaphctl's subscription to end", func() bool { return b.DeadLetterEvents().Subscribers() == 0 })
+		})
 	}
 }
