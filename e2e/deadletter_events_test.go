@@ -417,12 +417,14 @@ func TestDeadLetterEventsSlowSubscriberGetsGap(t *testing.T) {
 func TestDeadLetterEventsLimits(t *testing.T) {
 	b := startBroker(t, eventsTopology, withHTTP, func(o *epitaph.Options) { o.DeadLetterEventsMaxSubscribers = 1 })
 	s := session(t, dial(t, b, nil))
-	first := eventsReceiver(t, s, "/events/dead-letters", 1)
+	c1 := dial(t, b, nil)
+	eventsReceiver(t, session(t, c1), "/events/dead-letters", 1)
 	_, err := s.NewReceiver(ctxT(t), "/events/dead-letters/ttl", nil)
 	require.Error(t, err)
 	assert.Equal(t, amqp.ErrCond("amqp:resource-limit-exceeded"), amqpErr(t, err).Condition)
 	openSSE(t, b, "vhost=%2F", "guest", "guest", http.StatusServiceUnavailable)
-	require.NoError(t, first.Close(ctxT(t)))
+	// A connection that goes takes its subscription with it.
+	require.NoError(t, c1.Close())
 	eventually(t, "the subscription to end", func() bool { return b.DeadLetterEvents().Subscribers() == 0 })
 	openSSE(t, b, "vhost=%2F", "guest", "guest", http.StatusOK)
 
