@@ -70,6 +70,12 @@ func (s *server) deadLetterEvents(req *request) error {
 			return op.CanAccessVHost(vhost) && op.MayReadQueue(queue) == nil
 		}
 	}
+	if req.r.Method == http.MethodHead {
+		// The headers a GET would get, without opening a stream.
+		req.w.Header().Set("Content-Type", "text/event-stream")
+		req.w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	ready := make(chan struct{}, 1)
 	sub, err := s.events.Subscribe(f, func() {
 		select {
