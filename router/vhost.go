@@ -176,6 +176,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
 		owner: s.Owner, args: args,
 		persist: v.b.st != nil && s.Durable && !s.Exclusive,
+		sel:     selection{singleActive: singleActiveArg(args)},
 	}
 	q.id = s.recoverID
 	if q.id == 0 {
