@@ -170,10 +170,40 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 	return nil
 }
 
+// consumerProperties reads a consumer's attach properties: RabbitMQ's
+// rabbitmq:priority (the consumer priority; RabbitMQ 4.3 takes only an
+// int and silently ignores other types, epitaph takes any integer and
+// refuses the rest) and rabbitmq:consumer-timeout, which epitaph does not
+// implement and refuses rather than ignore. Other properties carry no
+// meaning for the broker.
+func consumerProperties(props amqp10.Map) (router.ConsumerOptions, *amqp10.Error) {
+	var o router.ConsumerOptions
+	for _, kv := range props {
+		k, _ := kv.Key.(amqp10.Symbol)
+		switch k {
+		case "rabbitmq:priority":
+			p, err := router.ConsumerPriority(string(k), kv.Value)
+			if err != nil {
+				return o, routerError(err)
+			}
+			o.Priority = p
+		case "rabbitmq:consumer-timeout":
+			return o, amqp10.Errorf(amqp10.ErrCondPreconditionFailed,
+				"link property 'rabbitmq:consumer-timeout': consumer timeouts are not supported by epitaph")
+		}
+	}
+	return o, nil
+}
+
 // attachSender attaches a link on which the broker sends (a consumer).
 func (s *session) attachSender(a *amqp10.Attach) error {
 	src := a.Source
 	var q *router.Queue
+	// Before a dynamic source declares its queue.
+	opts, perr := consumerProperties(a.Properties)
+	if perr != nil {
+		return s.refuse(a, perr)
+	}
 	switch {
 	case src != nil && src.Dynamic:
 		name := "epitaph.gen-" + randomHex(12)
@@ -217,7 +247,8 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	}
 	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
 		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
-	sub, err := q.Subscribe(l, router.ConsumerOptions{PreSettled: l.preSettled, Owner: s.c})
+	opts.PreSettled, opts.Owner = l.preSettled, s.c
+	sub, err := q.Subscribe(l, opts)
 	if err != nil {
 		return s.refuse(a, routerError(err))
 	}

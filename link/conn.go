@@ -983,6 +983,9 @@ type mailItem struct {
 	d       router.Delivery
 	drained bool
 	count   uint32
+	// activity: a quorum queue told l whether it is active (single active
+	// consumer): activeState or waitingState.
+	activity uint8
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
 	outcome router.Outcome
@@ -1055,7 +1058,7 @@ func (c *conn) deliverMail() {
 		case it.gone != nil:
 			it.l.s.detachWithError(it.l.handle, &amqp10.Error{Condition: amqp10.ErrCondResourceDeleted})
 		default:
-			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
+			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count, activity: it.activity})
 		}
 		*it = mailItem{} // keep no message reachable from the buffer
 	}

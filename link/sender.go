@@ -28,6 +28,47 @@ type senderLink struct {
 	limit         uint32 // receiver's delivery-count + link-credit
 	detached      bool
 	qc            *QueueCounters // nil when counting is off
+	// reported is the activity last sent in a flow's rabbitmq:active
+	// (0: none yet).
+	reported uint8
+}
+
+// A quorum queue consumer's activity (single active consumer).
+const (
+	activeState  uint8 = 1
+	waitingState uint8 = 2
+)
+
+// ActiveChanged implements router.ActivityNotifier.
+func (l *senderLink) ActiveChanged(active bool) {
+	state := waitingState
+	if active {
+		state = activeState
+	}
+	l.s.c.mbox.push(mailItem{l: l, activity: state})
+}
+
+// reportActivity sends a flow with the link state and the rabbitmq:active
+// property when the activity differs from the last one reported, as
+// RabbitMQ 4.3's session does with its queues' credit replies: the
+// official clients read it (a single active consumer's standby and
+// promotion).
+func (l *senderLink) reportActivity(state uint8) {
+	if state == l.reported {
+		return
+	}
+	l.reported = state
+	active := state == activeState
+	credit := l.limit - l.deliveryCount
+	if int32(credit) < 0 {
+		credit = 0
+	}
+	l.s.sendFlow(func(f *amqp10.Flow) {
+		f.Handle, f.HasHandle = l.handle, true
+		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
+		f.LinkCredit, f.HasLinkCredit = credit, true
+		f.Properties = amqp10.Map{{Key: amqp10.Symbol("rabbitmq:active"), Value: active}}
+	})
 }
 
 // Deliver implements router.Consumer.

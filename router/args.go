@@ -89,14 +89,19 @@ var unsupportedArgs = map[string]string{
 // unsupportedArg returns the first argument of args that epitaph does not
 // implement, with the reason, as an error wrapping ErrPreconditionFailed
 // (RabbitMQ's condition for an argument it will not take).
+// The first in name order is named, whatever the order of args.
 func unsupportedArg(queue string, args value.Map) error {
+	first := ""
 	for _, kv := range args {
 		k, _ := keyString(kv.Key)
-		if why, ok := unsupportedArgs[k]; ok {
-			return argErr(queue, k, "%s by epitaph", why)
+		if _, ok := unsupportedArgs[k]; ok && (first == "" || k < first) {
+			first = k
 		}
 	}
-	return nil
+	if first == "" {
+		return nil
+	}
+	return argErr(queue, first, "%s by epitaph", unsupportedArgs[first])
 }
 
 // equivalenceArgs are the arguments compared when a queue is redeclared
