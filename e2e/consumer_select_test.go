@@ -211,8 +211,8 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	require.ErrorIs(t, err, rmq.ErrPreconditionFailed, "x-max-priority")
 	for _, args := range []map[string]any{
 		{"x-delayed-retry-type": "all", "x-delayed-retry-min": int64(1000)},
-		{"x-delayed-retry-min": int64(1000)},
-		{"x-delayed-retry-max": int64(1000)},
+		{"x-delayed-retry-type": "failed", "x-delayed-retry-min": int64(1000), "x-delayed-retry-max": int64(5000)},
+		{"x-delayed-retry-type": "returned", "x-delayed-retry-min": int64(1000)},
 		{"x-consumer-timeout": int64(1000)},
 	} {
 		_, err := m.DeclareQueue(ctxT(t), &rmq.QuorumQueueSpecification{Name: "retry", Arguments: args})
@@ -222,13 +222,12 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	st, out := apiCall(t, base, "PUT", "/api/queues/%2f/retry", map[string]any{"durable": true,
 		"arguments": map[string]any{"x-queue-type": "quorum", "x-delayed-retry-type": "failed", "x-delayed-retry-min": 500}})
 	assert.Equal(t, http.StatusBadRequest, st)
-	assert.Contains(t, string(out), "invalid arg 'x-delayed-retry-min' for queue 'retry': delayed retry is not supported")
+	assert.Contains(t, string(out), "invalid arg 'x-delayed-retry-type' for queue 'retry': delayed retry is not supported")
 	st, out = apiCall(t, base, "PUT", "/api/queues/%2f/prio", map[string]any{"durable": true,
 		"arguments": map[string]any{"x-max-priority": 5}})
 	assert.Equal(t, http.StatusBadRequest, st)
 	assert.Contains(t, string(out), "x-max-priority")
-	for key, val := range map[string]any{"delayed-retry-type": "all", "delayed-retry-min": 1000, "delayed-retry-max": 1000,
-		"consumer-timeout": 1000, "ha-mode": "all"} {
+	for key, val := range map[string]any{"delayed-retry-type": "all", "consumer-timeout": 1000, "ha-mode": "all"} {
 		st, out := apiCall(t, base, "PUT", "/api/policies/%2f/p", map[string]any{"pattern": ".*",
 			"definition": map[string]any{key: val}})
 		assert.Equal(t, http.StatusBadRequest, st, key)
@@ -260,4 +259,30 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	// The session is still usable.
 	r := receiver(t, s, "/queues/q", nil)
 	require.NoError(t, r.Close(context.Background()))
+}
+
+// A consumer that asks for distribution-mode copy (a browser) is told the
+// mode in force, move, as RabbitMQ 4.3 answers for classic and quorum
+// queues: it takes the messages it gets.
+func TestAttachReplyDistributionModeMove(t *testing.T) {
+	for _, typ := range []router.QueueType{router.Classic, router.Quorum} {
+		t.Run(string(typ), func(t *testing.T) {
+			b := startBroker(t, "")
+			declareQueue(t, b, "q", typ, nil)
+			send(t, sender(t, session(t, dial(t, b, nil)), "/queues/q", nil), msg("m"))
+			r := rawBegin(t, b)
+			r.write(0, &amqp10.Attach{Name: "browser", Handle: 0, Role: amqp10.RoleReceiver,
+				SndSettleMode: amqp10.SndSettled, HasSndSettleMode: true,
+				Source: &amqp10.Source{Address: "/queues/q", HasAddress: true, DistributionMode: "copy"},
+				Target: &amqp10.Target{}})
+			reply, _ := expectFrame[*amqp10.Attach](r)
+			require.NotNil(t, reply.Source)
+			assert.Equal(t, amqp10.Symbol("move"), reply.Source.DistributionMode)
+			r.write(0, &amqp10.Flow{NextIncomingID: 0, HasNextIncomingID: true, IncomingWindow: 1000,
+				NextOutgoingID: 0, OutgoingWindow: 1000, Handle: 0, HasHandle: true,
+				DeliveryCount: 0, HasDeliveryCount: true, LinkCredit: 1, HasLinkCredit: true})
+			expectFrame[*amqp10.Transfer](r)
+			assert.Zero(t, queueLen(t, b, "q"), "the message was moved, not copied")
+		})
+	}
 }

@@ -258,7 +258,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	}
 	s.addLink(a.Handle, l)
 	r := s.reply(a)
-	r.Source = withFiltersInForce(src)
+	r.Source = withMoveDistribution(withFiltersInForce(src))
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
 	r.MaxMessageSize = 0
 	s.c.write(s.local, r, nil)
@@ -281,6 +281,20 @@ func withFiltersInForce(src *amqp10.Source) *amqp10.Source {
 	}
 	cp := *src
 	cp.Filter = nil
+	return &cp
+}
+
+// withMoveDistribution returns the source for a queue consumer's attach
+// reply with the distribution mode in force: classic and quorum queues
+// move messages to their consumer, so a consumer that asked for copy
+// (browsing) reads move and knows it does not browse. RabbitMQ 4.3 sets
+// the mode of these queues, move, in every consumer's reply.
+func withMoveDistribution(src *amqp10.Source) *amqp10.Source {
+	if src == nil {
+		return nil
+	}
+	cp := *src
+	cp.DistributionMode = "move"
 	return &cp
 }
 

@@ -83,6 +83,8 @@ var noEffectPolicyKeys = map[string]func(v any) bool{
 	"max-age":                       func(v any) bool { _, ok := toString(v); return ok },
 	"stream-max-segment-size-bytes": nonNegative,
 	"stream-filter-size-bytes":      func(v any) bool { n, ok := toInt64(v); return ok && n >= 16 && n <= 255 },
+	"delayed-retry-min":             positive, // no effect without an enabling delayed-retry-type
+	"delayed-retry-max":             positive,
 }
 
 func nonNegative(v any) bool { n, ok := toInt64(v); return ok && n >= 0 }
@@ -90,11 +92,24 @@ func positive(v any) bool    { n, ok := toInt64(v); return ok && n > 0 }
 
 // unsupportedPolicyKeys are RabbitMQ 4.3 policy keys with an effect epitaph
 // does not implement: refused, never accepted without their effect.
+// delayed-retry-type is checked on its own (delayedRetryType): "disabled"
+// is accepted, and then delayed-retry-min and -max have no effect.
 var unsupportedPolicyKeys = map[string]string{
-	"delayed-retry-type": "delayed retry is not supported",
-	"delayed-retry-min":  "delayed retry is not supported",
-	"delayed-retry-max":  "delayed retry is not supported",
-	"consumer-timeout":   "consumer timeouts are not supported",
+	"consumer-timeout": "consumer timeouts are not supported",
+}
+
+// delayedRetryType validates a policy's delayed-retry-type as RabbitMQ 4.3
+// does, then refuses the types that enable delayed retry, which epitaph
+// does not implement.
+func delayedRetryType(v any) error {
+	s, _ := toString(v)
+	switch s {
+	case "disabled":
+		return nil
+	case "all", "failed", "returned":
+		return fmt.Errorf("delayed retry is not supported by epitaph (only 'disabled' is)")
+	}
+	return fmt.Errorf("%v is not a valid delayed retry type. Must be one of: all, failed, returned, disabled", v)
 }
 
 // parsePolicyDefinition validates the keys epitaph applies (as
@@ -169,6 +184,13 @@ func parsePolicyDefinition(policy string, def value.Map, lenient bool) (knobs, [
 			k.deliveryLimit, err = num(key, v, minInt, maxInt)
 		case "alternate-exchange":
 			k.alternateExchange, err = str(key, v)
+		case "delayed-retry-type":
+			if e := delayedRetryType(v); e != nil {
+				if !lenient {
+					return k, nil, bad(key, "%v", e)
+				}
+			}
+			other = append(other, key)
 		default:
 			if why, ok := unsupportedPolicyKeys[key]; ok {
 				if lenient {
@@ -197,6 +219,13 @@ func parsePolicyDefinition(policy string, def value.Map, lenient bool) (knobs, [
 	}
 	if len(unknown) > 0 {
 		return k, nil, fmt.Errorf("%w: policy '%s': %q are not recognised policy settings", ErrInvalidArgument, policy, unknown)
+	}
+	minV, hasMin := lookupKey(def, "delayed-retry-min")
+	maxV, hasMax := lookupKey(def, "delayed-retry-max")
+	if lo, _ := toInt64(minV); hasMin && hasMax && !lenient {
+		if hi, _ := toInt64(maxV); hi < lo {
+			return k, nil, fmt.Errorf("%w: policy '%s': delayed-retry-max (%d) must not be smaller than delayed-retry-min (%d)", ErrInvalidArgument, policy, hi, lo)
+		}
 	}
 	return k, other, nil
 }

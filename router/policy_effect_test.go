@@ -377,6 +377,7 @@ func TestPolicyNoEffectKeysAccepted(t *testing.T) {
 		"queue-mode", "lazy", "queue-version", int64(2), "max-age", "1D",
 		"queue-leader-locator", "balanced", "initial-cluster-size", int64(3),
 		"max-in-memory-length", int64(10), "consumer-disconnected-timeout", int64(60000),
+		"delayed-retry-type", "disabled", "delayed-retry-min", int64(1000), "delayed-retry-max", int64(2000),
 		"max-length", int64(5),
 	)}))
 	assert.Equal(t, int64(5), q.config().maxLen, "the applied keys still apply")
@@ -405,9 +406,13 @@ func TestPolicyRefusedKeys(t *testing.T) {
 		def  value.Map
 		want string
 	}{
-		{"delayed-retry-type", def("delayed-retry-type", "all", "delayed-retry-min", int64(1000)), "invalid value for 'delayed-retry-type': delayed retry is not supported"},
-		{"delayed-retry-min", def("delayed-retry-min", int64(1000)), "'delayed-retry-min'"},
-		{"delayed-retry-max", def("delayed-retry-max", int64(1000)), "'delayed-retry-max'"},
+		{"delayed-retry-type all", def("delayed-retry-type", "all", "delayed-retry-min", int64(1000)), "invalid value for 'delayed-retry-type': delayed retry is not supported"},
+		{"delayed-retry-type failed", def("delayed-retry-type", "failed", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
+		{"delayed-retry-type returned", def("delayed-retry-type", "returned", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
+		{"bad delayed-retry-type", def("delayed-retry-type", "sometimes"), "sometimes is not a valid delayed retry type. Must be one of: all, failed, returned, disabled"},
+		{"bad delayed-retry-min", def("delayed-retry-min", int64(0)), "'delayed-retry-min'"},
+		{"delayed-retry-max below min", def("delayed-retry-type", "disabled", "delayed-retry-min", int64(2000), "delayed-retry-max", int64(1000)),
+			"delayed-retry-max (1000) must not be smaller than delayed-retry-min (2000)"},
 		{"consumer-timeout", def("consumer-timeout", int64(60000)), "'consumer-timeout': consumer timeouts are not supported"},
 		{"ha-mode", def("ha-mode", "all", "max-length", int64(5)), `["ha-mode"] are not recognised policy settings`},
 		{"plugin keys", def("federation-upstream-set", "all", "some-flag", true), `["federation-upstream-set" "some-flag"] are not recognised policy settings`},
