@@ -286,3 +286,22 @@ func TestAttachReplyDistributionModeMove(t *testing.T) {
 		})
 	}
 }
+
+// Every quorum queue consumer, single active or not, is told once that it
+// is active (RabbitMQ 4.3's quorum queues carry the state in every credit
+// reply, and the session sends it on when it first learns it).
+func TestQuorumConsumerToldActiveOnce(t *testing.T) {
+	b := startBroker(t, "")
+	declareQueue(t, b, "qq", router.Quorum, nil)
+	s := session(t, dial(t, b, nil))
+	var ls linkStates
+	r := sacReceiver(t, s, "qq", &ls)
+	ls.waitFor(t, "the consumer to be told it is active", true)
+	snd := sender(t, s, "/queues/qq", nil)
+	for _, m := range []string{"a", "b", "c"} {
+		send(t, snd, msg(m))
+		got := recv(t, r)
+		require.NoError(t, r.AcceptMessage(ctxT(t), got))
+	}
+	assert.Equal(t, []bool{true}, ls.seen(), "told once, not at every flow")
+}

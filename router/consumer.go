@@ -95,6 +95,7 @@ type Subscription struct {
 	priority   int64  // consumer priority (immutable)
 	order      uint64 // attach order within the queue (immutable)
 	lastServed uint64 // when the queue last picked it (consumer_select.go)
+	told       uint8  // the activity it was last told (quorum: activityActive, ...)
 }
 
 // Subscribe adds a consumer. It starts with no credit: call Flow.

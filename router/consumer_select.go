@@ -183,15 +183,32 @@ func (q *Queue) isActiveLocked(s *Subscription) bool {
 	return !q.sel.singleActive || q.sel.active == s
 }
 
-// notifyActive tells a quorum queue consumer whether it is active.
+// notifyActive tells a quorum queue consumer whether it is active, when
+// that differs from what it was last told (so a flow costs nothing when
+// nothing changed; the peer hears only changes in any case).
 func (q *Queue) notifyActive(s *Subscription, active bool) {
 	if q.typ != Quorum {
 		return
 	}
+	state := activityWaiting
+	if active {
+		state = activityActive
+	}
+	if s.told == state {
+		return
+	}
 	if n, ok := s.c.(ActivityNotifier); ok {
+		s.told = state
 		n.ActiveChanged(active)
 	}
 }
+
+// What a quorum queue consumer was last told (Subscription.told).
+const (
+	activityUntold uint8 = iota
+	activityActive
+	activityWaiting
+)
 
 // nextSubLocked picks the consumer for the next message: the active one
 // (single active consumer), else a consumer with credit of the highest
