@@ -305,3 +305,31 @@ func TestQuorumConsumerToldActiveOnce(t *testing.T) {
 	}
 	assert.Equal(t, []bool{true}, ls.seen(), "told once, not at every flow")
 }
+
+// On a quorum queue a waiting consumer of a higher rabbitmq:priority takes
+// over once the active one has settled what it holds; both hear it.
+func TestSingleActiveConsumerQuorumPriorityTakeOver(t *testing.T) {
+	b := startBroker(t, "")
+	declareQueue(t, b, "sac", router.Quorum, amqp10.Map{{Key: "x-single-active-consumer", Value: true}})
+	s := session(t, dial(t, b, nil))
+	var ls1, ls2 linkStates
+	r1 := sacReceiver(t, s, "sac", &ls1)
+	ls1.waitFor(t, "the first consumer to be active", true)
+	snd := sender(t, s, "/queues/sac", nil)
+	send(t, snd, msg("held"))
+	held := recv(t, r1)
+
+	r2 := receiver(t, s, "/queues/sac", &amqp.ReceiverOptions{Credit: 10, OnLinkStateProperties: ls2.record,
+		Properties: map[string]any{"rabbitmq:priority": int32(5)}})
+	ls2.waitFor(t, "the higher priority to wait while the active one holds a message", false)
+	send(t, snd, msg("next"))
+	requireNoMessage(t, r1, 50*time.Millisecond) // quiescing: nothing new
+	requireNoMessage(t, r2, 50*time.Millisecond)
+
+	require.NoError(t, r1.AcceptMessage(ctxT(t), held))
+	ls2.waitFor(t, "the higher priority to take over", false, true)
+	ls1.waitFor(t, "the first consumer to hear it waits", true, false)
+	m := recv(t, r2)
+	assert.Equal(t, "next", body(m))
+	require.NoError(t, r2.AcceptMessage(ctxT(t), m))
+}
