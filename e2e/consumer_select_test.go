@@ -333,3 +333,31 @@ func TestSingleActiveConsumerQuorumPriorityTakeOver(t *testing.T) {
 	assert.Equal(t, "next", body(m))
 	require.NoError(t, r2.AcceptMessage(ctxT(t), m))
 }
+
+// A consumer's max-message-size holds: a larger message is not sent; the
+// link is detached with amqp:link:message-size-exceeded (AMQP 1.0 section
+// 2.7.3) and the message stays in the queue for another consumer. The
+// attach reply echoes the size, as RabbitMQ's does.
+func TestConsumerMaxMessageSize(t *testing.T) {
+	b := startBroker(t, "")
+	declareQueue(t, b, "q", router.Classic, nil)
+	s := session(t, dial(t, b, nil))
+	big := msg(strings.Repeat("x", 1000))
+	send(t, sender(t, s, "/queues/q", nil), big)
+
+	small := receiver(t, s, "/queues/q", &amqp.ReceiverOptions{MaxMessageSize: 200})
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	_, err := small.Receive(ctx, nil)
+	var le *amqp.LinkError
+	require.ErrorAs(t, err, &le)
+	require.NotNil(t, le.RemoteErr, "detached by the broker: %v", err)
+	assert.Equal(t, amqp.ErrCondMessageSizeExceeded, le.RemoteErr.Condition)
+	assert.Contains(t, le.RemoteErr.Description, "> maximum message size (200 bytes)")
+	eventually(t, "the message to be back in the queue", func() bool { return queueLen(t, b, "q") == 1 })
+
+	r := receiver(t, s, "/queues/q", nil)
+	m := recv(t, r)
+	assert.Equal(t, 1000, len(body(m)))
+	require.NoError(t, r.AcceptMessage(ctxT(t), m))
+}

@@ -246,7 +246,8 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 		}
 	}
 	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
-		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
+		preSettled:     a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled,
+		maxMessageSize: a.MaxMessageSize}
 	opts.PreSettled, opts.Owner = l.preSettled, s.c
 	sub, err := q.Subscribe(l, opts)
 	if err != nil {
@@ -260,7 +261,8 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	r := s.reply(a)
 	r.Source = withMoveDistribution(withFiltersInForce(src))
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
-	r.MaxMessageSize = 0
+	// Echoed, as RabbitMQ does: the broker sends nothing larger (send).
+	r.MaxMessageSize = a.MaxMessageSize
 	s.c.write(s.local, r, nil)
 	return nil
 }

@@ -986,6 +986,9 @@ type mailItem struct {
 	// activity: a quorum queue told l whether it is active (single active
 	// consumer): activeState or waitingState.
 	activity uint8
+	// detachErr: detach l with this error (posted by the loop itself, so
+	// that the detach does not run inside the sending of pending work).
+	detachErr *amqp10.Error
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
 	outcome router.Outcome
@@ -1044,7 +1047,7 @@ func (c *conn) deliverMail() {
 			}
 		}
 		it := &c.mail[c.mailNext]
-		if it.confirm == nil && it.gone == nil && !it.l.detached && c.holdBack() {
+		if it.confirm == nil && it.gone == nil && it.detachErr == nil && !it.l.detached && c.holdBack() {
 			return
 		}
 		c.mailNext++
@@ -1055,6 +1058,8 @@ func (c *conn) deliverMail() {
 			c.detachPublishersTo(it.gone)
 		case it.l.detached:
 			// The subscription was cancelled; the queue took these back.
+		case it.detachErr != nil:
+			it.l.s.detachWithError(it.l.handle, it.detachErr)
 		case it.gone != nil:
 			it.l.s.detachWithError(it.l.handle, &amqp10.Error{Condition: amqp10.ErrCondResourceDeleted})
 		default:
