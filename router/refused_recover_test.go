@@ -43,3 +43,22 @@ func TestRecoverRefusedArgumentsAndPolicyKeys(t *testing.T) {
 	require.ErrorIs(t, err, ErrPreconditionFailed)
 	d2.close(t)
 }
+
+// A definitions document (a RabbitMQ export) with a setting epitaph does not
+// implement fails to load, naming the queue or policy, rather than loading
+// without it.
+func TestLoadDefinitionsRefusesUnimplementedSettings(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"queues": [{"name": "prio", "vhost": "/", "durable": true, "arguments": {"x-max-priority": 10}}]}`,
+			"invalid arg 'x-max-priority' for queue 'prio'"},
+		{`{"queues": [{"name": "retry", "vhost": "/", "durable": true, "arguments": {"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": 1000}}]}`,
+			"invalid arg 'x-delayed-retry-type' for queue 'retry'"},
+		{`{"policies": [{"vhost": "/", "name": "ha", "pattern": ".*", "definition": {"ha-mode": "all"}}]}`,
+			`policy 'ha': ["ha-mode"] are not recognised policy settings`},
+	} {
+		e := newEnv(t)
+		err := e.b.LoadDefinitions([]byte(tc.doc))
+		require.Error(t, err, tc.doc)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
