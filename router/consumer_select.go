@@ -34,10 +34,11 @@ import (
 // ActivityNotifier may be implemented by a Consumer of a quorum queue that
 // wants to know whether it is active (it gets messages) or waiting (single
 // active consumer). ActiveChanged is called with the queue's lock held (it
-// must not block or call back into the queue): when the consumer's state
-// changes, and after each Flow with its current state, as RabbitMQ's
-// credit replies carry it. A notifier that reports to its peer only
-// changes of state sends what RabbitMQ sends.
+// must not block or call back into the queue) whenever the state the
+// consumer was last told changes: for the first consumer at Subscribe, for
+// the others at their first Flow (RabbitMQ's credit replies carry the
+// state, and its session passes changes on), and at every promotion or
+// demotion.
 type ActivityNotifier interface {
 	ActiveChanged(active bool)
 }
@@ -117,16 +118,24 @@ func (q *Queue) removeSubLocked(s *Subscription) bool {
 // electLocked applies the single-active-consumer rules after a change
 // (a consumer came or went, a quiescing one settled): it promotes a
 // waiting consumer when there is no active one, or on a quorum queue when
-// one of a higher priority waits and the active one has nothing unsettled.
-// It reports whether the active consumer changed.
+// one of a higher priority waits and the active one has nothing unsettled
+// (with unsettled messages the active one quiesces). It reports whether
+// the active consumer may now get messages it could not before: another
+// became active, or a quiescing one resumes (as in rabbit_fifo, a
+// quiescing consumer stays so until it has settled everything, also when
+// the consumer it made way for has gone meanwhile).
 func (q *Queue) electLocked() bool {
 	next := q.bestWaitingLocked()
 	cur := q.sel.active
 	switch {
-	case next == nil:
+	case cur == nil && next == nil:
 		return false
 	case cur == nil:
-	case q.typ != Quorum || next.priority <= cur.priority:
+	case q.typ != Quorum || next == nil || next.priority <= cur.priority:
+		if q.sel.quiescing && cur.unsettled.Len() == 0 {
+			q.sel.quiescing = false
+			return true
+		}
 		return false
 	case cur.unsettled.Len() > 0:
 		q.sel.quiescing = true

@@ -239,3 +239,21 @@ func TestSingleActiveConsumerQuorumWaitingOrder(t *testing.T) {
 	assert.Equal(t, []string{"m0"}, c3.bodies())
 	assert.Zero(t, c2.n()+c4.n())
 }
+
+// A quiescing active consumer whose higher-priority successor leaves before
+// it has settled stays quiescing until it has, then resumes.
+func TestSingleActiveConsumerQuorumQuiescingResumes(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue(t, "q", Quorum, "x-single-active-consumer", true)
+	s1, c1 := subscribeWith(t, q, 0, 10)
+	publishFrom(t, e, "q", 0, 1)
+	s2, c2 := subscribeWith(t, q, 5, 10)
+	publishFrom(t, e, "q", 1, 1)
+	s2.Cancel(CancelDetach)
+	publishFrom(t, e, "q", 2, 1)
+	assert.Equal(t, []string{"m0"}, c1.bodies(), "still quiescing")
+	require.NoError(t, s1.Settle(c1.all()[0].Tag, Settlement{Kind: SettleAccept}))
+	assert.Equal(t, []string{"m0", "m1", "m2"}, c1.bodies(), "resumed")
+	assert.Equal(t, []bool{true}, c1.reported(), "never told it waits")
+	assert.Zero(t, c2.n())
+}
