@@ -139,3 +139,34 @@ func TestFilteredConsumerRoundRobin(t *testing.T) {
 	assert.Equal(t, []string{"a1", "b2", "a2"}, c.bodies())
 	assert.Equal(t, []string{"b1"}, fc.bodies())
 }
+
+// neverFilter matches nothing, at no cost of its own.
+type neverFilter struct{}
+
+func (neverFilter) Match(*Message, value.Map) bool { return false }
+
+// BenchmarkEnqueueFilteredNoMatch is BenchmarkEnqueue with a filtered
+// consumer with credit on a queue of 100,000 messages it does not match:
+// each enqueue tests the new message only (the scan position), so the cost
+// does not grow with the queue.
+func BenchmarkEnqueueFilteredNoMatch(b *testing.B) {
+	br := New(Options{})
+	b.Cleanup(br.Close)
+	vh, _ := br.VHost("/")
+	q, _, err := vh.DeclareQueue(QueueSpec{Name: "q"})
+	require.NoError(b, err)
+	m := NewAMQP10Message(benchWire(b))
+	m.RoutingKeys = []string{"q"}
+	for range 100_000 {
+		q.Enqueue(m)
+	}
+	sub, err := q.Subscribe(&benchConsumer{}, ConsumerOptions{Filter: neverFilter{}})
+	require.NoError(b, err)
+	sub.Flow(0, 1000, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := q.Enqueue(m); st.Kind != Accepted {
+			b.Fatal(st)
+		}
+	}
+}
