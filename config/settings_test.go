@@ -97,6 +97,10 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyMaxUnfinishedBytes:     "refused",
 		KeyMaxUnsettledIncoming:   "refused",
 		KeyManagementPendingBytes: "refused",
+		KeyFilterSQLMaxLength:     "refused",
+		KeyFilterSQLMaxTokens:     "refused",
+		KeyFilterSQLMaxDepth:      "refused",
+		KeyFilterMaxFields:        "refused",
 		KeyTLSListen:              "refused", // without a certificate: only the default is accepted
 		KeyTLSCertFile:            "no TLS",
 		KeyTLSKeyFile:             "no TLS",

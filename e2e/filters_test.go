@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/epitaph-mq/epitaph"
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -247,4 +248,48 @@ func TestRabbitMQClientFilterExpressionsOnQueue(t *testing.T) {
 	assert.Equal(t, "sms", rmqBody(dc))
 	require.NoError(t, dc.Accept(ctx))
 	eventually(t, "jobs empty", func() bool { return queueLen(t, b, "jobs") == 0 })
+}
+
+// The filter limits are settings: each refuses the attach one beyond it,
+// and accepts one at it.
+func TestFilterLimitsAreSettings(t *testing.T) {
+	b := startBroker(t, "", func(o *epitaph.Options) {
+		o.FilterSQLMaxLength, o.FilterSQLMaxTokens, o.FilterSQLMaxDepth, o.FilterMaxFields = 24, 7, 2, 2
+	})
+	declareQueue(t, b, "q", router.Classic, nil)
+	s := session(t, dial(t, b, nil))
+	props := func(n int) amqp.LinkFilter {
+		m := map[string]any{}
+		for i := range n {
+			m[string(rune('a'+i))] = int64(i)
+		}
+		return amqp.NewLinkFilter("amqp:application-properties-filter", 0, m)
+	}
+	for _, tc := range []struct {
+		name   string
+		filter amqp.LinkFilter
+		want   string // "" accepted
+	}{
+		{"length at the limit", sqlFilter("colour = 'abcdefghijklm'"), ""},
+		{"length beyond", sqlFilter("colour = 'abcdefghijklmn'"), "more than 24"},
+		{"tokens at the limit", sqlFilter("a = 1 AND b = 2"), ""},
+		{"tokens beyond", sqlFilter("a = 1 AND b = 2 OR c"), "more than 7 tokens"},
+		{"depth at the limit", sqlFilter("((a))"), ""},
+		{"depth beyond", sqlFilter("(((a)))"), "nested more than 2"},
+		{"fields at the limit", props(2), ""},
+		{"fields beyond", props(3), "1 to 2 allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := s.NewReceiver(ctxT(t), "/queues/q", &amqp.ReceiverOptions{Filters: []amqp.LinkFilter{tc.filter}})
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, r.Close(ctxT(t)))
+				return
+			}
+			require.Error(t, err)
+			e := amqpErr(t, err)
+			assert.Equal(t, amqp.ErrCondInvalidField, e.Condition)
+			assert.Contains(t, e.Description, tc.want)
+		})
+	}
 }

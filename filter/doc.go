@@ -24,7 +24,7 @@
 // value starting with "&p:" matches a field starting with the rest, "&s:"
 // one ending with it, "&&" stands for a literal "&", and any other "&" is
 // refused. In an application-properties filter a null reference value
-// matches any value of a key that is present. At most 16 fields per filter.
+// matches any value of a key that is present.
 //
 // # SQL expressions
 //
@@ -78,7 +78,8 @@
 // decimal, division or modulo by zero is unknown, LIKE on a non-string is
 // unknown, and a message matches only when the expression is true.
 //
-// Limits, as RabbitMQ's: an expression of at most 4096 characters and 200
-// tokens; and nesting at most 64 deep (parentheses, NOT, signs). An
-// expression beyond them, or one that does not parse, is refused.
+// Limits (Limits; by default RabbitMQ's): an expression of at most 4096
+// characters and 200 tokens, nested at most 64 deep (parentheses, NOT,
+// signs), and property filters of at most 16 fields. A filter beyond them,
+// or one that does not parse, is refused.
 package filter

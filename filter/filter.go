@@ -24,9 +24,6 @@ const (
 	SQLFilterCode                   = uint64(0x120)
 )
 
-// maxFields is the most fields of one property filter (RabbitMQ's limit).
-const maxFields = 16
-
 // Set is the filters in force on one consumer: a message passes when it
 // passes every one. It implements router.MessageFilter and is immutable.
 type Set struct {
@@ -37,14 +34,14 @@ type Set struct {
 
 var _ router.MessageFilter = (*Set)(nil)
 
-// Parse reads an attach source's filter set. It returns the entries it
+// Parse reads an attach source's filter set within lim. It returns the entries it
 // applies (for the attach reply's source: the filters in force, AMQP 1.0
 // section 3.5.3) and the Set applying them, nil when there are none.
 // Entries it does not apply (a JMS selector, stream filters, unknown
 // descriptors) are left out of both. An entry with one of its descriptors
 // whose value is malformed fails the whole set with an error wrapping
 // ErrInvalid that names the entry.
-func Parse(set value.Map) (inForce value.Map, f *Set, err error) {
+func Parse(set value.Map, lim Limits) (inForce value.Map, f *Set, err error) {
 	var s Set
 	for _, kv := range set {
 		d, ok := kv.Value.(*value.Described)
@@ -55,12 +52,12 @@ func Parse(set value.Map) (inForce value.Map, f *Set, err error) {
 		switch {
 		case isDescriptor(d.Descriptor, PropertiesFilterName, PropertiesFilterCode):
 			var pf propertyFilter
-			if pf, err = parseProperties(d.Value); err == nil {
+			if pf, err = parseProperties(d.Value, lim.MaxFields); err == nil {
 				s.props, applied = append(s.props, pf), true
 			}
 		case isDescriptor(d.Descriptor, ApplicationPropertiesFilterName, ApplicationPropertiesFilterCode):
 			var af appPropertyFilter
-			if af, err = parseAppProperties(d.Value); err == nil {
+			if af, err = parseAppProperties(d.Value, lim.MaxFields); err == nil {
 				s.appProps, applied = append(s.appProps, af), true
 			}
 		case isDescriptor(d.Descriptor, SQLFilterName, SQLFilterCode):
@@ -70,7 +67,7 @@ func Parse(set value.Map) (inForce value.Map, f *Set, err error) {
 				break
 			}
 			var e *Expr
-			if e, err = ParseSQL(src); err == nil {
+			if e, err = ParseSQLWithin(src, lim); err == nil {
 				s.sql, applied = append(s.sql, e), true
 			}
 		}
@@ -207,7 +204,7 @@ var propertyFilterFields = map[value.Symbol]router.PropertyField{
 	"reply-to-group-id": router.PropReplyToGroupID,
 }
 
-func parseProperties(v any) (propertyFilter, error) {
+func parseProperties(v any, maxFields int) (propertyFilter, error) {
 	m, ok := v.(value.Map)
 	if !ok {
 		return propertyFilter{}, fmt.Errorf("the value is a %s, not a map", typeName(v))
@@ -282,7 +279,7 @@ func (f *appPropertyFilter) match(v *msgView) bool {
 	return true
 }
 
-func parseAppProperties(v any) (appPropertyFilter, error) {
+func parseAppProperties(v any, maxFields int) (appPropertyFilter, error) {
 	m, ok := v.(value.Map)
 	if !ok {
 		return appPropertyFilter{}, fmt.Errorf("the value is a %s, not a map", typeName(v))

@@ -24,7 +24,7 @@ func appFilter(m value.Map) value.Map {
 
 func setMatch(t *testing.T, set value.Map, tm testMsg) bool {
 	t.Helper()
-	inForce, f, err := Parse(set)
+	inForce, f, err := Parse(set, DefaultLimits())
 	require.NoError(t, err)
 	require.NotNil(t, f)
 	require.Equal(t, set, inForce)
@@ -117,7 +117,7 @@ func TestParseFilterSet(t *testing.T) {
 		{Key: value.Symbol("s2"), Value: described(SQLFilterName, "b = 2")},
 		{Key: value.Symbol("ap"), Value: described(ApplicationPropertiesFilterCode, value.Map{{Key: "k", Value: "v"}})},
 	}
-	inForce, f, err := Parse(set)
+	inForce, f, err := Parse(set, DefaultLimits())
 	require.NoError(t, err)
 	require.NotNil(t, f)
 	assert.Equal(t, value.Map{set[1], set[3], set[5], set[6]}, inForce)
@@ -125,7 +125,7 @@ func TestParseFilterSet(t *testing.T) {
 	assert.Len(t, f.props, 1)
 	assert.Len(t, f.appProps, 1)
 
-	inForce, f, err = Parse(value.Map{set[0], set[2]})
+	inForce, f, err = Parse(value.Map{set[0], set[2]}, DefaultLimits())
 	require.NoError(t, err)
 	assert.Nil(t, inForce)
 	assert.Nil(t, f)
@@ -144,11 +144,11 @@ func TestParseFilterSet(t *testing.T) {
 		"sql not a string":       described(SQLFilterCode, value.Symbol("a = 1")),
 		"sql syntax":             described(SQLFilterName, "a = "),
 	} {
-		_, _, err := Parse(value.Map{{Key: value.Symbol("mine"), Value: bad}})
+		_, _, err := Parse(value.Map{{Key: value.Symbol("mine"), Value: bad}}, DefaultLimits())
 		require.ErrorIs(t, err, ErrInvalid, name)
 		assert.Contains(t, err.Error(), "mine", name)
 	}
-	_, _, err = Parse(value.Map{{Key: value.Symbol("ok"), Value: manyFieldsFilter(16)}})
+	_, _, err = Parse(value.Map{{Key: value.Symbol("ok"), Value: manyFieldsFilter(16)}}, DefaultLimits())
 	assert.NoError(t, err, "16 fields are allowed")
 }
 
@@ -168,7 +168,7 @@ func manyFieldsFilter(n int) *value.Described {
 // message's properties, application properties and dead-letter history.
 func TestMatchDoesNotAllocate(t *testing.T) {
 	m, anns, set := benchInput(t)
-	_, f, err := Parse(set)
+	_, f, err := Parse(set, DefaultLimits())
 	require.NoError(t, err)
 	require.True(t, f.Match(m, anns))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { f.Match(m, anns) }))
@@ -199,7 +199,7 @@ func benchInput(t testing.TB) (msg *router.Message, anns value.Map, set value.Ma
 // benchInput (the per-message cost of a filtered consumer).
 func BenchmarkMatch(b *testing.B) {
 	m, anns, set := benchInput(b)
-	_, f, err := Parse(set)
+	_, f, err := Parse(set, DefaultLimits())
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -58,7 +58,7 @@ func FuzzParseFilterSet(f *testing.F) {
 		if !ok {
 			return
 		}
-		inForce, s, err := Parse(set)
+		inForce, s, err := Parse(set, DefaultLimits())
 		if err != nil {
 			return
 		}

@@ -8,13 +8,24 @@ import (
 	"unicode/utf8"
 )
 
-// Limits on an SQL expression (RabbitMQ's, after the filter-expressions
-// specification's advice to bound complexity), and on nesting.
-const (
-	maxExpressionChars = 4096
-	maxTokens          = 200
-	maxDepth           = 64
-)
+// Limits bound the filters a consumer may attach with (the
+// filter-expressions specification advises bounding their complexity).
+type Limits struct {
+	// SQLMaxLength is the most characters of an SQL expression.
+	SQLMaxLength int
+	// SQLMaxTokens is the most tokens of an SQL expression.
+	SQLMaxTokens int
+	// SQLMaxDepth is the deepest nesting of parentheses, NOT and signs.
+	SQLMaxDepth int
+	// MaxFields is the most fields of a property filter.
+	MaxFields int
+}
+
+// DefaultLimits are RabbitMQ 4.3's limits (4096 characters, 200 tokens,
+// 16 fields) and a nesting depth of 64.
+func DefaultLimits() Limits {
+	return Limits{SQLMaxLength: 4096, SQLMaxTokens: 200, SQLMaxDepth: 64, MaxFields: 16}
+}
 
 type tokenKind uint8
 
@@ -86,12 +97,12 @@ type token struct {
 }
 
 // lex splits an expression into tokens.
-func lex(src string) ([]token, error) {
+func lex(src string, lim Limits) ([]token, error) {
 	if !utf8.ValidString(src) {
 		return nil, fmt.Errorf("expression is not valid UTF-8")
 	}
-	if n := utf8.RuneCountInString(src); n > maxExpressionChars {
-		return nil, fmt.Errorf("expression of %d characters, more than %d", n, maxExpressionChars)
+	if n := utf8.RuneCountInString(src); n > lim.SQLMaxLength {
+		return nil, fmt.Errorf("expression of %d characters, more than %d", n, lim.SQLMaxLength)
 	}
 	var toks []token
 	i := 0
@@ -102,8 +113,8 @@ func lex(src string) ([]token, error) {
 		if i == len(src) {
 			return append(toks, token{kind: tokEOF, pos: i}), nil
 		}
-		if len(toks) == maxTokens {
-			return nil, fmt.Errorf("more than %d tokens", maxTokens)
+		if len(toks) == lim.SQLMaxTokens {
+			return nil, fmt.Errorf("more than %d tokens", lim.SQLMaxTokens)
 		}
 		t, next, err := lexOne(src, i)
 		if err != nil {

@@ -60,13 +60,17 @@ type Expr struct {
 // String returns the expression as it was given.
 func (e *Expr) String() string { return e.src }
 
-// ParseSQL parses an SQL filter expression (see the package documentation).
-func ParseSQL(src string) (*Expr, error) {
-	toks, err := lex(src)
+// ParseSQL parses an SQL filter expression (see the package documentation)
+// within DefaultLimits.
+func ParseSQL(src string) (*Expr, error) { return ParseSQLWithin(src, DefaultLimits()) }
+
+// ParseSQLWithin parses an SQL filter expression within lim.
+func ParseSQLWithin(src string, lim Limits) (*Expr, error) {
+	toks, err := lex(src, lim)
 	if err != nil {
 		return nil, err
 	}
-	p := parser{toks: toks}
+	p := parser{toks: toks, maxDepth: lim.SQLMaxDepth}
 	root, err := p.expression(0)
 	if err != nil {
 		return nil, err
@@ -91,8 +95,9 @@ func (e *Expr) match(v *msgView) bool {
 }
 
 type parser struct {
-	toks []token
-	pos  int
+	toks     []token
+	pos      int
+	maxDepth int
 }
 
 func (p *parser) peek() token { return p.toks[p.pos] }
@@ -128,8 +133,8 @@ func (p *parser) expect(k tokenKind) error {
 }
 
 func (p *parser) deeper(depth int) (int, error) {
-	if depth >= maxDepth {
-		return 0, fmt.Errorf("expression nested more than %d deep at offset %d", maxDepth, p.peek().pos)
+	if depth >= p.maxDepth {
+		return 0, fmt.Errorf("expression nested more than %d deep at offset %d", p.maxDepth, p.peek().pos)
 	}
 	return depth + 1, nil
 }

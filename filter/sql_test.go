@@ -512,7 +512,7 @@ func TestSQLFallbackWithoutFieldReader(t *testing.T) {
 type decodedOnly struct{ router.Container }
 
 func TestSQLErrorsWrapInvalid(t *testing.T) {
-	_, _, err := Parse(value.Map{{Key: value.Symbol("sql-filter"), Value: &value.Described{Descriptor: SQLFilterCode, Value: "a ="}}})
+	_, _, err := Parse(value.Map{{Key: value.Symbol("sql-filter"), Value: &value.Described{Descriptor: SQLFilterCode, Value: "a ="}}}, DefaultLimits())
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "sql-filter")
 	assert.Contains(t, err.Error(), "amqp:sql-filter")

@@ -223,7 +223,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	if src != nil && src.Filter != nil {
 		var set *filter.Set
 		var err error
-		if inForce, set, err = filter.Parse(src.Filter); err != nil {
+		if inForce, set, err = filter.Parse(src.Filter, s.c.srv.filterLimits()); err != nil {
 			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField, "%v", err))
 		}
 		if set != nil {
@@ -285,4 +285,11 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// filterLimits are the limits on a consumer's filter expressions.
+func (srv *Server) filterLimits() filter.Limits {
+	o := &srv.opts.AMQP
+	return filter.Limits{SQLMaxLength: o.FilterSQLMaxLength, SQLMaxTokens: o.FilterSQLMaxTokens,
+		SQLMaxDepth: o.FilterSQLMaxDepth, MaxFields: o.FilterMaxFields}
 }
