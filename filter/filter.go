@@ -63,7 +63,7 @@ func Parse(set value.Map, lim Limits) (inForce value.Map, f *Set, err error) {
 		case isDescriptor(d.Descriptor, SQLFilterName, SQLFilterCode):
 			src, isString := d.Value.(string)
 			if !isString {
-				err = fmt.Errorf("the value is a %s, not a string", typeName(d.Value))
+				err = fmt.Errorf("the value is of type %s, not a string", typeName(d.Value))
 				break
 			}
 			var e *Expr
@@ -72,7 +72,7 @@ func Parse(set value.Map, lim Limits) (inForce value.Map, f *Set, err error) {
 			}
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w %v (%v): %w", ErrInvalid, kv.Key, descriptorName(d.Descriptor), err)
+			return nil, nil, fmt.Errorf("%w %q (%s): %w", ErrInvalid, fmt.Sprint(kv.Key), descriptorName(d.Descriptor), err)
 		}
 		if applied {
 			inForce = append(inForce, kv)
@@ -104,16 +104,51 @@ func descriptorName(d any) string {
 	return string(SQLFilterName)
 }
 
+// typeName is the AMQP type name of a decoded value, for errors.
 func typeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
-	case value.Symbol:
-		return "symbol"
-	case value.Map:
-		return "map"
+	case bool:
+		return "boolean"
+	case uint8:
+		return "ubyte"
+	case uint16:
+		return "ushort"
+	case uint32:
+		return "uint"
+	case uint64:
+		return "ulong"
+	case int8:
+		return "byte"
+	case int16:
+		return "short"
+	case int32:
+		return "int"
+	case int64:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case value.Timestamp:
+		return "timestamp"
+	case value.UUID:
+		return "uuid"
+	case []byte:
+		return "binary"
 	case string:
 		return "string"
+	case value.Symbol:
+		return "symbol"
+	case value.List:
+		return "list"
+	case value.Map:
+		return "map"
+	case *value.Array:
+		return "array"
+	case *value.Described:
+		return "described value"
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -207,7 +242,7 @@ var propertyFilterFields = map[value.Symbol]router.PropertyField{
 func parseProperties(v any, maxFields int) (propertyFilter, error) {
 	m, ok := v.(value.Map)
 	if !ok {
-		return propertyFilter{}, fmt.Errorf("the value is a %s, not a map", typeName(v))
+		return propertyFilter{}, fmt.Errorf("the value is of type %s, not a map", typeName(v))
 	}
 	if len(m) == 0 || len(m) > maxFields {
 		return propertyFilter{}, fmt.Errorf("%d fields: 1 to %d allowed", len(m), maxFields)
@@ -282,7 +317,7 @@ func (f *appPropertyFilter) match(v *msgView) bool {
 func parseAppProperties(v any, maxFields int) (appPropertyFilter, error) {
 	m, ok := v.(value.Map)
 	if !ok {
-		return appPropertyFilter{}, fmt.Errorf("the value is a %s, not a map", typeName(v))
+		return appPropertyFilter{}, fmt.Errorf("the value is of type %s, not a map", typeName(v))
 	}
 	if len(m) == 0 || len(m) > maxFields {
 		return appPropertyFilter{}, fmt.Errorf("%d fields: 1 to %d allowed", len(m), maxFields)
