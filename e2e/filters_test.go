@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +294,40 @@ func TestFilterLimitsAreSettings(t *testing.T) {
 			assert.Contains(t, e.Description, tc.want)
 		})
 	}
+}
+
+// The HTTP API shows a consumer's filters in force as RabbitMQ 4.3 does
+// (a session's outgoing_links[].filter).
+func TestFilterShownInSessionLinks(t *testing.T) {
+	b := startBroker(t, "", withHTTP)
+	base := apiServer(t, b)
+	declareQueue(t, b, "q", router.Classic, nil)
+	c, name := dialAs(t, b, "guest", "/", nil)
+	s := session(t, c)
+	filtered(t, s, "/queues/q", sqlFilter("colour = 'red'"), amqp.NewSelectorFilter("a = 1"),
+		amqp.NewLinkFilter("amqp:application-properties-filter", 0, map[string]any{"colour": "&p:bl"}))
+	var link map[string]any
+	eventually(t, "the filtered link", func() bool {
+		st, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections/"+url.PathEscape(name)+"/sessions", "")
+		require.Equal(t, http.StatusOK, st, "%s", out)
+		sessions := apiJSON[[]map[string]any](t, out)
+		if len(sessions) != 1 {
+			return false
+		}
+		links, _ := sessions[0]["outgoing_links"].([]any)
+		if len(links) != 1 {
+			return false
+		}
+		link = links[0].(map[string]any)
+		return true
+	})
+	filters := map[string]any{}
+	for _, f := range link["filter"].([]any) {
+		m := f.(map[string]any)
+		filters[m["name"].(string)] = m
+	}
+	assert.Len(t, filters, 2, "the selector is not in force: %v", link["filter"])
+	assert.Equal(t, map[string]any{"name": "sql-filter", "descriptor": float64(sqlFilterCode), "value": "colour = 'red'"}, filters["sql-filter"])
+	assert.Equal(t, map[string]any{"name": "amqp:application-properties-filter", "descriptor": "amqp:application-properties-filter",
+		"value": []any{map[string]any{"key": "colour", "value": "&p:bl"}}}, filters["amqp:application-properties-filter"])
 }

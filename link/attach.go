@@ -230,7 +230,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 			consumer.Filter = set
 		}
 	}
-	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
+	l := &senderLink{s: s, handle: a.Handle, name: a.Name, filters: inForce,
 		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
 	consumer.PreSettled = l.preSettled
 	sub, err := q.Subscribe(l, consumer)

@@ -28,6 +28,8 @@ type senderLink struct {
 	limit         uint32 // receiver's delivery-count + link-credit
 	detached      bool
 	qc            *QueueCounters // nil when counting is off
+
+	filters amqp10.Map // the filters in force, as the attach gave them
 }
 
 // Deliver implements router.Consumer.
