@@ -219,3 +219,29 @@ func BenchmarkParseSQL(b *testing.B) {
 		}
 	}
 }
+
+// An expression tests the messages a queue's peek returns (what the HTTP
+// API and the management node browse) the same way as a consumer's: the
+// peeked message carries the queue's annotations for it.
+func TestExprMatchesPeekedMessages(t *testing.T) {
+	br := router.New(router.Options{})
+	t.Cleanup(br.Close)
+	vh, _ := br.VHost("/")
+	q, _, err := vh.DeclareQueue(router.QueueSpec{Name: "q"})
+	require.NoError(t, err)
+	for _, colour := range []string{"red", "blue", "red"} {
+		m := testMsg{appProps: value.Map{{Key: "colour", Value: colour}}}.build(t)
+		m.RoutingKeys = []string{"q"}
+		require.Equal(t, router.Accepted, q.Enqueue(m).Kind)
+	}
+	e, err := ParseSQL("colour = 'red'")
+	require.NoError(t, err)
+	n := 0
+	for _, pm := range q.Peek(10) {
+		if e.Match(pm.Msg, pm.Msg.Anns) {
+			n++
+		}
+	}
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 3, q.Len(), "a peek takes nothing")
+}
