@@ -18,10 +18,12 @@ import (
 // did not match, so a credit grant or an enqueue tests only the messages
 // that arrived since, never the whole queue again; a filtered consumer on a
 // deep queue where nothing matches costs one test per message enqueued.
-// Messages that come back before the position are the exception: a classic
-// requeue (back at its place) moves the positions of the filtered
-// subscriptions below it, and a quorum return marks their returns list for
-// one more pass (returns are few and are delivered first).
+// Messages that come back behind the position (a classic requeue goes back
+// to its place, a quorum return to the returns list) are handed to each
+// filtered subscription to test once (filterScan.retest), so a consumer
+// that keeps releasing the head of a deep queue does not make a filtered
+// one test the queue again; past maxRetest of them, the subscription tests
+// the queue again from the oldest instead (bounded memory).
 
 // MessageFilter decides which messages a consumer gets.
 type MessageFilter interface {
@@ -69,23 +71,43 @@ type FieldReader interface {
 // filterScan is a filtered subscription's scan state (guarded by q.mu).
 type filterScan struct {
 	// seq: every ready message of the main list with a seq up to it has
-	// been tested and did not match.
+	// been tested and did not match, but those in retest.
 	seq uint64
-	// returnsDirty: the quorum returns list may hold messages not tested.
+	// returnsDirty: the quorum returns list may hold messages not tested
+	// (at subscribe, and after retest overflowed).
 	returnsDirty bool
+	// retest: messages back in the queue since they were tested (or while
+	// the returns list was being skipped), in the order they came back; a
+	// message no longer ready is skipped.
+	retest []*entry
 }
+
+// maxRetest bounds a filtered subscription's retest list.
+const maxRetest = 1024
 
 // filterHasWorkLocked reports whether dispatch may find a message for s:
 // always for an unfiltered subscription; for a filtered one, when messages
 // it has not tested are ready.
 func (s *Subscription) filterHasWorkLocked() bool {
-	return s.filter == nil || s.scan.returnsDirty || s.scan.seq < s.q.seq
+	return s.filter == nil || len(s.scan.retest) > 0 || s.scan.returnsDirty || s.scan.seq < s.q.seq
 }
 
 // takeMatchLocked removes and returns the first ready message s's filter
 // matches (quorum returns first), testing only what s has not tested; nil
 // when none.
 func (q *Queue) takeMatchLocked(s *Subscription) *entry {
+	for i, e := range s.scan.retest {
+		if e.ready && s.filter.Match(e.msg, e.anns()) {
+			// Those before it are tested; those after it are not yet.
+			n := copy(s.scan.retest, s.scan.retest[i+1:])
+			clear(s.scan.retest[n:])
+			s.scan.retest = s.scan.retest[:n]
+			q.takeMiddleLocked(e)
+			return e
+		}
+	}
+	clear(s.scan.retest)
+	s.scan.retest = s.scan.retest[:0]
 	if s.scan.returnsDirty {
 		for e := range q.returns.all() {
 			if s.filter.Match(e.msg, e.anns()) {
@@ -128,13 +150,25 @@ func (q *Queue) filtersSeeRequeueLocked(e *entry) {
 		return
 	}
 	for _, s := range q.subs {
-		switch {
-		case s.filter == nil:
-		case e.inReturns:
-			s.scan.returnsDirty = true
-		case e.seq <= s.scan.seq:
+		if s.filter == nil || !e.inReturns && e.seq > s.scan.seq {
+			continue // no filter, or the scan is still to reach it
+		}
+		if len(s.scan.retest) < maxRetest {
+			s.scan.retest = append(s.scan.retest, e)
+			continue
+		}
+		// Too many to remember: test the queue again from the oldest.
+		for _, r := range s.scan.retest {
+			if !r.inReturns && r.seq <= s.scan.seq {
+				s.scan.seq = r.seq - 1
+			}
+		}
+		if !e.inReturns && e.seq <= s.scan.seq {
 			s.scan.seq = e.seq - 1
 		}
+		s.scan.returnsDirty = true
+		clear(s.scan.retest)
+		s.scan.retest = s.scan.retest[:0]
 	}
 }
 

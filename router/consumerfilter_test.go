@@ -170,3 +170,63 @@ func BenchmarkEnqueueFilteredNoMatch(b *testing.B) {
 		}
 	}
 }
+
+// A consumer that keeps releasing the head of a deep queue does not make a
+// filtered consumer test the queue again: each message that comes back is
+// tested once.
+func TestFilteredConsumerRequeuesCostOneTestEach(t *testing.T) {
+	for _, typ := range []QueueType{Classic, Quorum} {
+		t.Run(string(typ), func(t *testing.T) {
+			e := newEnv(t)
+			q := e.queue(t, "q", typ)
+			const deep = 1000
+			for range deep {
+				publishBodies(t, e, "q", "a")
+			}
+			f := &bodyFilter{prefix: "b"}
+			_, fc := subscribeFiltered(t, q, f, 5)
+			require.Equal(t, deep, f.tested)
+			s, c := subscribe(t, q, 1)
+			for i := range 50 {
+				d := c.last(t)
+				require.NoError(t, s.Settle(d.Tag, Settlement{Kind: SettleRelease}))
+				s.Flow(uint32(i+1), 1, false)
+			}
+			assert.Equal(t, deep+50, f.tested, "one test per release")
+			assert.Empty(t, fc.bodies())
+		})
+	}
+}
+
+// Past maxRetest messages back in the queue while a filtered consumer has
+// no credit, it tests the queue again from the oldest of them, and still
+// finds what matches.
+func TestFilteredConsumerRetestOverflow(t *testing.T) {
+	for _, typ := range []QueueType{Classic, Quorum} {
+		t.Run(string(typ), func(t *testing.T) {
+			e := newEnv(t)
+			q := e.queue(t, "q", typ)
+			publishBodies(t, e, "q", "b-first")
+			s, c := subscribe(t, q, 1)
+			require.Equal(t, []string{"b-first"}, c.bodies())
+			const n = maxRetest + 10
+			for range n {
+				publishBodies(t, e, "q", "a")
+			}
+			f := &bodyFilter{prefix: "b"}
+			fs, fc := subscribeFiltered(t, q, f, 1)
+			require.Equal(t, n, f.tested, "tested the queue, b-first is out")
+			fs.Flow(0, 0, false) // no credit while the messages come back
+			s.Flow(0, n+1, false)
+			require.Equal(t, n+1, c.n())
+			for _, d := range c.all() {
+				require.NoError(t, s.Settle(d.Tag, Settlement{Kind: SettleRelease}))
+			}
+			s.Cancel(CancelDetach)
+			require.Less(t, len(fs.scan.retest), maxRetest, "the retest list overflowed and was dropped")
+			fs.Flow(0, 5, false)
+			assert.Equal(t, []string{"b-first"}, fc.bodies())
+			assert.Equal(t, n, q.Len())
+		})
+	}
+}
