@@ -101,6 +101,9 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyFilterSQLMaxTokens:     "refused",
 		KeyFilterSQLMaxDepth:      "refused",
 		KeyFilterMaxFields:        "refused",
+		KeyDLEventsBuffer:         "refused",
+		KeyDLEventsMaxSubscribers: "no limit",
+		KeyDLEventsHeartbeat:      "refused",
 		KeyTLSListen:              "refused", // without a certificate: only the default is accepted
 		KeyTLSCertFile:            "no TLS",
 		KeyTLSKeyFile:             "no TLS",
