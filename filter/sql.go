@@ -41,13 +41,12 @@ const (
 
 // node is a node of a parsed expression.
 type node struct {
-	op    op
-	l, r  *node
-	list  []*node // opIn
-	lit   val     // opLit
-	ref   fieldRef
-	like  likePattern
-	depth int // nesting, for the parser's limit
+	op   op
+	l, r *node
+	list []*node // opIn
+	lit  val     // opLit
+	ref  fieldRef
+	like likePattern
 }
 
 // Expr is a parsed SQL filter expression. It is immutable and may be used
