@@ -331,3 +331,49 @@ func TestFilterShownInSessionLinks(t *testing.T) {
 	assert.Equal(t, map[string]any{"name": "amqp:application-properties-filter", "descriptor": "amqp:application-properties-filter",
 		"value": []any{map[string]any{"key": "colour", "value": "&p:bl"}}}, filters["amqp:application-properties-filter"])
 }
+
+// With the official client: a dead-letter queue read by the error each
+// message was discarded with, the rest left for an unfiltered reader.
+func TestRabbitMQClientFilterDeadLetterQueueByError(t *testing.T) {
+	b := startBroker(t, "")
+	conn := rmqConnect(t, b, "guest", "guest")
+	m := conn.Management()
+	ctx := ctxT(t)
+	_, err := m.DeclareQueue(ctx, &rmq.QuorumQueueSpecification{Name: "work.dlq"})
+	require.NoError(t, err)
+	_, err = m.DeclareExchange(ctx, &rmq.FanOutExchangeSpecification{Name: "dlx"})
+	require.NoError(t, err)
+	_, err = m.Bind(ctx, &rmq.ExchangeToQueueBindingSpecification{SourceExchange: "dlx", DestinationQueue: "work.dlq"})
+	require.NoError(t, err)
+	_, err = m.DeclareQueue(ctx, &rmq.QuorumQueueSpecification{Name: "work", DeadLetterExchange: "dlx"})
+	require.NoError(t, err)
+	pub, err := conn.NewPublisher(ctx, &rmq.QueueAddress{Queue: "work"}, nil)
+	require.NoError(t, err)
+	rmqPublish(t, pub, "m1", "m2", "m3", "m4")
+	cons, err := conn.NewConsumer(ctx, "work", nil)
+	require.NoError(t, err)
+	for _, cond := range []amqp.ErrCond{"app:invalid", "app:timeout", "app:invalid", "app:timeout"} {
+		dc := rmqReceive(t, cons)
+		require.NoError(t, dc.Discard(ctx, &amqp.Error{Condition: cond, Description: "failed " + rmqBody(dc)}))
+	}
+	rmqWaitCount(t, m, "work.dlq", 4)
+
+	invalid, err := conn.NewConsumer(ctx, "work.dlq", &rmq.StreamConsumerOptions{InitialCredits: 10, Offset: &rmq.OffsetFirst{},
+		StreamFilterOptions: &rmq.StreamFilterOptions{
+			SQL: "m.[x-last-death-error-condition] = 'app:invalid' AND x-opt-deaths.queue = 'work' AND x-opt-deaths.reason = 'rejected'"}})
+	require.NoError(t, err)
+	for _, want := range []string{"m1", "m3"} {
+		dc := rmqReceive(t, invalid)
+		assert.Equal(t, want, rmqBody(dc))
+		assert.Equal(t, "failed "+want, dc.Message().Annotations["x-last-death-error-description"])
+		require.NoError(t, dc.Accept(ctx))
+	}
+	rest, err := conn.NewConsumer(ctx, "work.dlq", nil)
+	require.NoError(t, err)
+	for _, want := range []string{"m2", "m4"} {
+		dc := rmqReceive(t, rest)
+		assert.Equal(t, want, rmqBody(dc))
+		require.NoError(t, dc.Accept(ctx))
+	}
+	rmqWaitCount(t, m, "work.dlq", 0)
+}
