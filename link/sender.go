@@ -36,6 +36,8 @@ type senderLink struct {
 	// maxMessageSize is the consumer's max-message-size from its attach
 	// (0: no limit): a larger delivery detaches the link (send).
 	maxMessageSize uint64
+
+	filters amqp10.Map // the filters in force, as the attach gave them
 }
 
 // sizeError: a delivery is larger than the consumer's max-message-size.
