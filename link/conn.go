@@ -244,6 +244,9 @@ func (c *conn) serve() {
 		return
 	}
 	if err := c.handshake(); err != nil {
+		if errors.Is(err, errHandedOff) {
+			return
+		}
 		c.log.Info("handshake failed", "err", err)
 		return
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	Tracer *telemetry.Tracer
 	// Counters receive message and connection counts; nil counts nothing.
 	Counters *Counters
+	// AMQP091 serves connections that open with the AMQP 0-9-1 header;
+	// nil refuses them (the AMQP 1.0 SASL header, then close).
+	AMQP091 AMQP091Handler
 }
 
 func (o *Options) setDefaults() {
