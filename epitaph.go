@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/channel"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/internal/testhooks"
@@ -287,6 +288,9 @@ func Start(opts Options) (*Broker, error) {
 		Version:  Version,
 		Tracer:   b.tracer,
 		Counters: b.counters,
+		AMQP091: channel.NewServer(channel.Options{AMQP: opts.AMQP, Logger: opts.Logger.With("component", "amqp091"),
+			Router: rt, Auth: users, PermitTransientNonExclQueues: opts.PermitTransientNonExclQueues,
+			Product: "epitaph", Version: Version}),
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {

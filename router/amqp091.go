@@ -455,3 +455,12 @@ func decodeAMQP091Message(b []byte) (*Message, error) {
 	return &Message{Container: AMQP091{m: &amqp091Message{props: props, body: body, p: p}}, Header: h,
 		DeliveryCount: dc, Exchange: exchange, RoutingKeys: keys, Anns: anns}, nil
 }
+
+// HandedOut is the number of deliveries the subscription has handed out
+// (AMQP 1.0's sender delivery-count): a 0-9-1 basic.get grants credit 1
+// from it.
+func (s *Subscription) HandedOut() uint32 {
+	s.q.mu.Lock()
+	defer s.q.unlock()
+	return s.handedOut
+}
