@@ -536,6 +536,7 @@ func (ch *channel) publish() error {
 		return ch.err(amqp091.PreconditionFailed, 60, 40, "user_id property set to '%s' but authenticated user was '%s'", props.UserID, c.user)
 	}
 	keys := []string{pub.m.RoutingKey}
+	var routeKeys []string
 	for _, h := range []string{"CC", "BCC"} {
 		v, ok := props.Headers.Get(h)
 		if !ok {
@@ -545,9 +546,16 @@ func (ch *channel) publish() error {
 		if !isArr {
 			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,<<\"%s\">>,%s}", h, typeName(v))
 		}
+		if h == "BCC" {
+			routeKeys = slices.Clone(keys)
+		}
 		for _, e := range arr {
 			if s, ok := e.(string); ok {
-				keys = append(keys, s)
+				if h == "BCC" {
+					routeKeys = append(routeKeys, s)
+				} else {
+					keys = append(keys, s)
+				}
 			}
 		}
 	}
@@ -565,7 +573,7 @@ func (ch *channel) publish() error {
 		seq = ch.nextSeq
 	}
 	ch.mu.Unlock()
-	p := router.Publish{Exchange: exchange, Msg: msg, Queues: ch.routeBuf}
+	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
 	if confirm {
 		p.Confirm = func(o router.Outcome) { ch.confirmed(seq, o) }
 	}
