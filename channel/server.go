@@ -208,9 +208,18 @@ func (c *conn) serve() {
 		return
 	}
 	c.log.Debug("connection open", "user", c.user, "vhost", c.vhost.Name())
-	c.dwg.Add(2)
+	c.dwg.Add(3)
 	go c.deliverLoop()   // exits when done is closed
 	go c.heartbeatLoop() // exits when done is closed
+	go func() {          // exits when done is closed
+		defer c.dwg.Done()
+		select {
+		case <-c.h.Force:
+			// Wake the reader: it closes with connection-forced.
+			_ = c.nc.SetReadDeadline(time.Now())
+		case <-c.done:
+		}
+	}()
 	var blockedC <-chan struct{}
 	go c.watchAlarms(&blockedC)
 	err := c.readLoop()
@@ -308,14 +317,14 @@ func (c *conn) readLoop() error {
 		if c.heartbeat > 0 {
 			timeout = 2 * c.heartbeat // two missed heartbeats, as RabbitMQ
 		}
-		if timeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
-		}
 		select {
 		case <-c.h.Force:
 			c.closeConnection(&amqp091.Error{Code: amqp091.ConnectionForced, Text: "broker forced connection closure with reason 'shutdown'"})
 			return errClosed
 		default:
+			if timeout > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+			}
 		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
