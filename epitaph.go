@@ -109,6 +109,8 @@ type Broker struct {
 	providers *telemetry.Providers
 	tracer    *telemetry.Tracer
 	counters  *link.Counters
+	// counters091 count the AMQP 0-9-1 front end (protocol="amqp091").
+	counters091 *link.Counters
 
 	httpCtx    context.Context // the HTTP requests' base, cancelled by Close
 	httpCancel context.CancelFunc
@@ -290,7 +292,7 @@ func Start(opts Options) (*Broker, error) {
 		Counters: b.counters,
 		AMQP091: channel.NewServer(channel.Options{AMQP: opts.AMQP, Logger: opts.Logger.With("component", "amqp091"),
 			Router: rt, Auth: users, PermitTransientNonExclQueues: opts.PermitTransientNonExclQueues,
-			Product: "epitaph", Version: Version}),
+			Product: "epitaph", Version: Version, Counters: b.counters091}),
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {

@@ -58,6 +58,9 @@ type pendingPublish struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.ChannelAdded(1)
+	}
 	return &channel{c: c, id: id, consumers: map[string]*consumer{}, gets: map[*router.Queue]*getConsumer{}}
 }
 
@@ -71,6 +74,9 @@ func (ch *channel) end() {
 		return
 	}
 	ch.ended = true
+	if ctr := ch.c.srv.opts.Counters; ctr != nil {
+		ctr.ChannelAdded(-1)
+	}
 	cons := make([]*consumer, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
 		cons = append(cons, k)
@@ -584,6 +590,9 @@ func (ch *channel) publish() error {
 			return ch.err(amqp091.NotFound, 60, 40, "no exchange '%s' in vhost '%s'", exchange, vh.Name())
 		}
 		return ch.routerErr(err, 60, 40)
+	}
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.Published(res.Queues, res.Outcome.Kind, confirm, pub.m.Mandatory)
 	}
 	if res.Outcome.Kind == router.Released && pub.m.Mandatory {
 		ret := &amqp091.BasicReturn{ReplyCode: amqp091.NoRoute, ReplyText: "NO_ROUTE", Exchange: exchange, RoutingKey: pub.m.RoutingKey}

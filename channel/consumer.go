@@ -88,6 +88,9 @@ func (k *consumer) write(d *router.Delivery) error {
 	m := &amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey}
 	err = ch.c.sendContent(ch.id, m, out.Props, out.Body)
+	if ctr := ch.c.srv.opts.Counters; ctr != nil {
+		ctr.Delivered(k.q, k.noAck)
+	}
 	if cap(out.Props) <= 4096 {
 		k.buf = out.Props[:0]
 	}
@@ -125,6 +128,9 @@ func (k *consumer) cancel(reason router.CancelReason) {
 	k.flowMu.Unlock()
 	k.sub.Cancel(reason)
 	srv := k.ch.c.srv
+	if ctr := srv.opts.Counters; ctr != nil {
+		ctr.ConsumerAdded(-1)
+	}
 	srv.mu.Lock()
 	if srv.consumers[k.q]--; srv.consumers[k.q] <= 0 {
 		delete(srv.consumers, k.q)
@@ -181,6 +187,9 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 		return ch.routerErr(err, 60, 20)
 	}
 	k.sub = sub
+	if ctr := srv.opts.Counters; ctr != nil {
+		ctr.ConsumerAdded(1)
+	}
 	ch.mu.Lock()
 	ch.consumers[tag] = k
 	ch.mu.Unlock()
@@ -278,6 +287,9 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: g.sub, stag: d.Tag})
 	}
 	count := q.Len()
+	if ctr := ch.c.srv.opts.Counters; ctr != nil {
+		ctr.Delivered(q, m.NoAck)
+	}
 	return ch.c.sendContent(ch.id, &amqp091.BasicGetOk{DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey, MessageCount: uint32(count)}, out.Props, out.Body)
 }
@@ -343,6 +355,9 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 		take = rest
 		errs := make([]error, len(tags))
 		sub.SettleBatch(tags, o, errs)
+		if ctr := ch.c.srv.opts.Counters; ctr != nil {
+			ctr.Settled(sub.Queue(), o, len(tags))
+		}
 		if cons != nil {
 			k := cons
 			k.flowMu.Lock()

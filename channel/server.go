@@ -45,6 +45,9 @@ type Options struct {
 	// Product and Version go into server-properties; RabbitMQVersion is
 	// sent as version (default "4.3.0").
 	Product, Version, RabbitMQVersion string
+	// Counters are the listener's (link.Options.Counters): the metrics
+	// count both protocols. Nil counts nothing.
+	Counters *link.Counters
 }
 
 // Server serves AMQP 0-9-1 connections handed over by the listener.
@@ -208,6 +211,10 @@ func (c *conn) serve() {
 		return
 	}
 	c.log.Debug("connection open", "user", c.user, "vhost", c.vhost.Name())
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.ConnectionAdded(1)
+		defer ctr.ConnectionAdded(-1)
+	}
 	c.dwg.Add(3)
 	go c.deliverLoop()   // exits when done is closed
 	go c.heartbeatLoop() // exits when done is closed

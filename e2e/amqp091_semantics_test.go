@@ -248,3 +248,44 @@ func TestAMQP091CrossProtocolConsumers(t *testing.T) {
 	assert.Equal(t, "to 0-9-1", string(d.Body))
 	require.NoError(t, d.Ack(false))
 }
+
+// TestAMQP091Metrics: 0-9-1 traffic is counted under protocol="amqp091"
+// in RabbitMQ's global families, and in epitaph's connection gauges.
+func TestAMQP091Metrics(t *testing.T) {
+	b := startBroker(t, "", func(o *epitaph.Options) {
+		o.HTTPListen = "127.0.0.1:0"
+		o.Telemetry.Metrics = true
+	})
+	ch := channel091(t, dial091(t, b))
+	_, err := ch.QueueDeclare("met", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 3))
+	for _, rk := range []string{"met", "met", "nowhere"} {
+		require.NoError(t, ch.PublishWithContext(ctxT(t), "", rk, rk == "nowhere", false, amqp091.Publishing{}))
+	}
+	for range 3 {
+		<-confirms
+	}
+	d := get091(t, ch, "met", false)
+	require.NoError(t, d.Ack(false))
+	ds, err := ch.Consume("met", "", true, false, false, false, nil)
+	require.NoError(t, err)
+	recv091(t, ds)
+	text := scrape(t, b)
+	for _, want := range []string{
+		`epitaph_connections 1`,
+		`rabbitmq_global_messages_received_total{protocol="amqp091"} 3`,
+		`rabbitmq_global_messages_received_confirm_total{protocol="amqp091"} 3`,
+		`rabbitmq_global_messages_routed_total{protocol="amqp091"} 2`,
+		`rabbitmq_global_messages_unroutable_returned_total{protocol="amqp091"} 1`,
+		`rabbitmq_global_messages_confirmed_total{protocol="amqp091"} 2`,
+		`rabbitmq_global_consumers{protocol="amqp091"} 1`,
+		`rabbitmq_global_messages_delivered_total{protocol="amqp091",queue_type="rabbit_classic_queue"} 2`,
+		`rabbitmq_global_messages_delivered_consume_auto_ack_total{protocol="amqp091",queue_type="rabbit_classic_queue"} 1`,
+		`rabbitmq_global_messages_acknowledged_total{protocol="amqp091",queue_type="rabbit_classic_queue"} 1`,
+		`rabbitmq_global_messages_received_total{protocol="amqp10"} 0`,
+	} {
+		assert.Contains(t, text, want)
+	}
+}
