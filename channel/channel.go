@@ -523,6 +523,9 @@ func (ch *channel) publish() error {
 	pub := ch.pub
 	ch.pub = pendingPublish{}
 	c := ch.c
+	if !c.waitUnblocked() {
+		return errClosed
+	}
 	vh := c.vhost
 	exchange := pub.m.Exchange
 	var props amqp091.Properties

@@ -311,6 +311,27 @@ func (c *conn) watchAlarms(_ *<-chan struct{}) {
 	}
 }
 
+// waitUnblocked holds a publishing connection while a resource alarm is
+// set, as RabbitMQ blocks the reader of a connection that publishes: the
+// message and everything after it wait in the socket. It reports false if
+// the connection is forced closed meanwhile.
+func (c *conn) waitUnblocked() bool {
+	mon := c.srv.opts.Router.Alarms()
+	for {
+		blocked, changed := mon.PublishBlocked()
+		if !blocked {
+			return true
+		}
+		_ = c.nc.SetReadDeadline(time.Time{}) // no heartbeat time-out while blocked
+		select {
+		case <-changed:
+		case <-c.h.Force:
+			c.closeConnection(&amqp091.Error{Code: amqp091.ConnectionForced, Text: "broker forced connection closure with reason 'shutdown'"})
+			return false
+		}
+	}
+}
+
 func (c *conn) hasCapability(name string) bool {
 	v, ok := c.capabilities.Get(name)
 	b, isBool := v.(bool)

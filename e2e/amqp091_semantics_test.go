@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
+	"github.com/epitaph-mq/epitaph/internal/testhooks"
 )
 
 // TestAMQP091ConfirmsAndReturns: publisher confirms ack routed and
@@ -288,4 +290,67 @@ func TestAMQP091Metrics(t *testing.T) {
 	} {
 		assert.Contains(t, text, want)
 	}
+}
+
+// TestAMQP091Blocked: a resource alarm sends connection.blocked ("low on
+// memory") to a client with the capability and holds its publishes; the
+// alarm's end sends connection.unblocked and the held publish is confirmed.
+func TestAMQP091Blocked(t *testing.T) {
+	var used atomic.Uint64
+	used.Store(1 << 20)
+	b := startBroker(t, "", func(o *epitaph.Options) {
+		o.MemoryHighWatermark = 1 << 30
+		testhooks.SetAlarms(o, testhooks.Alarms{MemoryUsed: used.Load, Interval: 20 * time.Millisecond})
+	})
+	c := dial091(t, b)
+	blocks := c.NotifyBlocked(make(chan amqp091.Blocking, 2))
+	ch := channel091(t, c)
+	_, err := ch.QueueDeclare("blk", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+
+	used.Store(1 << 31)
+	select {
+	case bl := <-blocks:
+		assert.True(t, bl.Active)
+		assert.Equal(t, "low on memory", bl.Reason)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection.blocked")
+	}
+	require.NoError(t, ch.PublishWithContext(ctxT(t), "", "blk", false, false, amqp091.Publishing{Body: []byte("held")}))
+	select {
+	case <-confirms:
+		t.Fatal("a publish was confirmed during the alarm")
+	case <-time.After(200 * time.Millisecond): // the alarm holds it: nothing to wait for
+	}
+	assert.Equal(t, 0, queueLen(t, b, "blk"))
+	used.Store(1 << 20)
+	select {
+	case bl := <-blocks:
+		assert.False(t, bl.Active)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection.unblocked")
+	}
+	select {
+	case cf := <-confirms:
+		assert.True(t, cf.Ack)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held publish was not confirmed")
+	}
+	assert.Equal(t, 1, queueLen(t, b, "blk"))
+}
+
+// TestAMQP091MaxConnections: a 0-9-1 connection beyond max-connections is
+// refused with 530 at connection.open; the others keep working.
+func TestAMQP091MaxConnections(t *testing.T) {
+	b := startBroker(t, "", func(o *epitaph.Options) { o.MaxConnections = 1 })
+	c := dial091(t, b)
+	_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
+	e := amqp091Error(t, err)
+	assert.Equal(t, 530, e.Code)
+	assert.Contains(t, e.Reason, "NOT_ALLOWED - connection refused: node connection limit (1) is reached")
+	ch := channel091(t, c)
+	_, err = ch.QueueDeclare("", false, false, true, false, nil)
+	require.NoError(t, err)
 }
