@@ -292,7 +292,7 @@ func Start(opts Options) (*Broker, error) {
 		Counters: b.counters,
 		AMQP091: channel.NewServer(channel.Options{AMQP: opts.AMQP, Logger: opts.Logger.With("component", "amqp091"),
 			Router: rt, Auth: users, PermitTransientNonExclQueues: opts.PermitTransientNonExclQueues,
-			Product: "epitaph", Version: Version, Counters: b.counters091}),
+			Product: "epitaph", Version: Version, Counters: b.counters091, Tracer: b.tracer}),
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {

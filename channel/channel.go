@@ -13,7 +13,9 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 	"github.com/epitaph-mq/epitaph/value"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // channel is one open channel. The reader owns its method handling; mu
@@ -582,12 +584,28 @@ func (ch *channel) publish() error {
 		seq = ch.nextSeq
 	}
 	ch.mu.Unlock()
+	var span trace.Span
+	if tr := c.srv.opts.Tracer; tr != nil {
+		span = tr.StartPublish(vh.Name(), exchange, pub.m.RoutingKey, container)
+		// The message carries the publish span's context as its hop context.
+		msg.Anns = telemetry.Inject(msg.Anns, span.SpanContext())
+	}
 	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
-	if confirm {
-		p.Confirm = func(o router.Outcome) { ch.confirmed(seq, o) }
+	if confirm || span != nil {
+		p.Confirm = func(o router.Outcome) {
+			if span != nil {
+				telemetry.EndPublish(span, nil, o)
+			}
+			if confirm {
+				ch.confirmed(seq, o)
+			}
+		}
 	}
 	res, err := vh.Publish(p)
 	ch.routeBuf = res.Queues[:0]
+	if span != nil && !res.Pending {
+		telemetry.EndPublish(span, res.Queues, res.Outcome)
+	}
 	if err != nil {
 		if errors.Is(err, router.ErrNotFound) {
 			return ch.err(amqp091.NotFound, 60, 40, "no exchange '%s' in vhost '%s'", exchange, vh.Name())

@@ -87,6 +87,10 @@ func (k *consumer) write(d *router.Delivery) error {
 	}
 	m := &amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey}
+	if tr := ch.c.srv.opts.Tracer; tr != nil {
+		span := tr.StartDeliver(k.q, d, k.tag)
+		defer span.End()
+	}
 	err = ch.c.sendContent(ch.id, m, out.Props, out.Body)
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.Delivered(k.q, k.noAck)

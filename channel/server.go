@@ -26,6 +26,7 @@ import (
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
 )
 
 // Options configure a Server.
@@ -45,9 +46,12 @@ type Options struct {
 	// Product and Version go into server-properties; RabbitMQVersion is
 	// sent as version (default "4.3.0").
 	Product, Version, RabbitMQVersion string
-	// Counters are the listener's (link.Options.Counters): the metrics
-	// count both protocols. Nil counts nothing.
+	// Counters count the front end's traffic for the metrics (protocol
+	// amqp091); nil counts nothing.
 	Counters *link.Counters
+	// Tracer records publish and deliver spans, as for AMQP 1.0; nil is
+	// tracing off.
+	Tracer *telemetry.Tracer
 }
 
 // Server serves AMQP 0-9-1 connections handed over by the listener.
