@@ -85,6 +85,27 @@ func TestAMQP091ErrorCodes(t *testing.T) {
 			_, err := ch.QueueDeclare("amq.q", true, false, false, false, nil)
 			return err
 		}, 403, false, "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'"},
+		{"unknown exchange type", func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclare("x-unknown", "x-consistent-hash", false, false, false, false, nil)
+		}, 406, false, "PRECONDITION_FAILED - unknown exchange type 'x-consistent-hash'"},
+		{"passive declare of a missing exchange", func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclarePassive("nox", "direct", false, false, false, false, nil)
+		}, 404, false, "NOT_FOUND - no exchange 'nox' in vhost '/'"},
+		{"exclusive consume of a consumed queue", func(ch *amqp091.Channel) error {
+			if _, err := ch.Consume("plain", "", false, false, false, false, nil); err != nil {
+				return err
+			}
+			_, err := ch.Consume("plain", "", false, true, false, false, nil)
+			return err
+		}, 403, false, "ACCESS_REFUSED - queue 'plain' in vhost '/' in exclusive use"},
+		{"delete of a queue in use with if-unused", func(ch *amqp091.Channel) error {
+			if _, err := ch.Consume("plain", "", false, false, false, false, nil); err != nil {
+				return err
+			}
+			_, err := ch.QueueDelete("plain", true, false, false)
+			return err
+		}, 406, false, "PRECONDITION_FAILED - queue 'plain' in vhost '/' in use"},
+		{"recover without requeue", func(ch *amqp091.Channel) error { return ch.Recover(false) }, 540, true, "NOT_IMPLEMENTED - requeue=false"},
 		{"qos with prefetch-size", func(ch *amqp091.Channel) error { return ch.Qos(1, 10, false) }, 540, true, "NOT_IMPLEMENTED - prefetch_size!=0 (10)"},
 		{"tx.select", func(ch *amqp091.Channel) error { return ch.Tx() }, 540, true, "NOT_IMPLEMENTED"},
 		{"flow(false)", func(ch *amqp091.Channel) error { return ch.Flow(false) }, 540, true, "NOT_IMPLEMENTED - active=false"},
