@@ -38,6 +38,10 @@ type channel struct {
 	nextTag   uint64 // last delivery tag used
 	unacked   []unacked
 	consumers map[string]*consumer
+	// draining are consumers cancelled by the client while they still had
+	// unacknowledged deliveries: they end with their last settlement, or
+	// with the channel.
+	draining map[*consumer]struct{}
 	confirm   bool
 	nextSeq   uint64 // last publish sequence number (confirm mode)
 }
@@ -63,7 +67,7 @@ func newChannel(c *conn, id uint16) *channel {
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.ChannelAdded(1)
 	}
-	return &channel{c: c, id: id, consumers: map[string]*consumer{}, gets: map[*router.Queue]*getConsumer{}}
+	return &channel{c: c, id: id, consumers: map[string]*consumer{}, draining: map[*consumer]struct{}{}, gets: map[*router.Queue]*getConsumer{}}
 }
 
 // end cancels the channel's consumers: their unacknowledged messages
@@ -83,7 +87,10 @@ func (ch *channel) end() {
 	for _, k := range ch.consumers {
 		cons = append(cons, k)
 	}
-	ch.consumers = map[string]*consumer{}
+	for k := range ch.draining {
+		cons = append(cons, k)
+	}
+	ch.consumers, ch.draining = map[string]*consumer{}, map[*consumer]struct{}{}
 	ch.unacked = nil
 	ch.mu.Unlock()
 	for _, k := range cons {

@@ -3,6 +3,7 @@ package channel
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/auth"
@@ -30,8 +31,9 @@ type consumer struct {
 	released uint32 // deliveries settled (prefetch) or written (no limit)
 	// cancelled: basic.cancel was received; the subscription ends when the
 	// last unacknowledged delivery is settled (RabbitMQ 4.3 keeps them
-	// checked out and settleable).
-	cancelled bool
+	// checked out and settleable). Set under ch.mu, so that a delivery is
+	// written either before cancel-ok or not at all.
+	cancelled atomic.Bool
 	gone      bool // the subscription has ended
 	out       int  // unacknowledged deliveries (guarded by ch.mu)
 	buf       []byte
@@ -52,7 +54,7 @@ func (k *consumer) flow(released uint32) {
 	k.flowMu.Lock()
 	defer k.flowMu.Unlock()
 	k.released += released
-	if k.cancelled || k.gone {
+	if k.cancelled.Load() || k.gone {
 		return
 	}
 	w := uint32(window)
@@ -69,6 +71,14 @@ func (k *consumer) write(d *router.Delivery) error {
 	if ch.ended || k.gone {
 		ch.mu.Unlock()
 		return nil // its unsettled delivery went back with the subscription
+	}
+	if k.cancelled.Load() {
+		// Handed over before basic.cancel took effect: it goes back.
+		ch.mu.Unlock()
+		if !k.noAck {
+			_ = k.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleRelease})
+		}
+		return nil
 	}
 	out, err := router.Delivery091Of(d, k.buf)
 	if err != nil {
@@ -209,12 +219,13 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 func (ch *channel) cancel(m *amqp091.BasicCancel) error {
 	ch.mu.Lock()
 	k, ok := ch.consumers[m.ConsumerTag]
-	if ok {
-		delete(ch.consumers, m.ConsumerTag)
-	}
 	out := 0
 	if ok {
-		out = k.out
+		delete(ch.consumers, m.ConsumerTag)
+		k.cancelled.Store(true)
+		if out = k.out; out > 0 {
+			ch.draining[k] = struct{}{}
+		}
 	}
 	ch.mu.Unlock()
 	if ok {
@@ -224,7 +235,6 @@ func (ch *channel) cancel(m *amqp091.BasicCancel) error {
 			// Its unacknowledged deliveries stay checked out and can still
 			// be settled; no more are delivered.
 			k.flowMu.Lock()
-			k.cancelled = true
 			k.sub.Flow(k.released, 0, false)
 			k.flowMu.Unlock()
 		}
@@ -364,11 +374,12 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 		}
 		if cons != nil {
 			k := cons
-			k.flowMu.Lock()
-			cancelled := k.cancelled
-			k.flowMu.Unlock()
+			cancelled := k.cancelled.Load()
 			ch.mu.Lock()
 			done := cancelled && k.out == 0
+			if done {
+				delete(ch.draining, k)
+			}
 			ch.mu.Unlock()
 			if done {
 				k.cancel(router.CancelDetach)

@@ -354,3 +354,22 @@ func TestAMQP091MaxConnections(t *testing.T) {
 	_, err = ch.QueueDeclare("", false, false, true, false, nil)
 	require.NoError(t, err)
 }
+
+// TestAMQP091CancelledConsumerEndsWithChannel: a consumer cancelled with an
+// unacknowledged delivery keeps it until the channel closes, which returns
+// it to the queue.
+func TestAMQP091CancelledConsumerEndsWithChannel(t *testing.T) {
+	b := startBroker(t, `{"queues":[{"name":"cq","vhost":"/","durable":true}]}`)
+	c := dial091(t, b)
+	ch := channel091(t, c)
+	require.NoError(t, ch.PublishWithContext(ctxT(t), "", "cq", false, false, amqp091.Publishing{Body: []byte("a")}))
+	ds, err := ch.Consume("cq", "k", false, false, false, false, nil)
+	require.NoError(t, err)
+	recv091(t, ds)
+	require.NoError(t, ch.Cancel("k", false))
+	assert.Equal(t, 1, unacked(t, b, "cq"))
+	require.NoError(t, ch.Close())
+	eventually(t, "returned to the queue", func() bool { return queueLen(t, b, "cq") == 1 && unacked(t, b, "cq") == 0 })
+	d := get091(t, channel091(t, c), "cq", true)
+	assert.True(t, d.Redelivered)
+}
