@@ -105,6 +105,10 @@ func TestAMQP091ErrorCodes(t *testing.T) {
 			_, err := ch.QueueDelete("plain", true, false, false)
 			return err
 		}, 406, false, "PRECONDITION_FAILED - queue 'plain' in vhost '/' in use"},
+		{"invalid queue argument", func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclare("badargs", true, false, false, false, amqp091.Table{"x-max-length": "abc"})
+			return err
+		}, 406, false, "PRECONDITION_FAILED - "},
 		{"recover without requeue", func(ch *amqp091.Channel) error { return ch.Recover(false) }, 540, true, "NOT_IMPLEMENTED - requeue=false"},
 		{"qos with prefetch-size", func(ch *amqp091.Channel) error { return ch.Qos(1, 10, false) }, 540, true, "NOT_IMPLEMENTED - prefetch_size!=0 (10)"},
 		{"tx.select", func(ch *amqp091.Channel) error { return ch.Tx() }, 540, true, "NOT_IMPLEMENTED"},

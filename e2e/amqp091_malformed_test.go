@@ -239,3 +239,31 @@ func TestAMQP091Malformed(t *testing.T) {
 
 	require.False(t, bystander.IsClosed())
 }
+
+// TestAMQP091RawLimits: a channel number above the negotiated channel-max
+// is 530; a client that sends nothing for two heartbeat intervals is
+// disconnected.
+func TestAMQP091RawLimits(t *testing.T) {
+	b := startBroker(t, "")
+	r := dialRaw091(t, b)
+	r.open(131072) // channel-max 10
+	r.send(11, &amqp091.ChannelOpen{})
+	r.expectConnClose(530, "negotiated channel_max (10)")
+
+	r = dialRaw091(t, b)
+	_, ok := r.login("guest", nil).(*amqp091.ConnectionTune)
+	require.True(t, ok)
+	r.send(0, &amqp091.ConnectionTuneOk{ChannelMax: 10, FrameMax: 131072, Heartbeat: 1})
+	r.send(0, &amqp091.ConnectionOpen{VirtualHost: "/"})
+	_, ok = r.method().(*amqp091.ConnectionOpenOk)
+	require.True(t, ok)
+	start := time.Now()
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			break // closed by the broker
+		}
+		require.Equal(t, amqp091.FrameHeartbeat, f.Type, "only heartbeats while idle")
+	}
+	assert.WithinRange(t, time.Now(), start.Add(1500*time.Millisecond), start.Add(5*time.Second))
+}
