@@ -324,3 +324,31 @@ func TestAMQP10RejectedTwiceOver091(t *testing.T) {
 	assertDeath(t, deaths[1], "a", "rejected", 1, "", []string{"a"})
 	assertSix(t, m, "a", "rejected", "", "b", "rejected", "")
 }
+
+// TestAMQP091ClientXDeathIsNotHistory: an x-death header the publisher set
+// reaches an AMQP 1.0 consumer as the annotation x-death (no x-opt-deaths),
+// and once the message dies the broker's history replaces it.
+func TestAMQP091ClientXDeathIsNotHistory(t *testing.T) {
+	b := startBroker(t, `{"queues":[
+		{"name":"src","vhost":"/","durable":true,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"dst"}},
+		{"name":"dst","vhost":"/","durable":true,"arguments":{}}]}`)
+	ch := channel091(t, dial091(t, b))
+	fake := []any{amqp091.Table{"count": int64(5), "reason": "expired", "queue": "elsewhere"}}
+	for range 2 {
+		require.NoError(t, ch.PublishWithContext(ctxT(t), "", "src", false, false, amqp091.Publishing{
+			Headers: amqp091.Table{"x-death": fake}, Body: []byte("f")}))
+	}
+	s := session(t, dial(t, b, nil))
+	r := receiver(t, s, "/queues/src", &amqp.ReceiverOptions{Credit: 1})
+	m := recv(t, r)
+	assert.NotContains(t, m.Annotations, "x-opt-deaths")
+	assert.Equal(t, []any{map[string]any{"count": int64(5), "reason": "expired", "queue": "elsewhere"}}, m.Annotations["x-death"])
+	require.NoError(t, r.AcceptMessage(ctxT(t), m))
+	require.NoError(t, r.Close(ctxT(t)))
+
+	require.NoError(t, get091(t, ch, "src", false).Reject(false))
+	d := get091(t, ch, "dst", true)
+	xd := d.Headers["x-death"].([]any)
+	require.Len(t, xd, 1)
+	assertXDeath(t, xd[0], "src", "rejected", 1, "", []any{"src"})
+}

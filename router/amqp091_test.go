@@ -165,3 +165,43 @@ func TestConvert091To10OddHeaders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, value.Map{{Key: value.Symbol("x-first-death-queue"), Value: "old"}}, ma)
 }
+
+// TestConvertAMQPBodyAndDurability: a 0-9-1 payload of type amqp-1.0 is
+// the AMQP 1.0 body again (E5); an AMQP 1.0 message with durable=false
+// gets no basic properties over 0-9-1, with priority 0 and ttl 0 exactly
+// those (E3).
+func TestConvertAMQPBodyAndDurability(t *testing.T) {
+	payload := "\x00\x53\x77\xa1\x02hi"
+	w, err := convert091To10(&amqp091.Properties{Flags: amqp091.FlagType, Type: "amqp-1.0"}, []byte(payload))
+	require.NoError(t, err)
+	b, err := w.Body()
+	require.NoError(t, err)
+	assert.Equal(t, payload, string(b))
+	ma, err := w.AnnotationMap()
+	require.NoError(t, err)
+	assert.Equal(t, value.Map{{Key: value.Symbol("x-basic-type"), Value: "amqp-1.0"}}, ma)
+	assert.False(t, w.Header.Durable)
+
+	for _, tc := range []struct {
+		h     *amqp10.Header
+		flags uint16
+	}{
+		{nil, 0},
+		{&amqp10.Header{Priority: 4}, 0},
+		{&amqp10.Header{Priority: 0, TTL: 0, HasTTL: true}, amqp091.FlagPriority | amqp091.FlagExpiration},
+	} {
+		data := amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), []byte("x"))
+		parsed, err := amqp10.ParseMessage(amqp10.NewMessage(tc.h, nil, data, nil).Append(nil))
+		require.NoError(t, err)
+		m := NewAMQP10Message(parsed)
+		out, err := Delivery091Of(&Delivery{Msg: m, Header: m.Header}, nil)
+		require.NoError(t, err)
+		var p amqp091.Properties
+		require.NoError(t, p.Decode(out.Props))
+		assert.Equal(t, tc.flags, p.Flags, "%+v", tc.h)
+		if tc.flags != 0 {
+			assert.Equal(t, uint8(0), p.Priority)
+			assert.Equal(t, "0", p.Expiration)
+		}
+	}
+}

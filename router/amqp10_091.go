@@ -227,7 +227,9 @@ func convertTo091(c Container, d *Delivery) (amqp091.Properties, []byte, error) 
 		p.Flags |= amqp091.FlagDeliveryMode
 		p.DeliveryMode = 2
 	}
-	if w.HasHeader {
+	if w.HasHeader && d.Header.Priority != 4 {
+		// The header's priority field, when the publisher set one: the
+		// codec keeps no presence bit, so the default 4 reads as unset.
 		p.Flags |= amqp091.FlagPriority
 		p.Priority = d.Header.Priority
 	}
