@@ -42,8 +42,8 @@ type channel struct {
 	// unacknowledged deliveries: they end with their last settlement, or
 	// with the channel.
 	draining map[*consumer]struct{}
-	confirm   bool
-	nextSeq   uint64 // last publish sequence number (confirm mode)
+	confirm  bool
+	nextSeq  uint64 // last publish sequence number (confirm mode)
 }
 
 // unacked is a delivery the client has to settle.
