@@ -597,20 +597,23 @@ func (ch *channel) publish() error {
 		msg.Anns = telemetry.Inject(msg.Anns, span.SpanContext())
 	}
 	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
-	if confirm || span != nil {
-		p.Confirm = func(o router.Outcome) {
-			if span != nil {
-				telemetry.EndPublish(span, nil, o)
-			}
-			if confirm {
-				ch.confirmed(seq, o)
-			}
+	done := func(o router.Outcome, queues []*router.Queue) {
+		if span != nil {
+			telemetry.EndPublish(span, queues, o)
+		}
+		if confirm {
+			ch.confirmed(seq, o)
+		} else if o.Kind == router.Rejected {
+			c.log.Warn("publish refused; the publisher is not in confirm mode and is not told", "exchange", exchange, "err", o.Error)
 		}
 	}
+	// Always asynchronous: without confirm mode nobody waits for the
+	// store's sync, and the channel must not wait for it either.
+	p.Confirm = func(o router.Outcome) { done(o, nil) }
 	res, err := vh.Publish(p)
 	ch.routeBuf = res.Queues[:0]
-	if span != nil && !res.Pending {
-		telemetry.EndPublish(span, res.Queues, res.Outcome)
+	if err != nil && span != nil {
+		telemetry.EndPublish(span, nil, router.Outcome{Kind: router.Rejected, Error: &router.Error{Condition: "amqp:not-found", Description: err.Error()}})
 	}
 	if err != nil {
 		if errors.Is(err, router.ErrNotFound) {
@@ -627,8 +630,8 @@ func (ch *channel) publish() error {
 			return err
 		}
 	}
-	if confirm && !res.Pending {
-		ch.confirmed(seq, res.Outcome)
+	if !res.Pending {
+		done(res.Outcome, res.Queues)
 	}
 	return nil
 }
