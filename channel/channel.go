@@ -145,13 +145,10 @@ func (ch *channel) authorize(kind, name string, a auth.Access, classID, methodID
 
 // frame handles one frame of the channel.
 func (ch *channel) frame(f amqp091.Frame) error {
-	step, err := ch.asm.Next(f)
-	if err != nil {
-		return err
-	}
 	if ch.closing {
-		// Waiting for close-ok: everything else is dropped.
-		if step == amqp091.StepMethod {
+		// Waiting for close-ok: everything else is dropped, content frames
+		// of a publish in progress included.
+		if f.Type == amqp091.FrameMethod {
 			if cl, me, _, _ := amqp091.ParseMethodHeader(f.Payload); cl == 20 && me == 41 {
 				delete(ch.c.channels, ch.id)
 			} else if cl == 20 && me == 40 {
@@ -160,6 +157,10 @@ func (ch *channel) frame(f amqp091.Frame) error {
 			}
 		}
 		return nil
+	}
+	step, err := ch.asm.Next(f)
+	if err != nil {
+		return err
 	}
 	switch step {
 	case amqp091.StepMethod:

@@ -236,6 +236,14 @@ func TestAMQP091Malformed(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, uint16(406), cc.ReplyCode)
 	assert.Equal(t, "PRECONDITION_FAILED - message size 2048 is larger than configured max size 1024", cc.ReplyText)
+	// The body frames that followed were dropped; the connection goes on.
+	r.send(1, &amqp091.ChannelCloseOk{})
+	r.send(1, &amqp091.ChannelOpen{})
+	_, ok = r.method().(*amqp091.ChannelOpenOk)
+	require.True(t, ok)
+	r.send(1, &amqp091.QueueDeclare{Queue: "", Exclusive: true})
+	_, ok = r.method().(*amqp091.QueueDeclareOk)
+	require.True(t, ok)
 
 	require.False(t, bystander.IsClosed())
 }
