@@ -96,8 +96,9 @@ func (ch *channel) end() {
 	for _, k := range cons {
 		k.cancel(router.CancelConnectionLost)
 	}
-	for _, g := range ch.gets {
+	for q, g := range ch.gets {
 		g.sub.Cancel(router.CancelConnectionLost)
+		ch.c.srv.getterDone(q)
 	}
 	ch.gets = nil
 }
@@ -467,7 +468,8 @@ func (ch *channel) queueDeclare(m *amqp091.QueueDeclare) error {
 func (ch *channel) declareOk(q *router.Queue, noWait bool) error {
 	ch.lastQueue = q.Name()
 	info := q.Info()
-	return ch.okUnlessNoWait(noWait, &amqp091.QueueDeclareOk{Queue: q.Name(), MessageCount: uint32(info.Messages), ConsumerCount: uint32(info.Consumers)})
+	return ch.okUnlessNoWait(noWait, &amqp091.QueueDeclareOk{Queue: q.Name(), MessageCount: uint32(info.Messages),
+		ConsumerCount: uint32(ch.c.srv.consumerCount(q))})
 }
 
 // lookupQueue finds a queue the channel may use (404, 405).
@@ -510,7 +512,7 @@ func (ch *channel) queueDelete(m *amqp091.QueueDelete) error {
 		return ch.err(amqp091.ResourceLocked, 50, 40, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", name, vh.Name())
 	}
 	info := q.Info()
-	if m.IfUnused && info.Consumers > 0 {
+	if m.IfUnused && ch.c.srv.consumerCount(q) > 0 {
 		return ch.err(amqp091.PreconditionFailed, 50, 40, "queue '%s' in vhost '%s' in use", name, vh.Name())
 	}
 	if m.IfEmpty && info.Messages > 0 {

@@ -178,7 +178,7 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 	// maps onto the router's consumer priorities when they exist.
 	srv := ch.c.srv
 	srv.mu.Lock()
-	if srv.exclusive[q] || m.Exclusive && (srv.consumers[q] > 0 || q.Info().Consumers > 0) {
+	if srv.exclusive[q] || m.Exclusive && (srv.consumers[q] > 0 || q.Info().Consumers-srv.getters[q] > 0) {
 		srv.mu.Unlock()
 		return ch.err(amqp091.AccessRefused, 60, 20, "queue '%s' in vhost '%s' in exclusive use", q.Name(), ch.c.vhost.Name())
 	}
@@ -272,6 +272,10 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 		g.sub = sub
 		if !m.NoAck {
 			ch.gets[key] = g
+			srv := ch.c.srv
+			srv.mu.Lock()
+			srv.getters[q]++
+			srv.mu.Unlock()
 		}
 	}
 	g.got = nil
@@ -420,4 +424,13 @@ func (ch *channel) recover(requeue, reply bool, methodID uint16) error {
 		return ch.send(&amqp091.BasicRecoverOk{})
 	}
 	return nil
+}
+
+// getterDone forgets a basic.get subscription of q.
+func (s *Server) getterDone(q *router.Queue) {
+	s.mu.Lock()
+	if s.getters[q]--; s.getters[q] <= 0 {
+		delete(s.getters, q)
+	}
+	s.mu.Unlock()
 }

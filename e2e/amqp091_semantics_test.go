@@ -146,6 +146,15 @@ func TestAMQP091GetAndCancelNotify(t *testing.T) {
 	d = get091(t, ch, "g", false)
 	assert.True(t, d.Redelivered)
 	require.NoError(t, d.Ack(false))
+	// basic.get is no consumer: not counted, and no obstacle to an
+	// exclusive consumer.
+	info, err := ch.QueueDeclarePassive("g", true, false, false, false, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0, info.Consumers)
+	excl := channel091(t, c)
+	_, err = excl.Consume("g", "excl", false, true, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, excl.Cancel("excl", false))
 
 	cancels := ch.NotifyCancel(make(chan string, 1))
 	_, err = ch.Consume("g", "watcher", false, false, false, false, nil)
