@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,12 @@ type channel struct {
 	draining map[*consumer]struct{}
 	confirm  bool
 	nextSeq  uint64 // last publish sequence number (confirm mode)
+	// unconfirmed are the sequence numbers awaiting their outcome, in
+	// order; acked and nacked the outcomes not yet sent, which the
+	// deliverer sends coalesced (flushConfirms) once flushPosted.
+	unconfirmed   []uint64
+	acked, nacked []uint64
+	flushPosted   bool
 }
 
 // unacked is a delivery the client has to settle.
@@ -591,6 +598,7 @@ func (ch *channel) publish() error {
 	if confirm {
 		ch.nextSeq++
 		seq = ch.nextSeq
+		ch.unconfirmed = append(ch.unconfirmed, seq)
 	}
 	ch.mu.Unlock()
 	var span trace.Span
@@ -639,20 +647,77 @@ func (ch *channel) publish() error {
 	return nil
 }
 
-// confirmed sends the publisher's confirmation of seq: basic.nack when a
-// queue refused the message, basic.ack otherwise (an unroutable message
-// is confirmed too).
+// confirmed records the outcome of seq for the publisher: basic.nack when
+// a queue refused the message, basic.ack otherwise (an unroutable message
+// is confirmed too). The deliverer sends them (flushConfirms), so that the
+// outcomes that arrive together go out together.
 func (ch *channel) confirmed(seq uint64, o router.Outcome) {
-	var m amqp091.Method = &amqp091.BasicAck{DeliveryTag: seq}
-	if o.Kind == router.Rejected {
-		m = &amqp091.BasicNack{DeliveryTag: seq}
-	}
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if ch.ended {
+		ch.mu.Unlock()
 		return
 	}
-	_ = ch.send(m)
+	if i, ok := slices.BinarySearch(ch.unconfirmed, seq); ok {
+		ch.unconfirmed = slices.Delete(ch.unconfirmed, i, i+1)
+	}
+	if o.Kind == router.Rejected {
+		ch.nacked = append(ch.nacked, seq)
+	} else {
+		ch.acked = append(ch.acked, seq)
+	}
+	post := !ch.flushPosted
+	ch.flushPosted = true
+	ch.mu.Unlock()
+	if post {
+		ch.c.post(mailItem{flush: ch})
+	}
+}
+
+// flushConfirms sends the recorded outcomes as RabbitMQ coalesces them
+// (rabbit_channel:send_confirms_and_nacks/1): the acknowledgements below
+// both the smallest sequence number still awaiting its outcome and the
+// smallest refused one as one basic.ack with multiple set, then the other
+// outcomes one by one in sequence order.
+func (ch *channel) flushConfirms() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.flushPosted = false
+	if ch.ended {
+		return nil
+	}
+	slices.Sort(ch.acked)
+	slices.Sort(ch.nacked)
+	low := uint64(math.MaxUint64)
+	if len(ch.unconfirmed) > 0 {
+		low = ch.unconfirmed[0]
+	}
+	if len(ch.nacked) > 0 {
+		low = min(low, ch.nacked[0])
+	}
+	n, _ := slices.BinarySearch(ch.acked, low) // acks below low
+	acks := ch.acked
+	if n > 1 {
+		if err := ch.send(&amqp091.BasicAck{DeliveryTag: acks[n-1], Multiple: true}); err != nil {
+			return err
+		}
+		acks = acks[n:]
+	}
+	nacks := ch.nacked
+	for len(acks) > 0 || len(nacks) > 0 {
+		var err error
+		if len(nacks) == 0 || len(acks) > 0 && acks[0] < nacks[0] {
+			err = ch.send(&amqp091.BasicAck{DeliveryTag: acks[0]})
+			acks = acks[1:]
+		} else {
+			err = ch.send(&amqp091.BasicNack{DeliveryTag: nacks[0]})
+			nacks = nacks[1:]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	ch.acked, ch.nacked = ch.acked[:0], ch.nacked[:0]
+	return nil
 }
 
 func typeName(v any) string {

@@ -147,11 +147,13 @@ type conn struct {
 	dying bool
 }
 
-// mailItem is a delivery, or a consumer's queue deleted (del).
+// mailItem is a delivery, a consumer's queue deleted (del), or a channel's
+// publisher confirms to send (flush).
 type mailItem struct {
-	cons *consumer
-	d    router.Delivery
-	del  bool
+	cons  *consumer
+	d     router.Delivery
+	del   bool
+	flush *channel
 }
 
 func (c *conn) post(it mailItem) {
@@ -530,9 +532,16 @@ func (c *conn) deliverLoop() {
 		c.mmu.Unlock()
 		for i := range items {
 			it := &items[i]
-			if it.del {
+			var err error
+			switch {
+			case it.flush != nil:
+				err = it.flush.flushConfirms()
+			case it.del:
 				it.cons.queueDeleted()
-			} else if err := it.cons.write(&it.d); err != nil {
+			default:
+				err = it.cons.write(&it.d)
+			}
+			if err != nil {
 				c.log.Debug("delivery write failed", "err", err)
 				_ = c.nc.Close() // the reader ends with the socket
 			}

@@ -275,3 +275,48 @@ func TestAMQP091RawLimits(t *testing.T) {
 	}
 	assert.WithinRange(t, time.Now(), start.Add(1500*time.Millisecond), start.Add(5*time.Second))
 }
+
+// TestAMQP091RawConfirmsCoalesced: publisher confirms may ack several
+// sequence numbers with one multiple basic.ack, never past a refused one;
+// every number is confirmed exactly once with its outcome.
+func TestAMQP091RawConfirmsCoalesced(t *testing.T) {
+	b := startBroker(t, `{"queues":[{"name":"two","vhost":"/","durable":true,"arguments":{"x-max-length":2,"x-overflow":"reject-publish"}}]}`)
+	r := dialRaw091(t, b)
+	r.open(131072)
+	r.send(1, &amqp091.ConfirmSelect{})
+	_, ok := r.method().(*amqp091.ConfirmSelectOk)
+	require.True(t, ok)
+	var batch []byte
+	for _, rk := range []string{"two", "two", "two", "two", "nowhere", "nowhere"} {
+		var err error
+		batch, err = amqp091.AppendContent(batch, 1, 131072, &amqp091.BasicPublish{RoutingKey: rk}, &amqp091.Properties{}, []byte("x"))
+		require.NoError(t, err)
+	}
+	r.write(batch) // in one write, so that outcomes can arrive together
+	want := map[uint64]bool{1: true, 2: true, 3: false, 4: false, 5: true, 6: true}
+	got := map[uint64]bool{}
+	for len(got) < len(want) {
+		switch m := r.method().(type) {
+		case *amqp091.BasicAck:
+			from := m.DeliveryTag
+			if m.Multiple {
+				from = 1
+			}
+			for tag := from; tag <= m.DeliveryTag; tag++ {
+				if acked, done := got[tag]; done && m.Multiple {
+					require.True(t, acked, "a multiple ack up to %d covers the refused %d", m.DeliveryTag, tag)
+					continue
+				}
+				require.NotContains(t, got, tag, "tag %d confirmed twice", tag)
+				got[tag] = true
+			}
+		case *amqp091.BasicNack:
+			require.False(t, m.Multiple)
+			require.NotContains(t, got, m.DeliveryTag)
+			got[m.DeliveryTag] = false
+		default:
+			t.Fatalf("unexpected %T", m)
+		}
+	}
+	assert.Equal(t, want, got)
+}
