@@ -74,6 +74,7 @@ func newChannel(c *conn, id uint16) *channel {
 	if ctr := c.srv.opts.Counters; ctr != nil {
 		ctr.ChannelAdded(1)
 	}
+	c.h.ChannelsChanged(1)
 	return &channel{c: c, id: id, consumers: map[string]*consumer{}, draining: map[*consumer]struct{}{}, gets: map[*router.Queue]*getConsumer{}}
 }
 
@@ -90,6 +91,7 @@ func (ch *channel) end() {
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.ChannelAdded(-1)
 	}
+	ch.c.h.ChannelsChanged(-1)
 	cons := make([]*consumer, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
 		cons = append(cons, k)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/config"
+	"github.com/epitaph-mq/epitaph/link"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // errRefused ends a handshake the broker refused.
@@ -164,7 +166,13 @@ func (c *conn) handshake() error {
 	}
 	c.vhost = vh
 	_ = c.nc.SetDeadline(time.Time{})
-	return c.sendMethod(0, &amqp091.ConnectionOpenOk{})
+	if err := c.sendMethod(0, &amqp091.ConnectionOpenOk{}); err != nil {
+		return err
+	}
+	c.h.Opened(link.AMQP091Identity{User: c.user, VHost: vh.Name(), AuthMechanism: so.Mechanism,
+		ClientProperties: clientProperties(so.ClientProperties), ChannelMax: c.channelMax, FrameMax: c.frameMax,
+		Heartbeat: c.heartbeat})
+	return nil
 }
 
 // negotiated checks a tune-ok value as RabbitMQ does
@@ -270,4 +278,28 @@ func remoteIP(a net.Addr) netip.Addr {
 		return ip.Unmap()
 	}
 	return netip.Addr{}
+}
+
+// clientProperties are start-ok's client-properties in the value model
+// (symbol keys), as the HTTP API shows them.
+func clientProperties(t amqp091.Table) value.Map {
+	if len(t) == 0 {
+		return nil
+	}
+	m := make(value.Map, 0, len(t))
+	for _, f := range t {
+		v := f.Value
+		switch x := v.(type) {
+		case amqp091.Table:
+			v = clientProperties(x)
+		case amqp091.Array, amqp091.Decimal:
+			continue
+		case amqp091.Binary:
+			v = []byte(x)
+		case amqp091.Timestamp:
+			v = value.Timestamp(int64(x) * 1000)
+		}
+		m = append(m, value.KV{Key: value.Symbol(f.Key), Value: v})
+	}
+	return m
 }

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +114,22 @@ func (s *Server) ServeAMQP091(h *link.AMQP091Conn) {
 	c.serve()
 }
 
+// forcedError is the close of a connection the server ends: 320 with the
+// operator's reason when closed through the management API, else the
+// shutdown's.
+func (c *conn) forcedError() *amqp091.Error {
+	text := "broker forced connection closure with reason 'shutdown'"
+	if d := c.h.ForcedBy(); d != "" {
+		text = d
+		if q, ok := strings.CutPrefix(d, "Connection forced: "); ok {
+			if r, err := strconv.Unquote(q); err == nil {
+				text = r
+			}
+		}
+	}
+	return &amqp091.Error{Code: amqp091.ConnectionForced, Text: text}
+}
+
 // errClosed ends a connection's reader after a close.
 var errClosed = errors.New("channel: connection closed")
 
@@ -175,7 +193,8 @@ func (c *conn) write(b []byte) error {
 
 func (c *conn) writeLocked(b []byte) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
-	_, err := c.nc.Write(b)
+	n, err := c.nc.Write(b)
+	c.h.Sent(n)
 	return err
 }
 
@@ -345,7 +364,7 @@ func (c *conn) waitUnblocked() bool {
 		select {
 		case <-changed:
 		case <-c.h.Force:
-			c.closeConnection(&amqp091.Error{Code: amqp091.ConnectionForced, Text: "broker forced connection closure with reason 'shutdown'"})
+			c.closeConnection(c.forcedError())
 			return false
 		}
 	}
@@ -366,7 +385,7 @@ func (c *conn) readLoop() error {
 		}
 		select {
 		case <-c.h.Force:
-			c.closeConnection(&amqp091.Error{Code: amqp091.ConnectionForced, Text: "broker forced connection closure with reason 'shutdown'"})
+			c.closeConnection(c.forcedError())
 			return errClosed
 		default:
 			if timeout > 0 {
@@ -383,7 +402,7 @@ func (c *conn) readLoop() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				select {
 				case <-c.h.Force:
-					c.closeConnection(&amqp091.Error{Code: amqp091.ConnectionForced, Text: "broker forced connection closure with reason 'shutdown'"})
+					c.closeConnection(c.forcedError())
 					return errClosed
 				default:
 				}

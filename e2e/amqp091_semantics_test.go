@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -381,4 +382,44 @@ func TestAMQP091CancelledConsumerEndsWithChannel(t *testing.T) {
 	eventually(t, "returned to the queue", func() bool { return queueLen(t, b, "cq") == 1 && unacked(t, b, "cq") == 0 })
 	d := get091(t, channel091(t, c), "cq", true)
 	assert.True(t, d.Redelivered)
+}
+
+// TestAMQP091ConnectionsInHTTPAPI: a 0-9-1 connection is listed by the
+// HTTP API with its protocol, user, vhost and channels, and closing it
+// there sends 320 CONNECTION_FORCED with the operator's reason.
+func TestAMQP091ConnectionsInHTTPAPI(t *testing.T) {
+	b := startBroker(t, connUsers, withHTTP)
+	base := apiServer(t, b)
+	c, err := amqp091.DialConfig("amqp://alice:conn-pw@"+b.Addr().String()+"/", amqp091.Config{
+		Properties: amqp091.Table{"connection_name": "orders-091"}})
+	require.NoError(t, err)
+	defer c.Close()
+	channel091(t, c)
+	channel091(t, c)
+	var row map[string]any
+	eventually(t, "the connection with its two channels", func() bool {
+		st, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections", "")
+		require.Equal(t, http.StatusOK, st, "%s", out)
+		rows := apiJSON[[]map[string]any](t, out)
+		require.Len(t, rows, 1, "%s", out)
+		row = rows[0]
+		return row["channels"] == float64(2)
+	})
+	assert.Equal(t, "AMQP 0-9-1", row["protocol"])
+	assert.Equal(t, "alice", row["user"])
+	assert.Equal(t, "/", row["vhost"])
+	assert.Equal(t, "PLAIN", row["auth_mechanism"])
+	assert.Equal(t, "orders-091", row["client_properties"].(map[string]any)["connection_name"])
+	assert.Greater(t, row["send_oct"].(float64), float64(0))
+	closed := c.NotifyClose(make(chan *amqp091.Error, 1))
+	st, out := closeWithReason(t, base, row["name"].(string), "maintenance")
+	require.Equal(t, http.StatusNoContent, st, "%s", out)
+	select {
+	case e := <-closed:
+		require.NotNil(t, e)
+		assert.Equal(t, 320, e.Code)
+		assert.Equal(t, "CONNECTION_FORCED - maintenance", e.Reason)
+	case <-time.After(5 * time.Second):
+		t.Fatal("not closed")
+	}
 }

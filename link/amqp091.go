@@ -5,6 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"time"
+
+	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
 // AMQP091Conn is a connection whose protocol header asked for AMQP 0-9-1,
@@ -35,9 +38,51 @@ type AMQP091Conn struct {
 	// (ssl-cert-login-from), for SASL EXTERNAL.
 	LoginName func(*x509.Certificate) (string, error)
 	// Force is closed when the server shuts down or the connection is
-	// closed by the operator: the front end closes the connection with 320
-	// connection-forced.
+	// closed by the operator (ForcedBy): the front end closes the
+	// connection with 320 connection-forced.
 	Force <-chan struct{}
+
+	c *conn
+}
+
+// AMQP091Identity is what a 0-9-1 connection's handshake settled, shown
+// by Server.Connections (and the HTTP API) as an AMQP 1.0 connection's is.
+type AMQP091Identity struct {
+	User, VHost, AuthMechanism string
+	// ClientProperties are start-ok's client-properties as symbol-keyed
+	// values.
+	ClientProperties amqp10.Map
+	ChannelMax       uint16
+	FrameMax         uint32
+	Heartbeat        time.Duration
+}
+
+// Opened lists the connection among the server's connections.
+func (h *AMQP091Conn) Opened(id AMQP091Identity) {
+	c := h.c
+	c.is091.Store(true)
+	c.stats.identity.Store(&connIdentity{
+		name: connectionName(c.nc.RemoteAddr(), c.nc.LocalAddr()), user: id.User, vhost: id.VHost,
+		authMechanism: id.AuthMechanism, clientProperties: id.ClientProperties,
+		peer: addrPort(c.nc.RemoteAddr()), local: addrPort(c.nc.LocalAddr()), tls: c.certs != nil,
+		channelMax: id.ChannelMax, frameMax: id.FrameMax, idleTimeout: id.Heartbeat, connectedAt: time.Now(),
+	})
+}
+
+// ChannelsChanged counts channels opened (delta 1) or closed (-1), shown as
+// the connection's sessions.
+func (h *AMQP091Conn) ChannelsChanged(delta int) { h.c.stats.sessions.Add(int32(delta)) }
+
+// Sent counts octets written to the socket.
+func (h *AMQP091Conn) Sent(n int) { h.c.stats.sent(n) }
+
+// ForcedBy is the operator's reason when the connection was closed through
+// the management API (Server.CloseConnection), else "".
+func (h *AMQP091Conn) ForcedBy() string {
+	if e := h.c.forceErr.Load(); e != nil {
+		return e.Description
+	}
+	return ""
 }
 
 // AMQP091Handler serves AMQP 0-9-1 connections on the AMQP listener
@@ -56,7 +101,7 @@ var errHandedOff = errors.New("link: served as AMQP 0-9-1")
 func (c *conn) serveAMQP091(legacy09 bool) error {
 	h := &AMQP091Conn{
 		Conn: c.nc, Reader: c.br, ID: c.id, Legacy09: legacy09, Loopback: c.loopback,
-		OverLimit: c.overLimit, TLS: c.certs != nil, PeerCert: c.peerCert, Force: c.force,
+		OverLimit: c.overLimit, TLS: c.certs != nil, PeerCert: c.peerCert, Force: c.force, c: c,
 	}
 	if c.certs != nil {
 		h.LoginName = c.certs.loginName
