@@ -13,7 +13,6 @@
 package channel
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -265,8 +264,7 @@ func (c *conn) serve() {
 		case <-c.done:
 		}
 	}()
-	var blockedC <-chan struct{}
-	go c.watchAlarms(&blockedC)
+	go c.watchAlarms() // exits when done is closed
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, errClosed) {
 		c.log.Debug("connection ended", "err", err)
@@ -313,7 +311,7 @@ func (c *conn) heartbeatLoop() {
 
 // watchAlarms sends connection.blocked and connection.unblocked to a client
 // that advertised the capability, as the resource alarms change.
-func (c *conn) watchAlarms(_ *<-chan struct{}) {
+func (c *conn) watchAlarms() {
 	if !c.hasCapability("connection.blocked") {
 		return
 	}
@@ -568,6 +566,3 @@ func (c *conn) deliverLoop() {
 		}
 	}
 }
-
-// unused keeps bufio imported for the Reader type in signatures.
-var _ *bufio.Reader
