@@ -264,6 +264,7 @@ func (c *conn) serve() {
 		case <-c.done:
 		}
 	}()
+	c.dwg.Add(1)
 	go c.watchAlarms() // exits when done is closed
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, errClosed) {
@@ -312,6 +313,7 @@ func (c *conn) heartbeatLoop() {
 // watchAlarms sends connection.blocked and connection.unblocked to a client
 // that advertised the capability, as the resource alarms change.
 func (c *conn) watchAlarms() {
+	defer c.dwg.Done()
 	if !c.hasCapability("connection.blocked") {
 		return
 	}
