@@ -271,6 +271,9 @@ func (c *conn) serve() {
 		c.log.Debug("connection ended", "err", err)
 	}
 	close(c.done)
+	// The socket goes now, so that a write in progress (a delivery to a
+	// peer that stopped reading) fails at once instead of at write-timeout.
+	_ = c.nc.Close()
 	c.dwg.Wait()
 	c.cleanup()
 }
