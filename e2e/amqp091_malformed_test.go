@@ -320,3 +320,18 @@ func TestAMQP091RawConfirmsCoalesced(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+// TestAMQP091RawChannelErrors: a second channel.open on an open channel is
+// 504; connections that end leave no goroutine behind.
+func TestAMQP091RawChannelErrors(t *testing.T) {
+	b := startBroker(t, "")
+	before := runtime.NumGoroutine()
+	for range 5 {
+		r := dialRaw091(t, b)
+		r.open(131072)
+		r.send(1, &amqp091.ChannelOpen{})
+		r.expectConnClose(504, "second 'channel.open' seen")
+		r.nc.Close()
+	}
+	eventually(t, "the connections' goroutines ended", func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -205,3 +205,23 @@ func TestConvertAMQPBodyAndDurability(t *testing.T) {
 		}
 	}
 }
+
+// TestConvert10XCCToCC: an AMQP 1.0 x-cc annotation is the 0-9-1 CC header,
+// an array of longstr; internal annotations are not copied.
+func TestConvert10XCCToCC(t *testing.T) {
+	ma := amqp10.AppendDescriptor(nil, amqp10.DescMessageAnnotations)
+	ma, err := amqp10.AppendMap(ma, value.Map{{Key: value.Symbol("x-cc"), Value: value.List{"audit"}},
+		{Key: value.Symbol("x-routing-key"), Value: "k"}, {Key: value.Symbol("x-basic-type"), Value: "t"},
+		{Key: value.Symbol("x-n"), Value: uint64(7)}})
+	require.NoError(t, err)
+	data := amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), []byte("x"))
+	parsed, err := amqp10.ParseMessage(amqp10.NewMessage(nil, ma, data, nil).Append(nil))
+	require.NoError(t, err)
+	m := NewAMQP10Message(parsed)
+	out, err := Delivery091Of(&Delivery{Msg: m, Header: m.Header}, nil)
+	require.NoError(t, err)
+	var p amqp091.Properties
+	require.NoError(t, p.Decode(out.Props))
+	assert.Equal(t, amqp091.Table{{Key: "CC", Value: amqp091.Array{"audit"}}, {Key: "x-n", Value: int64(7)}}, p.Headers)
+	assert.Equal(t, "t", p.Type)
+}
