@@ -246,10 +246,11 @@ func amqp091File(path string) bool {
 }
 
 // TestProtocolNeutralCore pins the message-container rule: the router's
-// data model names no protocol, except in the AMQP 1.0 container's own
-// files; the dead-letterer works on the neutral model only. Test files may
-// import amqp10: they build AMQP 1.0 messages, the container that the
-// front ends publish today.
+// data model names no protocol, except in the containers' own files (AMQP
+// 1.0: router/amqp10*.go; AMQP 0-9-1: router/amqp091*.go and the
+// conversions, router/amqp10_091.go); the dead-letterer works on the
+// neutral model only. Test files may import the codecs: they build
+// messages in a protocol's container.
 func TestProtocolNeutralCore(t *testing.T) {
 	const amqp10Path = module + "/amqp10"
 	var sawContainer bool
