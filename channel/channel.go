@@ -63,11 +63,10 @@ type unacked struct {
 
 // pendingPublish is a basic.publish whose content is being received.
 type pendingPublish struct {
-	active    bool
-	m         amqp091.BasicPublish
-	props     []byte
-	body      []byte
-	remaining uint64
+	active bool
+	m      amqp091.BasicPublish
+	props  []byte
+	body   []byte
 }
 
 func newChannel(c *conn, id uint16) *channel {

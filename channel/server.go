@@ -149,19 +149,16 @@ type conn struct {
 	capabilities amqp091.Table
 
 	// Owned by the reader.
-	channels  map[uint16]*channel
-	closing   bool // connection.close sent; waiting for close-ok
-	blockSent bool // connection.blocked sent
+	channels map[uint16]*channel
 
 	wmu  sync.Mutex // serialises writes to nc
 	wbuf []byte
 
-	mmu   sync.Mutex // guards mail
-	mail  []mailItem
-	mbox  chan struct{}
-	done  chan struct{} // closed when the reader ends
-	dwg   sync.WaitGroup
-	dying bool
+	mmu  sync.Mutex // guards mail
+	mail []mailItem
+	mbox chan struct{}
+	done chan struct{} // closed when the reader ends
+	dwg  sync.WaitGroup
 }
 
 // mailItem is a delivery, a consumer's queue deleted (del), or a channel's

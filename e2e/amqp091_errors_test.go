@@ -109,6 +109,7 @@ func TestAMQP091ErrorCodes(t *testing.T) {
 			_, err := ch.QueueDeclare("badargs", true, false, false, false, amqp091.Table{"x-max-length": "abc"})
 			return err
 		}, 406, false, "PRECONDITION_FAILED - "},
+		//lint:ignore SA1019 basic.recover is AMQP 0-9-1, which the broker serves
 		{"recover without requeue", func(ch *amqp091.Channel) error { return ch.Recover(false) }, 540, true, "NOT_IMPLEMENTED - requeue=false"},
 		{"qos with prefetch-size", func(ch *amqp091.Channel) error { return ch.Qos(1, 10, false) }, 540, true, "NOT_IMPLEMENTED - prefetch_size!=0 (10)"},
 		{"tx.select", func(ch *amqp091.Channel) error { return ch.Tx() }, 540, true, "NOT_IMPLEMENTED"},

@@ -120,6 +120,7 @@ func TestAMQP091PrefetchMultipleRecover(t *testing.T) {
 	}
 	assert.Equal(t, uint64(6), last.DeliveryTag)
 	eventually(t, "3 unacked", func() bool { return unacked(t, b, "pf") == 3 })
+	//lint:ignore SA1019 basic.recover is AMQP 0-9-1, which the broker serves
 	require.NoError(t, ch.Recover(true))
 	for range 3 {
 		d := recv091(t, ds)
