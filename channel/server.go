@@ -379,10 +379,9 @@ func (c *conn) hasCapability(name string) bool {
 // readLoop reads and handles frames until the connection ends.
 func (c *conn) readLoop() error {
 	for {
-		timeout := c.srv.opts.IdleTimeout
-		if c.heartbeat > 0 {
-			timeout = 2 * c.heartbeat // two missed heartbeats, as RabbitMQ
-		}
+		// Two missed heartbeats end the connection, as in RabbitMQ; a
+		// client that negotiated heartbeat 0 is never timed out.
+		timeout := 2 * c.heartbeat
 		select {
 		case <-c.h.Force:
 			c.closeConnection(c.forcedError())

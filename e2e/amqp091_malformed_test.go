@@ -335,3 +335,15 @@ func TestAMQP091RawChannelErrors(t *testing.T) {
 	}
 	eventually(t, "the connections' goroutines ended", func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// TestAMQP091RawNoHeartbeat: a client that negotiates heartbeat 0 is not
+// timed out, however long it is silent (here: past idle-timeout).
+func TestAMQP091RawNoHeartbeat(t *testing.T) {
+	b := startBroker(t, "", func(o *epitaph.Options) { o.IdleTimeout = time.Second })
+	r := dialRaw091(t, b)
+	r.open(131072) // heartbeat 0
+	time.Sleep(2500 * time.Millisecond) // the silence under test, not synchronisation
+	r.send(1, &amqp091.QueueDeclare{Queue: "", Exclusive: true})
+	_, ok := r.method().(*amqp091.QueueDeclareOk)
+	require.True(t, ok, "still open")
+}
