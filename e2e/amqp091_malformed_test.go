@@ -341,7 +341,7 @@ func TestAMQP091RawChannelErrors(t *testing.T) {
 func TestAMQP091RawNoHeartbeat(t *testing.T) {
 	b := startBroker(t, "", func(o *epitaph.Options) { o.IdleTimeout = time.Second })
 	r := dialRaw091(t, b)
-	r.open(131072) // heartbeat 0
+	r.open(131072)                      // heartbeat 0
 	time.Sleep(2500 * time.Millisecond) // the silence under test, not synchronisation
 	r.send(1, &amqp091.QueueDeclare{Queue: "", Exclusive: true})
 	_, ok := r.method().(*amqp091.QueueDeclareOk)
