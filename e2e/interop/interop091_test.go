@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,8 +82,9 @@ func uniqueName(prefix string) string {
 // amqp091-go and deletes them when the test ends. It is set-up only: what
 // is tested is the other clients' view.
 type topology091 struct {
-	t  *testing.T
-	ch *amqp091.Channel
+	t    *testing.T
+	conn *amqp091.Connection
+	ch   *amqp091.Channel
 }
 
 func newTopology091(t *testing.T, b broker091) *topology091 {
@@ -92,7 +94,7 @@ func newTopology091(t *testing.T, b broker091) *topology091 {
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return &topology091{t: t, ch: ch}
+	return &topology091{t: t, conn: conn, ch: ch}
 }
 
 func (tp *topology091) queue(name string, args amqp091.Table) {
@@ -113,34 +115,40 @@ func (tp *topology091) bind(queue, key, exchange string) {
 	require.NoError(tp.t, tp.ch.QueueBind(queue, key, exchange, false, nil), "bind %s to %s", queue, exchange)
 }
 
-// waitConsumers polls until queue has n consumers (passive declare).
-func (tp *topology091) waitConsumers(queue string, n int) {
+// waitQueue polls the queue (a passive declare, on a channel of its own
+// since a missing queue closes the channel) until ok says so.
+func (tp *topology091) waitQueue(queue, what string, ok func(q amqp091.Queue) bool) {
 	tp.t.Helper()
 	deadline := time.Now().Add(probeTimeout)
+	var last string
 	for {
-		q, err := tp.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-		require.NoError(tp.t, err, "passive declare %s", queue)
-		if q.Consumers == n {
-			return
+		ch, err := tp.conn.Channel()
+		require.NoError(tp.t, err)
+		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+		if err == nil {
+			_ = ch.Close()
+			if ok(q) {
+				return
+			}
+			last = "messages " + strconv.Itoa(q.Messages) + ", consumers " + strconv.Itoa(q.Consumers)
+		} else {
+			last = err.Error()
 		}
-		require.True(tp.t, time.Now().Before(deadline), "queue %s has %d consumers, want %d", queue, q.Consumers, n)
+		require.True(tp.t, time.Now().Before(deadline), "queue %s: want %s, have %s", queue, what, last)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// messages polls until queue holds n ready messages.
+// waitConsumers polls until queue exists with n consumers.
+func (tp *topology091) waitConsumers(queue string, n int) {
+	tp.t.Helper()
+	tp.waitQueue(queue, strconv.Itoa(n)+" consumers", func(q amqp091.Queue) bool { return q.Consumers == n })
+}
+
+// waitMessages polls until queue exists with n ready messages.
 func (tp *topology091) waitMessages(queue string, n int) {
 	tp.t.Helper()
-	deadline := time.Now().Add(probeTimeout)
-	for {
-		q, err := tp.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-		require.NoError(tp.t, err, "passive declare %s", queue)
-		if q.Messages == n {
-			return
-		}
-		require.True(tp.t, time.Now().Before(deadline), "queue %s has %d messages, want %d", queue, q.Messages, n)
-		time.Sleep(20 * time.Millisecond)
-	}
+	tp.waitQueue(queue, strconv.Itoa(n)+" messages", func(q amqp091.Queue) bool { return q.Messages == n })
 }
 
 // ---- the 0-9-1 clients ----
