@@ -286,3 +286,25 @@ func TestJavaSeedsDeclareWithDLX(t *testing.T) {
 	tp.waitQueue("myqueue", "declared", func(amqp091.Queue) bool { return true })
 	require.NoError(t, tp.ch.ExchangeDeclarePassive("some.exchange.name", "direct", false, false, false, false, nil))
 }
+
+// javaProbe compiles Probe091.java, the RabbitMQ Java client's view of a
+// delivery (header values with their Java classes); it has one operation,
+// get --queue Q.
+func javaProbe(t *testing.T) client091 {
+	t.Helper()
+	classes := javaSeeds(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "javac", "-nowarn", "-cp", strings.Join(javaClassPath, ":"), "-d", classes, "Probe091.java").CombinedOutput()
+	require.NoError(t, err, "javac: %s", out)
+	cp := strings.Join(append([]string{classes}, javaClassPath...), ":")
+	return client091{name: "java", cmd: []string{"java"}, argv: func(b broker091, op string, args []string) []string {
+		require.Equal(t, "get", op, "the Java probe only gets")
+		require.Len(t, args, 2)
+		require.Equal(t, "--queue", args[0])
+		return []string{"-cp", cp, "Probe091", b.host, b.port, args[1], "10"}
+	}}
+}
+
+func TestJava091ReadsRejectedFrom10(t *testing.T) { checkReadsRejectedFrom10(t, javaProbe(t)) }
+func TestJava091ReadsExpiredFrom10(t *testing.T)  { checkReadsExpiredFrom10(t, javaProbe(t)) }

@@ -155,8 +155,11 @@ func (tp *topology091) waitMessages(queue string, n int) {
 
 // client091 runs one of the 0-9-1 probes.
 type client091 struct {
-	name string   // pika, amqplib
+	name string   // pika, amqplib, java
 	cmd  []string // interpreter and script
+	// argv, when set, builds the command line of an operation instead (the
+	// Java probe, which has only get)
+	argv func(b broker091, op string, args []string) []string
 }
 
 func pika(t *testing.T) client091 {
@@ -189,6 +192,9 @@ func (c client091) run(t *testing.T, b broker091, op string, args ...string) []e
 	t.Helper()
 	all := append(append([]string{}, c.cmd[1:]...), "--host", b.host, "--port", b.port, "--op", op, "--timeout", "10")
 	all = append(all, args...)
+	if c.argv != nil {
+		all = c.argv(b, op, args)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.cmd[0], all...)
