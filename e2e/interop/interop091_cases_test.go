@@ -476,3 +476,127 @@ func mustJSON(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// ---- maxlen and delivery_limit, and a message that dies twice ----
+
+func TestPika091MaxlenReadOver10(t *testing.T)    { checkMaxlenReadOver10(t, pika(t)) }
+func TestAmqplib091MaxlenReadOver10(t *testing.T) { checkMaxlenReadOver10(t, amqplib(t)) }
+
+// checkMaxlenReadOver10: two messages published over 0-9-1 into a classic
+// queue of x-max-length 1; the first is dropped from the head into the
+// dead-letter queue and read over AMQP 1.0.
+func checkMaxlenReadOver10(t *testing.T, c client091) {
+	b := startBroker091(t)
+	tp := newTopology091(t, b)
+	work := uniqueName(c.name + "-work")
+	dlq := work + ".dlq"
+	tp.queue(dlq, nil)
+	tp.queue(work, amqp091.Table{"x-max-length": int32(1), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+	before := time.Now()
+
+	for _, id := range []string{"m-a", "m-b"} {
+		c.run(t, b, "publish", "--message", mustJSON(t, map[string]any{"routing_key": work, "delivery_mode": 2, "message_id": id, "body": id}))
+	}
+
+	m := receive10(t, b, dlq)
+	require.NotNil(t, m.Header)
+	require.True(t, m.Header.Durable)
+	require.Zero(t, m.Header.TTL)
+	require.False(t, m.Header.FirstAcquirer)
+	require.Zero(t, m.Header.DeliveryCount)
+	require.Equal(t, []string{"x-exchange", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+		"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason", "x-opt-deaths", "x-routing-key"}, annotationKeys(m))
+	for k, want := range map[string]string{"x-first-death-reason": "maxlen", "x-first-death-queue": work, "x-first-death-exchange": "",
+		"x-last-death-reason": "maxlen", "x-last-death-queue": work, "x-last-death-exchange": "", "x-exchange": "", "x-routing-key": dlq} {
+		require.Equal(t, want, m.Annotations[k], k)
+	}
+	checkOptDeaths(t, m, []map[string]any{{"queue": work, "reason": "maxlen", "count": uint64(1), "exchange": "", "routing-keys": []string{work}}}, before)
+	require.Equal(t, "m-a", m.Properties.MessageID)
+	require.Equal(t, [][]byte{[]byte("m-a")}, m.Data)
+}
+
+func TestPika091ReadsDeliveryLimitFrom10(t *testing.T) { checkReadsDeliveryLimitFrom10(t, pika(t)) }
+func TestAmqplib091ReadsDeliveryLimitFrom10(t *testing.T) {
+	checkReadsDeliveryLimitFrom10(t, amqplib(t))
+}
+
+// checkReadsDeliveryLimitFrom10: published over AMQP 1.0 to a quorum queue
+// of x-delivery-limit 2, settled modified(delivery-failed) three times over
+// 1.0 (the third exceeds the limit), read from the classic dead-letter
+// queue over 0-9-1.
+func checkReadsDeliveryLimitFrom10(t *testing.T, c client091) {
+	b := startBroker091(t)
+	tp := newTopology091(t, b)
+	work := uniqueName(c.name + "-work")
+	dlq := work + ".dlq"
+	tp.queue(dlq, nil)
+	tp.queue(work, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(2), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+	before := time.Now().Unix()
+
+	send10(t, b, work, &amqp.Message{Header: &amqp.MessageHeader{Durable: true, Priority: 4},
+		Properties: &amqp.MessageProperties{MessageID: "m-d"}, Data: [][]byte{[]byte("poison")}})
+	sess := dial10(t, b)
+	rcv, err := sess.NewReceiver(t.Context(), b.address10(work), nil)
+	require.NoError(t, err)
+	for attempt := 1; attempt <= 3; attempt++ {
+		m, err := rcv.Receive(t.Context(), nil)
+		require.NoError(t, err, "delivery %d", attempt)
+		require.EqualValues(t, attempt-1, m.Header.DeliveryCount, "delivery %d", attempt)
+		require.NoError(t, rcv.ModifyMessage(t.Context(), m, &amqp.ModifyMessageOptions{DeliveryFailed: true}))
+	}
+
+	e := only(t, c.run(t, b, "get", "--queue", dlq), "message")
+	d := e.Delivery
+	ty := typesOf(c.name)
+	require.Equal(t, "", d.Exchange)
+	require.Equal(t, dlq, d.RoutingKey)
+	require.Equal(t, "poison", d.Body)
+	require.Equal(t, "m-d", d.Properties["message_id"])
+	checkXDeath(t, ty, d.Headers["x-death"], []xDeath{{queue: work, reason: "delivery_limit", exchange: "", routingKeys: []string{work}}}, before)
+	checkFirstLast(t, ty, d.Headers, xDeath{queue: work, reason: "delivery_limit"}, xDeath{queue: work, reason: "delivery_limit"})
+	checkHeaderKeys(t, ty, d, []string{"x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+		"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason"})
+}
+
+func TestPika091DiesTwiceAcrossProtocols(t *testing.T) { checkDiesTwiceAcrossProtocols(t, pika(t)) }
+func TestAmqplib091DiesTwiceAcrossProtocols(t *testing.T) {
+	checkDiesTwiceAcrossProtocols(t, amqplib(t))
+}
+
+// checkDiesTwiceAcrossProtocols: published over 0-9-1 to a quorum queue,
+// rejected there over AMQP 1.0 into a classic retry queue whose
+// x-message-ttl expires it into a parking queue, read over 0-9-1: two
+// x-death entries, most recent first, and the first and last deaths told
+// apart.
+func checkDiesTwiceAcrossProtocols(t *testing.T, c client091) {
+	b := startBroker091(t)
+	tp := newTopology091(t, b)
+	work := uniqueName(c.name + "-work")
+	retry, parking := work+".retry", work+".parking"
+	tp.queue(parking, nil)
+	tp.queue(retry, amqp091.Table{"x-message-ttl": int32(200), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": parking})
+	tp.queue(work, amqp091.Table{"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": retry})
+	before := time.Now().Unix()
+
+	c.run(t, b, "publish", "--message", mustJSON(t, map[string]any{"routing_key": work, "delivery_mode": 2, "message_id": "m-9",
+		"headers": map[string]any{"tenant": map[string]any{"S": "acme"}}, "body": "o-1"}))
+	reject10(t, b, work)
+
+	e := only(t, c.run(t, b, "get", "--queue", parking), "message")
+	d := e.Delivery
+	ty := typesOf(c.name)
+	require.Equal(t, "", d.Exchange)
+	require.Equal(t, parking, d.RoutingKey)
+	require.Equal(t, "o-1", d.Body)
+	require.EqualValues(t, 2, d.Properties["delivery_mode"])
+	require.Equal(t, "m-9", d.Properties["message_id"])
+	require.Equal(t, ty.str, d.Headers["tenant"].Type)
+	require.Equal(t, "acme", d.Headers["tenant"].str(t))
+	checkXDeath(t, ty, d.Headers["x-death"], []xDeath{
+		{queue: retry, reason: "expired", exchange: "", routingKeys: []string{retry}},
+		{queue: work, reason: "rejected", exchange: "", routingKeys: []string{work}},
+	}, before)
+	checkFirstLast(t, ty, d.Headers, xDeath{queue: work, reason: "rejected"}, xDeath{queue: retry, reason: "expired"})
+	checkHeaderKeys(t, ty, d, []string{"tenant", "x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+		"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason"})
+}
