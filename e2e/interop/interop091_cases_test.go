@@ -312,12 +312,13 @@ func checkReadsRejectedFrom10(t *testing.T, c client091) {
 	require.Equal(t, "m-1", d.Properties["message_id"])
 	require.Equal(t, "text/plain", d.Properties["content_type"])
 	require.NotContains(t, d.Properties, "expiration")
+	checkXDeath(t, ty, d.Headers["x-death"], []xDeath{{queue: work, reason: "rejected", exchange: "", routingKeys: []string{work}}}, before)
+	checkFirstLast(t, ty, d.Headers, xDeath{queue: work, reason: "rejected"}, xDeath{queue: work, reason: "rejected"})
+	// application-properties become headers: a long is l, a string longstr
 	require.Equal(t, ty.long, d.Headers["n"].Type)
 	require.EqualValues(t, 5, d.Headers["n"].num(t))
 	require.Equal(t, ty.str, d.Headers["s"].Type)
 	require.Equal(t, "str", d.Headers["s"].str(t))
-	checkXDeath(t, ty, d.Headers["x-death"], []xDeath{{queue: work, reason: "rejected", exchange: "", routingKeys: []string{work}}}, before)
-	checkFirstLast(t, ty, d.Headers, xDeath{queue: work, reason: "rejected"}, xDeath{queue: work, reason: "rejected"})
 	checkHeaderKeys(t, ty, d, []string{"n", "s", "x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
 		"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason"})
 }
