@@ -199,7 +199,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 	// 0: running; 1: done before publishDurable returned; 2: pending.
 	var phase atomic.Int32
 	var final Outcome
-	b.st.Commit(new(store.Batch).Append(recs...), func(err error) {
+	b.st.Commit(new(store.Batch).Append(recs...), appendDone(ls, recs, func(err error) {
 		out := st
 		if err != nil {
 			b.storeLog.Error("publish: "+storeErrCause(err), "durable publish failed", "err", err)
@@ -220,7 +220,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 		if !phase.CompareAndSwap(0, 1) {
 			confirm(out)
 		}
-	})
+	}))
 	unlockQueues(ls)
 	if phase.CompareAndSwap(0, 2) {
 		return Outcome{}, true
@@ -231,7 +231,13 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 // entryBySeqLocked finds a just-enqueued entry (at the tail of main, or
 // handed out or retained meanwhile: then nil, nothing to withdraw).
 func (q *Queue) entryBySeqLocked(seq uint64) *entry {
-	return q.main.findTail(seq, 4)
+	if e := q.main.findTail(seq, 4); e != nil {
+		return e
+	}
+	if p, i, ok := q.paged.find(seq); ok && p.pinned != nil {
+		return p.pinned[i]
+	}
+	return nil
 }
 
 // withdraw removes the in-memory copies of a publish the store refused,
@@ -243,7 +249,10 @@ func withdraw(ps []placed) {
 		}
 		q := p.q
 		q.mu.Lock()
-		if p.e.ready {
+		if p.e.ready && p.e.paged {
+			q.takePagedLocked(p.e)
+			p.e.forwarded = true
+		} else if p.e.ready {
 			inReturns := p.e.inReturns
 			q.takeReadyLocked(p.e)
 			if inReturns {
@@ -308,7 +317,7 @@ func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (outcomes 
 		}
 	}
 	if batch.Len() > 0 {
-		src.b.st.Commit(batch, src.b.logStoreErr)
+		src.b.st.Commit(batch, appendDone(ls, recs, src.b.logStoreErr))
 	}
 	unlockQueues(ls)
 	return outcomes, moved

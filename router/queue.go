@@ -113,6 +113,13 @@ type Queue struct {
 	// At-least-once: dead messages kept until forwarded, in death order.
 	retained      []*entry
 	retainedBytes int64
+
+	// Paging (paged.go): the ready messages behind the window, and how far
+	// the queue's appends are durable (set from the store's callbacks).
+	paged      pagedList
+	durableSeq atomic.Uint64
+	failedMu   sync.Mutex
+	failed     [][2]uint64
 }
 
 // Name returns the queue name.
@@ -245,6 +252,7 @@ func (q *Queue) Purge() int {
 		for _, l := range []*readyList{&q.returns, &q.main} {
 			l.each(q.settleStoredLocked)
 		}
+		q.clearPagedLocked(true)
 	}
 	q.clearReadyLocked()
 	q.blocked = false
@@ -257,6 +265,7 @@ func (q *Queue) clearReadyLocked() {
 		l.each(func(e *entry) { e.ready = false })
 		l.reset()
 	}
+	q.clearPagedLocked(false)
 	clear(q.ttl)
 	q.ttl = q.ttl[:0]
 	q.readyCount, q.readyBytes = 0, 0
@@ -268,7 +277,7 @@ func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 // in the queue depends on it (no message deadline, no armed timer, no
 // x-expires): the per-message paths then read no clock.
 func (q *Queue) clockLocked() int64 {
-	if len(q.ttl) > 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+	if len(q.ttl) > 0 || q.paged.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
 		return q.nowNano()
 	}
 	return 0
@@ -313,7 +322,7 @@ func (q *Queue) enqueue(m *Message) enqueueResult {
 	q.mu.Lock()
 	res := q.enqueueLocked(m, enc, &recs)
 	if len(recs) > 0 {
-		q.b.st.Commit(new(store.Batch).Append(recs...), q.b.logStoreErr)
+		q.b.st.Commit(new(store.Batch).Append(recs...), appendDone([]*Queue{q}, recs, q.b.logStoreErr))
 	}
 	q.unlock()
 	q.flushDead()
@@ -481,6 +490,11 @@ func (q *Queue) addReadyLocked(e *entry) {
 	e.ready = true
 	q.readyCount++
 	q.readyBytes += e.size()
+	if q.pagesLocked(e) {
+		q.paged.push(e)
+		q.pageOutLocked()
+		return
+	}
 	q.ttl.add(e)
 	q.main.pushBack(e)
 }
@@ -516,6 +530,10 @@ func (q *Queue) popHeadLocked() *entry {
 	e := q.returns.popFront()
 	if e == nil {
 		e = q.main.popFront()
+		if e == nil && q.paged.n > 0 {
+			q.refillLocked()
+			e = q.main.popFront()
+		}
 	}
 	if e != nil {
 		q.takeReadyLocked(e)
@@ -526,7 +544,18 @@ func (q *Queue) popHeadLocked() *entry {
 // expireLocked dead-letters every ready message whose deadline has passed,
 // in deadline order (ties in queue order).
 func (q *Queue) expireLocked(now int64) {
-	for len(q.ttl) > 0 && q.ttl[0].deadline <= now {
+	for {
+		pd := q.paged.minDeadline()
+		if pd != 0 && pd <= now && (len(q.ttl) == 0 || pd < q.ttl[0].deadline) {
+			s := q.paged.takeEarliest()
+			q.readyCount--
+			q.readyBytes -= s.size
+			q.expirePagedLocked(s)
+			continue
+		}
+		if len(q.ttl) == 0 || q.ttl[0].deadline > now {
+			return
+		}
 		e := q.ttl[0]
 		inReturns := e.inReturns
 		q.takeReadyLocked(e)
@@ -674,6 +703,9 @@ func (q *Queue) armTimerLocked(now int64) {
 	if !q.deleted && !q.b.closed.Load() {
 		if len(q.ttl) > 0 {
 			next = q.ttl[0].deadline
+		}
+		if pd := q.paged.minDeadline(); pd != 0 && (next == 0 || pd < next) {
+			next = pd
 		}
 		if d, ok := q.expiresAtLocked(); ok && (next == 0 || d < next) {
 			next = d

@@ -25,6 +25,7 @@ type entry struct {
 
 	ready     bool // in a ready list (false: delivered, or a tombstone)
 	inReturns bool // quorum: in the returns list
+	paged     bool // pinned in a slot of the queue's paged list (paged.go)
 
 	// Persistence (persist.go). stored: the message is in the store under
 	// (queue id, seq) until settled; delivered: its stored state says so.

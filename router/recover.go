@@ -189,6 +189,8 @@ func (b *Broker) recover() error {
 // load reads q's stored messages back (Recover, first phase).
 func (q *Queue) load(res uint64) error {
 	q.mu.Lock()
+	// Everything read back is durable: it may be paged out at once.
+	q.durableSeq.Store(^uint64(0))
 	var maxSeq uint64
 	err := q.b.st.Iterate(q.id, func(seq uint64, msg, state []byte) error {
 		m, err := decodeMessage(msg)
@@ -221,6 +223,7 @@ func (q *Queue) load(res uint64) error {
 	})
 	q.seq = max(q.seq, maxSeq, res)
 	q.seqRes = res
+	q.durableSeq.Store(q.seq)
 	q.unlock() // timers are armed and dead messages flushed once every queue is loaded
 	return err
 }

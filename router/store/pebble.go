@@ -997,7 +997,20 @@ func (p *Pebble) maybeCompact() {
 }
 
 // Iterate visits q's messages in seq order.
-func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) (err error) {
+func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
+	lo, hi := queueBounds(queue)
+	return p.iterate(lo, hi, fn)
+}
+
+// IterateRange implements Store.
+func (p *Pebble) IterateRange(queue QueueID, from, to uint64, fn func(seq uint64, msg, state []byte) error) error {
+	if from >= to {
+		return nil
+	}
+	return p.iterate(seqBound(queue, from), seqBound(queue, to), fn)
+}
+
+func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) error) (err error) {
 	defer func() { err = readErr(err) }()
 	defer recoverPanic(&err)
 	p.dbMu.RLock()
@@ -1005,7 +1018,6 @@ func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) e
 	if p.db == nil {
 		return ErrUnavailable
 	}
-	lo, hi := queueBounds(queue)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err

@@ -83,6 +83,10 @@ type Store interface {
 	// are only valid during the call; state is nil if the message has none.
 	// It sees every batch whose done has been called.
 	Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error
+	// IterateRange is Iterate over the seqs in [from, to) only: a paged
+	// queue reads the bodies of its next messages back with it, in one
+	// sequential pass.
+	IterateRange(queue QueueID, from, to uint64, fn func(seq uint64, msg, state []byte) error) error
 	// Queues visits the IDs of all queues that hold at least one message, in
 	// order (to find orphaned queues at recovery).
 	Queues(fn func(QueueID) error) error
