@@ -421,6 +421,7 @@ func appendDone(qs []*Queue, recs []store.Record, done func(error)) func(error) 
 // as the consumers' credit asks for (at least refillMin), within the
 // window's bytes (at least one), with one sequential store read.
 func (q *Queue) refillLocked() {
+	q.pageOutLocked()
 	want := max(int(min(q.creditLocked(), 1<<20)), refillMin)
 	var got []slot
 	var bytes int64

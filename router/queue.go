@@ -201,6 +201,7 @@ func (q *Queue) Len() int {
 	q.mu.Lock()
 	if !q.deleted {
 		q.expireLocked(q.nowNano())
+		q.pageOutLocked()
 	}
 	n := q.readyCount
 	q.unlock()
@@ -213,6 +214,7 @@ func (q *Queue) Info() QueueInfo {
 	q.mu.Lock()
 	if !q.deleted {
 		q.expireLocked(q.nowNano())
+		q.pageOutLocked()
 	}
 	info := QueueInfo{
 		Name: q.name, VHost: q.vh.name, Type: q.typ,
@@ -530,7 +532,7 @@ func (q *Queue) popHeadLocked() *entry {
 	e := q.returns.popFront()
 	if e == nil {
 		e = q.main.popFront()
-		if e == nil && q.paged.n > 0 {
+		for e == nil && q.paged.n > 0 { // a refill may find only unreadable messages
 			q.refillLocked()
 			e = q.main.popFront()
 		}
