@@ -136,7 +136,7 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 		hi := int(min(durable+1-p.base, uint64(len(p.sizes))))
 		for i := lo; i < hi; i++ {
 			e := p.pinned[i]
-			if e == nil || !e.stored || e.forwarded || keep(e.seq) {
+			if e == nil || !e.stored || e.forwarded || e.statePinned || keep(e.seq) {
 				continue
 			}
 			p.pinned[i] = nil

@@ -217,6 +217,7 @@ func (q *Queue) load(res uint64) error {
 				return nil
 			}
 			q.updateStoredLocked(e)
+			e.statePinned = true
 		}
 		q.addReadyLocked(e)
 		return nil
