@@ -52,6 +52,8 @@ type Options struct {
 	// an index slot in memory, the body in the store (paged.go). 0 means
 	// DefaultQueueWindowBytes; negative keeps every message in memory.
 	QueueWindowBytes int64
+
+	loadHook func(q *Queue, done bool) // tests: Broker.loadHook
 }
 
 // DefaultQueueWindowBytes is the default of Options.QueueWindowBytes.
@@ -126,6 +128,11 @@ type Broker struct {
 	// the store could not give back (UnreadableMessages).
 	windowBytes int64
 	unreadable  atomic.Int64
+	// Deep queues are read back after Recover returns, by one loader
+	// goroutine (recover.go); Close waits for it. loadHook, when set (tests),
+	// runs after each chunk a queue reads back, without locks.
+	loaderWG sync.WaitGroup
+	loadHook func(q *Queue, done bool)
 
 	alarms alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
 
@@ -214,6 +221,7 @@ func New(opts Options) *Broker {
 		b.retryEvery = 180 * time.Second
 	}
 	b.windowBytes = opts.QueueWindowBytes
+	b.loadHook = opts.loadHook
 	if b.windowBytes == 0 {
 		b.windowBytes = DefaultQueueWindowBytes
 	}
@@ -262,6 +270,7 @@ func (b *Broker) Close() {
 	}
 	b.retryMu.Unlock()
 	b.alarms.Stop()
+	b.loaderWG.Wait() // it stops at its next chunk
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()

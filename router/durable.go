@@ -234,8 +234,10 @@ func (q *Queue) entryBySeqLocked(seq uint64) *entry {
 	if e := q.main.findTail(seq, 4); e != nil {
 		return e
 	}
-	if p, i, ok := q.paged.find(seq); ok && p.pinned != nil {
-		return p.pinned[i]
+	for _, l := range []*pagedList{&q.paged, &q.fresh} {
+		if p, i, ok := l.find(seq); ok && p.pinned != nil {
+			return p.pinned[i]
+		}
 	}
 	return nil
 }

@@ -300,6 +300,25 @@ func (l *pagedList) fixHeap(p *indexPage) {
 
 func (l *pagedList) reset() { *l = pagedList{outSeq: l.outSeq} }
 
+// appendList moves every page of o behind l's; o's seqs are all above l's,
+// in pages of their own (recovery starts new seqs on a page boundary).
+func (l *pagedList) appendList(o *pagedList) {
+	for _, p := range o.pages[o.first:] {
+		if p.live == 0 {
+			continue
+		}
+		p.heapIdx = -1
+		l.pages = append(l.pages, p)
+		if p.minDL != 0 {
+			heap.Push(&l.byDeadline, p)
+		}
+	}
+	l.n += o.n
+	l.bytes += o.bytes
+	l.outSeq = max(l.outSeq, o.outSeq)
+	*o = pagedList{}
+}
+
 // pageHeap orders pages by their earliest deadline (ties: lower base).
 type pageHeap []*indexPage
 
@@ -347,12 +366,19 @@ func (q *Queue) pagesLocked(e *entry) bool {
 	if q.main.n == 0 {
 		return false // the window always takes one message
 	}
-	return q.readyBytes-q.paged.bytes > q.b.windowBytes // e is counted already
+	return q.windowBytesLocked() > q.b.windowBytes // e is counted already
 }
+
+// windowBytesLocked is the size of the ready messages held with their
+// bodies (the window and the quorum returns).
+func (q *Queue) windowBytesLocked() int64 { return q.readyBytes - q.paged.bytes - q.fresh.bytes }
 
 // pageOutLocked drops the bodies of paged messages whose appends are durable.
 func (q *Queue) pageOutLocked() {
 	q.paged.pageOut(q.durableSeq.Load(), q.appendFailed)
+	if q.fresh.n > 0 {
+		q.fresh.pageOut(q.durableSeq.Load(), q.appendFailed)
+	}
 }
 
 // noteDurable advances the queue's durable watermark to seq.
@@ -548,7 +574,12 @@ func (q *Queue) peekPagedLocked(n int) []*entry {
 // clearPagedLocked drops every paged message; settle: their stored copies
 // are settled too (purge; a delete removes the queue's store at once).
 func (q *Queue) clearPagedLocked(settle bool) {
-	q.paged.each(func(p *indexPage, i int) bool {
+	q.clearPagedListLocked(&q.paged, settle)
+	q.clearPagedListLocked(&q.fresh, settle)
+}
+
+func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
+	l.each(func(p *indexPage, i int) bool {
 		var e *entry
 		if p.pinned != nil {
 			e = p.pinned[i]
@@ -564,13 +595,17 @@ func (q *Queue) clearPagedLocked(settle bool) {
 		}
 		return true
 	})
-	q.paged.reset()
+	l.reset()
 }
 
 // takePagedLocked removes e, a pinned paged entry, from the paged list.
 func (q *Queue) takePagedLocked(e *entry) {
-	if p, i, ok := q.paged.find(e.seq); ok {
-		s := q.paged.take(p, i)
+	l := &q.paged
+	if q.loading && e.seq > q.loadEnd {
+		l = &q.fresh
+	}
+	if p, i, ok := l.find(e.seq); ok {
+		s := l.take(p, i)
 		e.ready = false
 		q.readyCount--
 		q.readyBytes -= s.size

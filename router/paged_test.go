@@ -303,3 +303,41 @@ func TestPagedIndexHeapPerMessage(t *testing.T) {
 }
 
 var _ store.Store = (*store.Pebble)(nil)
+
+// A deep queue is read back after Recover returns: its first messages are
+// delivered while the rest is still being read, messages published
+// meanwhile come after every recovered one, and nothing is lost or doubled.
+func TestDeepQueueReadBackInBackground(t *testing.T) {
+	old := syncLoadMax
+	syncLoadMax = 100
+	t.Cleanup(func() { syncLoadMax = old })
+	dir := t.TempDir()
+	d := openDurable(t, dir, withWindow(512))
+	d.queue(t, "q", Classic)
+	publishDurableN(t, d, "q", "m", 3000, nil)
+	d.close(t)
+
+	firstChunk, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d2 := openDurable(t, dir, withWindow(512), func(o *Options) {
+		o.loadHook = func(q *Queue, done bool) {
+			once.Do(func() {
+				close(firstChunk)
+				<-release
+			})
+		}
+	})
+	<-firstChunk // Recover has returned; the loader holds after its first chunk
+	q, ok := d2.v.Queue("q")
+	require.True(t, ok)
+	require.Equal(t, loadChunk, q.Len(), "read back so far")
+	s, c := subscribe(t, q, 10)
+	assert.Equal(t, names("m", 1, 10), bodiesOf(t, c.all()))
+	publishDurableN(t, d2, "q", "n", 5, nil)
+	close(release)
+	s.Flow(10, 5000, false)
+	eventually(t, func() bool { return c.n() == 3005 }, 20*time.Second, "all delivered")
+	assert.Equal(t, append(names("m", 1, 3000), names("n", 1, 5)...), bodiesOf(t, c.all()))
+	assert.Zero(t, q.Len())
+	d2.close(t)
+}

@@ -118,6 +118,14 @@ type Queue struct {
 	// the queue's appends are durable (set from the store's callbacks).
 	paged      pagedList
 	durableSeq atomic.Uint64
+	// While a deep queue is read back in the background (recover.go):
+	// loading, the last recovered seq, and fresh, the messages enqueued
+	// meanwhile, which go behind every recovered one once it is done.
+	// loadPurged: a purge came first, recovered messages are settled.
+	loading    bool
+	loadPurged bool
+	loadEnd    uint64
+	fresh      pagedList
 	failedMu   sync.Mutex
 	failed     [][2]uint64
 }
@@ -255,6 +263,7 @@ func (q *Queue) Purge() int {
 			l.each(q.settleStoredLocked)
 		}
 		q.clearPagedLocked(true)
+		q.loadPurged = q.loading
 	}
 	q.clearReadyLocked()
 	q.blocked = false
@@ -279,7 +288,7 @@ func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 // in the queue depends on it (no message deadline, no armed timer, no
 // x-expires): the per-message paths then read no clock.
 func (q *Queue) clockLocked() int64 {
-	if len(q.ttl) > 0 || q.paged.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+	if len(q.ttl) > 0 || q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
 		return q.nowNano()
 	}
 	return 0
@@ -359,7 +368,7 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			// x-message-ttl=0 (or header ttl 0): delivered at once if a
 			// consumer has credit, otherwise expired at publish.
 			var s *Subscription
-			if q.readyCount == 0 {
+			if q.readyCount == 0 && !q.loading {
 				s = q.nextSubLocked()
 			}
 			if s != nil {
@@ -492,6 +501,11 @@ func (q *Queue) addReadyLocked(e *entry) {
 	e.ready = true
 	q.readyCount++
 	q.readyBytes += e.size()
+	if q.loading && e.seq > q.loadEnd {
+		q.fresh.push(e) // behind every message still being read back
+		q.pageOutLocked()
+		return
+	}
 	if q.pagesLocked(e) {
 		q.paged.push(e)
 		q.pageOutLocked()
@@ -547,9 +561,13 @@ func (q *Queue) popHeadLocked() *entry {
 // in deadline order (ties in queue order).
 func (q *Queue) expireLocked(now int64) {
 	for {
-		pd := q.paged.minDeadline()
+		pl := &q.paged
+		if fd := q.fresh.minDeadline(); fd != 0 && (pl.minDeadline() == 0 || fd < pl.minDeadline()) {
+			pl = &q.fresh
+		}
+		pd := pl.minDeadline()
 		if pd != 0 && pd <= now && (len(q.ttl) == 0 || pd < q.ttl[0].deadline) {
-			s := q.paged.takeEarliest()
+			s := pl.takeEarliest()
 			q.readyCount--
 			q.readyBytes -= s.size
 			q.expirePagedLocked(s)
@@ -706,8 +724,10 @@ func (q *Queue) armTimerLocked(now int64) {
 		if len(q.ttl) > 0 {
 			next = q.ttl[0].deadline
 		}
-		if pd := q.paged.minDeadline(); pd != 0 && (next == 0 || pd < next) {
-			next = pd
+		for _, pd := range []int64{q.paged.minDeadline(), q.fresh.minDeadline()} {
+			if pd != 0 && (next == 0 || pd < next) {
+				next = pd
+			}
 		}
 		if d, ok := q.expiresAtLocked(); ok && (next == 0 || d < next) {
 			next = d

@@ -112,6 +112,19 @@ func (m *Memory) IterateRange(queue QueueID, from, to uint64, fn func(seq uint64
 	return nil
 }
 
+// SeqSpan implements Store.
+func (m *Memory) SeqSpan(queue QueueID) (first, last uint64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for s := range m.queues[queue] {
+		if first == 0 || s < first {
+			first = s
+		}
+		last = max(last, s)
+	}
+	return first, last, nil
+}
+
 // Queues visits the IDs of non-empty queues in order.
 func (m *Memory) Queues(fn func(QueueID) error) error {
 	m.mu.Lock()

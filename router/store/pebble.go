@@ -1009,6 +1009,33 @@ func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) e
 	return it.Close()
 }
 
+// SeqSpan implements Store: two seeks, whatever the queue holds.
+func (p *Pebble) SeqSpan(queue QueueID) (first, last uint64, err error) {
+	defer func() { err = readErr(err) }()
+	defer recoverPanic(&err)
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	if p.db == nil {
+		return 0, 0, ErrUnavailable
+	}
+	lo, hi := queueBounds(queue)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, 0, err
+	}
+	if it.First() {
+		_, first, _, _ = parseQueueKey(it.Key())
+	}
+	if it.Last() {
+		_, last, _, _ = parseQueueKey(it.Key())
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return 0, 0, err
+	}
+	return first, last, it.Close()
+}
+
 // Queues visits the IDs of non-empty queues in order.
 func (p *Pebble) Queues(fn func(QueueID) error) (err error) {
 	defer func() { err = readErr(err) }()
