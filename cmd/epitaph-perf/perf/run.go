@@ -17,19 +17,19 @@ import (
 
 // Config is one run of epitaph-perf.
 type Config struct {
-	Engine     string // fast or goamqp (tcp-latency: always tcp)
-	Scenario   string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
-	URL        string
-	SASL       string
-	Target     string // address senders publish to
-	Source     string // address receivers consume from
-	DLQSource  string // deadletter: address of the dead-letter queue
-	Size       int
-	Duration   time.Duration // stop publishing after this (0: use Count)
-	Count      uint64        // stop publishing after this many (0: use Duration)
+	Engine    string // fast or goamqp (tcp-latency: always tcp)
+	Scenario  string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
+	URL       string
+	SASL      string
+	Target    string // address senders publish to
+	Source    string // address receivers consume from
+	DLQSource string // deadletter: address of the dead-letter queue
+	Size      int
+	Duration  time.Duration // stop publishing after this (0: use Count)
+	Count     uint64        // stop publishing after this many (0: use Duration)
 	// SeqStart (fill): the first sequence number written into the bodies,
 	// so that a second fill into a queue continues the first one's numbers.
-	SeqStart uint64
+	SeqStart   uint64
 	Senders    int
 	Receivers  int
 	Window     int
