@@ -24,9 +24,11 @@ import (
 // submits its batch before unlocking. That is the only place where more
 // than one queue lock is held.
 //
-// The in-memory copies are authoritative while running: a consumer may get a
-// message before its append is synced (RabbitMQ does the same), but the
-// publisher's `accepted` waits for the sync.
+// The in-memory copies (the window, pinned paged entries) and the queue's
+// index are authoritative while running: a consumer may get a message
+// before its append is synced (RabbitMQ does the same), but the publisher's
+// `accepted` waits for the sync. A paged message's body is read back from
+// the store only after its append is durable (paged.go).
 
 // metaOn reports whether metadata changes are written (a store, and not
 // while Recover reads them back).
