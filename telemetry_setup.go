@@ -183,6 +183,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		"Records and table entries dropped by store-recovery salvage at start-up")
 	storeDiskFull := counter("epitaph_store_disk_full_total",
 		"Store commits refused because the disk is full (publishes rejected with amqp:resource-limit-exceeded)")
+	unreadable := counter("epitaph_store_unreadable_messages_total",
+		"Stored messages a queue could not read back (damaged or missing), each logged with its queue and seq")
 	if err != nil {
 		return err
 	}
@@ -211,6 +213,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			o.ObserveInt64(storeCorrupt, int64(st.Corruptions))
 			o.ObserveInt64(storeSalvaged, int64(st.Salvaged))
 			o.ObserveInt64(storeDiskFull, int64(st.DiskFull))
+			o.ObserveInt64(unreadable, b.router.UnreadableMessages())
 		}
 
 		// Per queue: link counters (including queues since deleted) and

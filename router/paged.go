@@ -133,7 +133,10 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 			continue
 		}
 		lo := int(max(l.outSeq, p.base) - p.base)
-		hi := int(min(durable+1-p.base, uint64(len(p.sizes))))
+		hi := len(p.sizes)
+		if durable < p.base+uint64(hi)-1 { // (durable may be the largest seq)
+			hi = int(durable-p.base) + 1
+		}
 		for i := lo; i < hi; i++ {
 			e := p.pinned[i]
 			if e == nil || !e.stored || e.forwarded || e.statePinned || keep(e.seq) {
@@ -146,7 +149,11 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 			p.pinned = nil
 		}
 	}
-	l.outSeq = durable + 1
+	// Slots not pushed yet are not covered: recovery sets the watermark
+	// above every seq it will push.
+	if p := l.last(); p != nil {
+		l.outSeq = min(durable, p.base+uint64(len(p.sizes))-1) + 1
+	}
 }
 
 // front returns the first page with a live slot, dropping empty ones.

@@ -341,3 +341,40 @@ func TestDeepQueueReadBackInBackground(t *testing.T) {
 	assert.Zero(t, q.Len())
 	d2.close(t)
 }
+
+// A queue read back after a restart keeps only index slots for the
+// messages behind its window, whichever way it was read (before Recover
+// returned, or in the background).
+func TestRecoveredMessagesPagedOut(t *testing.T) {
+	for _, deep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("background=%v", deep), func(t *testing.T) {
+			if deep {
+				old := syncLoadMax
+				syncLoadMax = 100
+				t.Cleanup(func() { syncLoadMax = old })
+			}
+			dir := t.TempDir()
+			d := openDurable(t, dir, withWindow(512))
+			d.queue(t, "q", Quorum)
+			publishDurableN(t, d, "q", "m", 3000, nil)
+			d.close(t)
+			loaded := make(chan struct{})
+			d2 := openDurable(t, dir, withWindow(512), func(o *Options) {
+				o.loadHook = func(_ *Queue, done bool) {
+					if done {
+						close(loaded)
+					}
+				}
+			})
+			if deep {
+				<-loaded
+			}
+			q, _ := d2.v.Queue("q")
+			require.Equal(t, 3000, q.Len())
+			assert.Zero(t, pinned(q), "recovered messages still held in memory")
+			_, c := subscribe(t, q, 5000)
+			assert.Equal(t, names("m", 1, 3000), bodiesOf(t, c.all()))
+			d2.close(t)
+		})
+	}
+}
