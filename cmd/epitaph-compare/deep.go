@@ -96,6 +96,10 @@ func runDeep(o opts) error {
 	deepFill := fill("fill the DLQ", "dlq", n, 0)
 	rssSitting := procRSS(pid)
 	deepPub := fill("publish into the DLQ "+commas(n)+" deep", "dlq", m, n)
+	// Shallow again, with the store as the deep fill left it: the ratios
+	// compare runs on the same store, minutes apart at most.
+	shallowPub2 := fill("publish into an empty queue, after the deep fill", "shallow", m, 0)
+	shallowCon2 := consume("consume from a queue of "+commas(m)+", after the deep fill", "shallow", m)
 	storeBytes := dirSize(dataDir)
 	// Restart: SIGKILL, then time listening and the first delivery; the
 	// consumer drains the whole DLQ from its head and checks it.
@@ -141,10 +145,12 @@ func runDeep(o opts) error {
 	p("| fill rate into the DLQ, 0 → %s (msg/s, accepted) | %s |\n", commas(n), rate(deepFill))
 	p("| broker RSS with %s messages sitting in the DLQ | %.0f MiB (%.1f bytes per message) |\n", commas(n), float64(rssSitting)/(1<<20), float64(rssSitting)/float64(max(n, 1)))
 	p("| store on disk | %.0f MiB |\n", float64(storeBytes)/(1<<20))
-	p("| publish %s into an empty queue (msg/s) | %s |\n", commas(m), rate(shallowPub))
-	p("| publish %s into the DLQ %s deep (msg/s) | %s (%s of shallow) |\n", commas(m), commas(n), rate(deepPub), ratioOf(deepPub, shallowPub))
-	p("| consume %s from a queue of %s (msg/s) | %s |\n", commas(m), commas(m), rate(shallowCon))
-	p("| consume the DLQ's %s from its head after a restart (msg/s, whole drain) | %s (%s of shallow) |\n", commas(n+m), rate(drain), ratioOf(drain, shallowCon))
+	p("| publish %s into an empty queue (msg/s), before / after the deep fill | %s / %s |\n", commas(m), rate(shallowPub), rate(shallowPub2))
+	p("| publish %s into the DLQ %s deep (msg/s) | %s (%s of shallow after the fill, %s of before) |\n", commas(m), commas(n), rate(deepPub),
+		ratioOf(deepPub, shallowPub2), ratioOf(deepPub, shallowPub))
+	p("| consume %s from a queue of %s (msg/s), before / after the deep fill | %s / %s |\n", commas(m), commas(m), rate(shallowCon), rate(shallowCon2))
+	p("| consume the DLQ's %s from its head after a restart (msg/s, whole drain) | %s (%s of shallow after the fill, %s of before) |\n", commas(n+m), rate(drain),
+		ratioOf(drain, shallowCon2), ratioOf(drain, shallowCon))
 	p("| restart (SIGKILL) with %s stored: listening after | %.2f s |\n", commas(n+m), listenMs/1e3)
 	p("| restart: first delivery after (from the exec) | %.2f s |\n", firstMs/1e3)
 	p("| broker RSS right after the restart / after the drain | %.0f MiB / %.0f MiB |\n", float64(rssRestarted)/(1<<20), float64(rssAfterDrain)/(1<<20))
