@@ -2,7 +2,13 @@ package router
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -377,4 +383,98 @@ func TestRecoveredMessagesPagedOut(t *testing.T) {
 			d2.close(t)
 		})
 	}
+}
+
+// A bit flip in a table of the store, found when a deep queue is read back:
+// the messages of the damaged block are reported (log, counter) and every
+// other message of that queue, and the other queue, is served.
+func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
+	old := syncLoadMax
+	syncLoadMax = 100
+	t.Cleanup(func() { syncLoadMax = old })
+	dir := t.TempDir()
+	open := func() *durableEnv {
+		st, err := store.OpenPebble(dir, store.PebbleOptions{MemTableSize: 256 << 10})
+		require.NoError(t, err)
+		e := newEnv(t, func(o *Options) { o.Store, o.QueueWindowBytes = st, 4096 })
+		require.NoError(t, e.b.Recover())
+		t.Cleanup(func() { _ = st.Close() })
+		return &durableEnv{env: e, dir: dir, st: st}
+	}
+	d := open()
+	d.queue(t, "a", Classic)
+	d.queue(t, "b", Classic)
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := func(int) string { // incompressible, so that a block holds few messages
+		b := make([]byte, 1024)
+		for i := range b {
+			b[i] = 'a' + byte(rng.IntN(26))
+		}
+		return string(b)
+	}
+	for _, q := range []string{"a", "b"} {
+		for i := 1; i <= 1000; i++ {
+			m := durableMsg(t, fmt.Sprintf("%s%d:%s", q, i, noise(i)), q)
+			require.Equal(t, Accepted, d.publish(t, "", m))
+		}
+	}
+	d.close(t)
+	// Flip a bit in the middle of the largest table: a data block of
+	// messages (the metadata sorts first, the index blocks last).
+	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ssts)
+	var largest string
+	var size int64
+	for _, f := range ssts {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
+			largest, size = f, fi.Size()
+		}
+	}
+	raw, err := os.ReadFile(largest)
+	require.NoError(t, err)
+	raw[len(raw)/2] ^= 0x10
+	require.NoError(t, os.WriteFile(largest, raw, 0o600))
+
+	loaded := make(chan struct{}, 2)
+	d2 := func() *durableEnv {
+		st, err := store.OpenPebble(dir, store.PebbleOptions{MemTableSize: 256 << 10})
+		require.NoError(t, err)
+		e := newEnv(t, func(o *Options) {
+			o.Store, o.QueueWindowBytes = st, 4096
+			o.loadHook = func(_ *Queue, done bool) {
+				if done {
+					loaded <- struct{}{}
+				}
+			}
+		})
+		require.NoError(t, e.b.Recover(), "a damaged block of a deep queue does not stop the start")
+		t.Cleanup(func() { e.b.Close(); _ = st.Close() })
+		return &durableEnv{env: e, dir: dir, st: st}
+	}()
+	<-loaded
+	<-loaded
+	lost := d2.b.UnreadableMessages()
+	require.Positive(t, lost, "the damaged block was not reported")
+	missing, whole := 0, 0
+	for _, name := range []string{"a", "b"} {
+		q, _ := d2.v.Queue(name)
+		_, c := subscribe(t, q, 2000)
+		var got []string
+		for _, b := range bodiesOf(t, c.all()) {
+			got = append(got, b[:strings.IndexByte(b, ':')])
+		}
+		missing += 1000 - len(got)
+		if len(got) == 1000 {
+			whole++
+		}
+		assert.True(t, slices.IsSortedFunc(got, func(x, y string) int {
+			nx, _ := strconv.Atoi(x[1:])
+			ny, _ := strconv.Atoi(y[1:])
+			return nx - ny
+		}), "%s in order", name)
+		assert.Zero(t, q.Len())
+	}
+	assert.Equal(t, int(lost), missing, "each message not served was reported")
+	assert.Equal(t, 1, whole, "the other queue is served whole")
 }

@@ -245,10 +245,16 @@ var errChunkFull = errors.New("chunk full")
 
 func (q *Queue) loadInBackground() {
 	from := uint64(0)
+	stepping := false // reading one seq at a time past a damaged region
 	for {
 		var chunk []*entry
 		var decodeErr error
-		err := q.b.st.IterateRange(q.id, from, q.loadEnd+1, func(seq uint64, msg, state []byte) error {
+		to := q.loadEnd + 1
+		if stepping {
+			to = from + 1
+		}
+		at := from
+		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
 			e, err := recoveredEntry(seq, msg, state)
 			if err != nil {
@@ -265,15 +271,22 @@ func (q *Queue) loadInBackground() {
 			q.b.unreadable.Add(1)
 			q.b.log.Error("recover: stored message unreadable", "err", decodeErr)
 		}
-		done := err == nil || q.b.closed.Load()
-		if err != nil && !errors.Is(err, errChunkFull) {
-			// A damaged region of the store: what lies behind it in this
-			// queue cannot be reached by this read.
-			q.b.unreadable.Add(1)
-			q.b.log.Error("recover: the rest of a queue could not be read back", "queue", q.name,
-				"vhost", q.vh.name, "from_seq", from, "to_seq", q.loadEnd, "err", err)
-			done = true
+		switch {
+		case err == nil && stepping:
+			stepping, from = false, max(from, at+1) // past the damage: whole chunks again
+		case err != nil && !errors.Is(err, errChunkFull):
+			if stepping {
+				// This seq lies in the damaged region (or is a settled one
+				// whose key would have been there): it cannot be read back.
+				q.b.unreadable.Add(1)
+				q.b.log.Error("recover: stored message unreadable", "queue", q.name, "vhost", q.vh.name, "seq", at, "err", err)
+				from = at + 1
+			}
+			// Otherwise from is the first seq not read: step from there.
+			stepping = true
 		}
+		done := (err == nil && !stepping && from > q.loadEnd) || (err == nil && to == q.loadEnd+1) ||
+			from > q.loadEnd || q.b.closed.Load()
 		q.mu.Lock()
 		if q.deleted {
 			q.loading = false
