@@ -221,7 +221,7 @@ func (l *pagedList) take(p *indexPage, i int) slot {
 	l.bytes -= s.size
 	if p.live == 0 {
 		// The slices go now; the page itself when it reaches the front.
-		p.sizes, p.deadlines, p.pinned, p.head = nil, nil, nil, 0
+		p.sizes, p.deadlines, p.pinned, p.head, p.minDL = nil, nil, nil, 0, 0
 		if p.heapIdx >= 0 {
 			heap.Remove(&l.byDeadline, p.heapIdx)
 		}
