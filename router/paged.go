@@ -109,6 +109,34 @@ func (l *pagedList) push(e *entry) {
 	e.paged = true
 }
 
+// pushSlot appends an unpinned slot (its body only in the store): a
+// message read back after a restart.
+func (l *pagedList) pushSlot(seq uint64, size, deadline int64) {
+	p := l.last()
+	if p == nil || seq >= p.base+pageSlots {
+		p = &indexPage{base: seq - seq%pageSlots, heapIdx: -1}
+		l.pages = append(l.pages, p)
+	}
+	i := int(seq - p.base)
+	for len(p.sizes) <= i {
+		p.sizes = append(p.sizes, 0)
+	}
+	p.sizes[i] = uint32(min(size, math.MaxUint32-1)) + 1
+	if deadline != 0 {
+		if p.deadlines == nil {
+			p.deadlines = make([]int64, pageSlots)
+		}
+		p.deadlines[i] = deadline
+		if p.minDL == 0 || deadline < p.minDL {
+			p.minDL = deadline
+			l.fixHeap(p)
+		}
+	}
+	p.live++
+	l.n++
+	l.bytes += size
+}
+
 // pageOut drops the pinned entries of stored messages with seqs up to
 // durable (their appends are durable) for which keep is false.
 func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {

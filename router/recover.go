@@ -248,6 +248,7 @@ func (q *Queue) loadInBackground() {
 	stepping := false // reading one seq at a time past a damaged region
 	for {
 		var chunk []*entry
+		var slots []slot // plain ready messages: indexed, their bodies left in the store
 		var decodeErr error
 		to := q.loadEnd + 1
 		if stepping {
@@ -256,13 +257,19 @@ func (q *Queue) loadInBackground() {
 		at := from
 		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
-			e, err := recoveredEntry(seq, msg, state)
-			if err != nil {
-				decodeErr = fmt.Errorf("%s: %w", q, err)
-				return nil // reported below; the others are still read back
+			if s, ok := plainSlot(seq, msg, state); ok {
+				slots = append(slots, s)
+			} else {
+				e, err := recoveredEntry(seq, msg, state)
+				if err != nil {
+					decodeErr = fmt.Errorf("%s: %w", q, err)
+					return nil // reported below; the others are still read back
+				}
+				// Whatever came before it is put in first: order holds.
+				chunk = append(chunk, e)
+				slots = append(slots, slot{seq: seq})
 			}
-			chunk = append(chunk, e)
-			if len(chunk) >= loadChunk {
+			if len(slots) >= loadChunk {
 				return errChunkFull
 			}
 			return nil
@@ -293,12 +300,23 @@ func (q *Queue) loadInBackground() {
 			q.unlock()
 			return
 		}
-		for _, e := range chunk {
-			if q.loadPurged {
-				q.settleStoredLocked(e)
-				continue
+		for _, s := range slots {
+			var e *entry
+			if s.size == 0 { // a decoded entry, in order
+				e, chunk = chunk[0], chunk[1:]
 			}
-			q.recoverEntryLocked(e)
+			switch {
+			case q.loadPurged && e != nil:
+				q.settleStoredLocked(e)
+			case q.loadPurged:
+				q.pend.Settle(q.id, s.seq)
+			case e != nil:
+				q.recoverEntryLocked(e)
+			default:
+				q.readyCount++
+				q.readyBytes += s.size - 1
+				q.paged.pushSlot(s.seq, s.size-1, s.deadline)
+			}
 		}
 		if done {
 			q.loading, q.loadPurged = false, false
@@ -316,6 +334,21 @@ func (q *Queue) loadInBackground() {
 			return
 		}
 	}
+}
+
+// plainSlot indexes a stored message that comes back as a plain ready
+// message (its state says neither delivered nor retained) without decoding
+// it; its size is kept plus one, so that zero marks a decoded entry.
+func plainSlot(seq uint64, msg, state []byte) (slot, bool) {
+	var e entry
+	if err := decodeState(&e, state); err != nil || e.delivered || e.retained || e.ext != nil {
+		return slot{}, false
+	}
+	size, err := storedSize(msg)
+	if err != nil {
+		return slot{}, false // decoded (and reported) as an entry
+	}
+	return slot{seq: seq, size: size + 1, deadline: e.deadline}, true
 }
 
 // recoveredEntry decodes a stored message and its state.
