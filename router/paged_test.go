@@ -478,3 +478,21 @@ func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
 	assert.Equal(t, int(lost), missing, "each message not served was reported")
 	assert.Equal(t, 1, whole, "the other queue is served whole")
 }
+
+// storedSize reads the size a stored record decodes to without decoding it.
+func TestStoredSizeMatchesDecodedSize(t *testing.T) {
+	ms := []*Message{durableMsg(t, "x", "q"), durableMsg(t, strings.Repeat("y", 5000), "q"), msg("bare only", "q"),
+		wireMsg(t, nil, nil, "q")}
+	for i, m := range ms {
+		enc, err := encodeMessage(m)
+		require.NoError(t, err)
+		got, err := storedSize(enc)
+		require.NoError(t, err)
+		dec, err := decodeMessage(enc)
+		require.NoError(t, err)
+		assert.Equal(t, int64(dec.size()), got, i)
+		assert.Equal(t, int64(m.size()), got, i)
+	}
+	_, err := storedSize([]byte{msgAMQP10, 0x00})
+	require.Error(t, err)
+}
