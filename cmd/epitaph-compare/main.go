@@ -335,8 +335,8 @@ func run(o opts) error {
 		if sec := durableSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
 		}
-		if sec := deepSection(string(old)); sec != "" {
-			report += "\n" + sec + "\n"
+		if sec := deepSections(string(old)); sec != "" {
+			report += "\n" + strings.TrimRight(sec, "\n") + "\n"
 		}
 		if sec := notesSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
