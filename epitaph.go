@@ -220,6 +220,10 @@ func Start(opts Options) (*Broker, error) {
 		b.store = st
 		ropts.Store, ropts.DataDir = st, opts.DataDir
 		ropts.DiskFreeLimit = opts.DiskFreeLimit
+		ropts.QueueWindowBytes = -1 // 0: no paging
+		if opts.QueueWindowBytes > 0 {
+			ropts.QueueWindowBytes = int64(min(opts.QueueWindowBytes, 1<<62))
+		}
 	}
 	rt := router.New(ropts)
 	b.router = rt

@@ -191,6 +191,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		"Dead-letter events lost because a subscriber's buffer was full (each subscriber that lost one counts it)")
 	evSubscribers := gauge("epitaph_dead_letter_event_subscribers",
 		"Open dead-letter event subscriptions (AMQP links and HTTP streams)")
+	unreadable := counter("epitaph_store_unreadable_messages_total",
+		"Stored messages a queue could not read back (damaged or missing), each logged with its queue and seq")
 	if err != nil {
 		return err
 	}
@@ -231,6 +233,7 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			o.ObserveInt64(storeCorrupt, int64(st.Corruptions))
 			o.ObserveInt64(storeSalvaged, int64(st.Salvaged))
 			o.ObserveInt64(storeDiskFull, int64(st.DiskFull))
+			o.ObserveInt64(unreadable, b.router.UnreadableMessages())
 		}
 		o.ObserveInt64(evLost, int64(b.events.Lost()))
 		o.ObserveInt64(evSubscribers, int64(b.events.Subscribers()))

@@ -55,6 +55,7 @@ const (
 	KeyStoreRecovery                = "store-recovery"
 	KeyDiskFreeLimit                = "disk-free-limit"
 	KeyMemoryHigh                   = "memory-high-watermark"
+	KeyQueueWindowBytes             = "queue-window-bytes"
 	KeyDLRetryInterval              = "dead-letter-retry-interval"
 	KeyAnonymous                    = "anonymous"
 	KeyMaxFrameSize                 = "max-frame-size"
@@ -225,6 +226,11 @@ type Config struct {
 	// MemoryHighWatermark blocks publishers while the process uses more
 	// memory, in bytes; 0 turns the memory alarm off.
 	MemoryHighWatermark uint64 `mapstructure:"memory-high-watermark"`
+	// QueueWindowBytes bounds the ready messages each durable queue keeps
+	// in memory with their bodies; the others stay on disk, with a small
+	// index entry in memory, and are read back ahead of consumers. 0 keeps
+	// every message in memory. Not used in memory mode.
+	QueueWindowBytes uint64 `mapstructure:"queue-window-bytes"`
 	// DeadLetterRetryInterval is how often retained at-least-once dead
 	// letters are retried (RabbitMQ's default is 180s); positive.
 	DeadLetterRetryInterval time.Duration `mapstructure:"dead-letter-retry-interval"`
@@ -467,6 +473,7 @@ func Default() Config {
 		HTTPListen:              "127.0.0.1:15672",
 		StoreRecovery:           StoreRecoveryStrict,
 		DiskFreeLimit:           100 << 20,
+		QueueWindowBytes:        4 << 20,
 		DeadLetterRetryInterval: 180 * time.Second,
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
@@ -529,6 +536,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyStoreRecovery, d.StoreRecovery, "a damaged store: strict refuses to start, salvage starts with what is readable (logged, damaged files kept)")
 	fs.Uint64(KeyDiskFreeLimit, d.DiskFreeLimit, "block publishers below this much free disk, in `bytes` (0: no disk alarm)")
 	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
+	fs.Uint64(KeyQueueWindowBytes, d.QueueWindowBytes, "ready message `bytes` a durable queue keeps in memory; the rest is paged to disk (0: all in memory)")
 	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
 	fs.Bool(KeyPermitTransientNonExclQueues, d.PermitTransientNonExclQueues, "AMQP 0-9-1 clients may declare non-durable, non-exclusive queues (false: refused with 541, as RabbitMQ 4.3)")
@@ -635,6 +643,7 @@ func Load(args []string) (*Config, error) {
 		KeyStoreRecovery:                d.StoreRecovery,
 		KeyDiskFreeLimit:                d.DiskFreeLimit,
 		KeyMemoryHigh:                   d.MemoryHighWatermark,
+		KeyQueueWindowBytes:             d.QueueWindowBytes,
 		KeyDLRetryInterval:              d.DeadLetterRetryInterval,
 		KeyAnonymous:                    d.Anonymous,
 		KeyMaxFrameSize:                 d.MaxFrameSize,

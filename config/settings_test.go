@@ -78,6 +78,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyStoreRecovery:                "refused",
 		KeyDiskFreeLimit:                "no disk alarm",
 		KeyMemoryHigh:                   "no memory alarm",
+		KeyQueueWindowBytes:             "no paging: every message in memory",
 		KeyDLRetryInterval:              "refused",
 		KeyAuthFailureDelay:             "no wait",
 		KeyAuthFailureSources:           "refused",

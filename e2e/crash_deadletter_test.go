@@ -321,7 +321,16 @@ func (l *crashDLLedger) qcDelivery(rec *crashDLMsg, m *amqp.Message, ds []map[an
 	return p
 }
 
-func TestCrashAtLeastOnceDeadLettering(t *testing.T) {
+func TestCrashAtLeastOnceDeadLettering(t *testing.T) { crashAtLeastOnce(t) }
+
+// TestCrashAtLeastOnceDeadLetteringPaged is the same loop with a one-byte
+// queue window: the source queues, the targets and the DLQs page their
+// messages out, and dead-letter moves read paged bodies back.
+func TestCrashAtLeastOnceDeadLetteringPaged(t *testing.T) {
+	crashAtLeastOnce(t, "--queue-window-bytes", "1")
+}
+
+func crashAtLeastOnce(t *testing.T, extra ...string) {
 	iterations := 3
 	if n, _ := strconv.Atoi(os.Getenv("EPITAPH_CRASH_ITERATIONS")); n > 0 {
 		iterations = n
@@ -335,7 +344,7 @@ func TestCrashAtLeastOnceDeadLettering(t *testing.T) {
 	var kills []time.Time
 
 	for it := range iterations {
-		p, _ := startALOBinary(t, dir, crashDLDefs)
+		p, _ := startALOBinary(t, dir, crashDLDefs, extra...)
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		dialSession := func() (*amqp.Conn, *amqp.Session, bool) {
@@ -506,7 +515,7 @@ func TestCrashAtLeastOnceDeadLettering(t *testing.T) {
 	killed := time.Now()
 
 	// Final restart: fix the cycle's routing key, then drain everything.
-	p, base := startALOBinary(t, dir, crashDLDefs)
+	p, base := startALOBinary(t, dir, crashDLDefs, extra...)
 	api(t, base, "PUT", "/api/policies/%2f/cyc", map[string]any{"pattern": "^qcyc$", "apply-to": "queues",
 		"definition": map[string]any{"dead-letter-routing-key": "cycdlq"}}, 201)
 	c, err := amqp.Dial(ctxT(t), "amqp://"+p.addr, nil)

@@ -139,7 +139,15 @@ func TestDurableRestart(t *testing.T) {
 // found (in its queue or, once rejected, in the DLQ with an intact history)
 // and nothing is found that was never accepted. EPITAPH_CRASH_ITERATIONS
 // sets the number of kills (CI runs 20).
-func TestCrashLedger(t *testing.T) {
+func TestCrashLedger(t *testing.T) { crashLedger(t) }
+
+// TestCrashLedgerPaged is the same loop with a one-byte queue window: every
+// queued message after the first is paged out to the store and read back
+// for its consumer, so the kills land while messages are paged out and
+// while they are read back.
+func TestCrashLedgerPaged(t *testing.T) { crashLedger(t, "--queue-window-bytes", "1") }
+
+func crashLedger(t *testing.T, extra ...string) {
 	iterations := 3
 	if n, _ := strconv.Atoi(os.Getenv("EPITAPH_CRASH_ITERATIONS")); n > 0 {
 		iterations = n
@@ -151,7 +159,7 @@ func TestCrashLedger(t *testing.T) {
 	rejected := map[string]bool{} // rejected by our consumer: must be in the DLQ
 	seq := 0
 	for it := range iterations {
-		p := startDurable(t, dir)
+		p := startDurable(t, dir, extra...)
 		var mu sync.Mutex
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
@@ -230,7 +238,7 @@ func TestCrashLedger(t *testing.T) {
 	}
 
 	// Restart (with the HTTP API, to see when the queues are empty) and read everything back.
-	p := startDurable(t, dir, "--http-listen", "127.0.0.1:0")
+	p := startDurable(t, dir, append([]string{"--http-listen", "127.0.0.1:0"}, extra...)...)
 	c, err := amqp.Dial(ctxT(t), "amqp://"+p.addr, nil)
 	require.NoError(t, err)
 	defer c.Close()

@@ -157,3 +157,19 @@ func decodeList(b []byte, n int) (value.List, error) {
 	}
 	return l, nil
 }
+
+// storedSize is the size (Message.size) of the message a stored
+// encodeAMQP10Message record decodes to, read without decoding or copying
+// it: recovery indexes paged messages with it.
+func storedSize(b []byte) (int64, error) {
+	if len(b) == 0 || b[0] != msgAMQP10 {
+		return 0, errCorrupt
+	}
+	r := &reader{b: b[1:]}
+	r.header()
+	_, bare, footer := r.view(), r.view(), r.view()
+	if r.err != nil {
+		return 0, r.err
+	}
+	return int64(len(bare) + len(footer)), nil
+}

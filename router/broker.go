@@ -46,7 +46,18 @@ type Options struct {
 	AlarmInterval       time.Duration
 	DiskFree            func(dir string) (uint64, error)
 	MemoryUsed          func() uint64
+
+	// QueueWindowBytes bounds the ready messages a persisting queue keeps
+	// in memory with their bodies (its head window); the others are paged:
+	// an index slot in memory, the body in the store (paged.go). 0 means
+	// DefaultQueueWindowBytes; negative keeps every message in memory.
+	QueueWindowBytes int64
+
+	loadHook func(q *Queue, done bool) // tests: Broker.loadHook
 }
+
+// DefaultQueueWindowBytes is the default of Options.QueueWindowBytes.
+const DefaultQueueWindowBytes = 4 << 20
 
 // DeadLetterer takes messages that died in src, in the order they died. It
 // is called without any queue lock held. dead is valid only during the
@@ -113,6 +124,16 @@ type Broker struct {
 	retryTimer *time.Timer
 	retryEvery time.Duration
 
+	// Paging: the window of each persisting queue, and the paged messages
+	// the store could not give back (UnreadableMessages).
+	windowBytes int64
+	unreadable  atomic.Int64
+	// Deep queues are read back after Recover returns, by one loader
+	// goroutine (recover.go); Close waits for it. loadHook, when set (tests),
+	// runs after each chunk a queue reads back, without locks.
+	loaderWG sync.WaitGroup
+	loadHook func(q *Queue, done bool)
+
 	alarms alarm.Monitor // by value: the publish path counts its bytes without a pointer chase
 
 	accounts atomic.Pointer[accountsHolder]
@@ -168,6 +189,11 @@ func (b *Broker) CommitMeta(mb *store.Batch) {
 	}
 }
 
+// UnreadableMessages is the number of paged messages whose bodies the store
+// could not give back (damaged or missing), each logged with its queue and
+// seq when found.
+func (b *Broker) UnreadableMessages() int64 { return b.unreadable.Load() }
+
 // DefaultVHost is the vhost every broker starts with.
 const DefaultVHost = "/"
 
@@ -193,6 +219,11 @@ func New(opts Options) *Broker {
 	b.retryEvery = opts.DeadLetterRetryInterval
 	if b.retryEvery <= 0 {
 		b.retryEvery = 180 * time.Second
+	}
+	b.windowBytes = opts.QueueWindowBytes
+	b.loadHook = opts.loadHook
+	if b.windowBytes == 0 {
+		b.windowBytes = DefaultQueueWindowBytes
 	}
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
 	b.alarms.Start(alarm.Options{Logger: b.log, DataDir: opts.DataDir, DiskFreeLimit: opts.DiskFreeLimit,
@@ -239,6 +270,7 @@ func (b *Broker) Close() {
 	}
 	b.retryMu.Unlock()
 	b.alarms.Stop()
+	b.loaderWG.Wait() // it stops at its next chunk
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()

@@ -124,10 +124,73 @@ func (q *Queue) takeMatchLocked(s *Subscription) *entry {
 			return e
 		}
 	}
+	if e := q.takePagedMatchLocked(s); e != nil {
+		return e
+	}
 	// Nothing ready matched: every seq given out so far has been tested
-	// (or is not ready, and comes back only through a requeue).
+	// (or is not ready, and comes back only through a requeue; or is being
+	// read back after a restart, and rewindFilteredLocked shows it).
 	s.scan.seq = q.seq
 	return nil
+}
+
+// filterReadBatch is how many paged messages a filtered consumer's scan
+// reads from the store at a time.
+const filterReadBatch = 256
+
+// takePagedMatchLocked tests the paged messages behind the window after
+// s's scan position, reading their bodies from the store in batches
+// without moving them into the window (what does not match stays paged,
+// so the window's bytes stay bounded), and takes the first that matches.
+// Without it a filtered consumer would test only the window and never
+// reach a match behind it, since only unfiltered consumers drain the
+// window to make room.
+func (q *Queue) takePagedMatchLocked(s *Subscription) *entry {
+	for q.paged.n > 0 {
+		var slots []slot
+		q.paged.eachAfter(s.scan.seq, func(p *indexPage, i int) bool {
+			sl := slot{seq: p.base + uint64(i), size: int64(p.sizes[i] - 1)}
+			if p.pinned != nil {
+				sl.e = p.pinned[i]
+			}
+			slots = append(slots, sl)
+			return len(slots) < filterReadBatch
+		})
+		if len(slots) == 0 {
+			return nil
+		}
+		for _, e := range q.loadSlotsLocked(slots, false) {
+			if !s.filter.Match(e.msg, e.anns()) {
+				continue
+			}
+			p, i, ok := q.paged.find(e.seq)
+			if !ok {
+				continue
+			}
+			s.scan.seq = e.seq
+			sl := q.paged.take(p, i)
+			e.ready = false
+			q.readyCount--
+			q.readyBytes -= sl.size
+			return e
+		}
+		s.scan.seq = slots[len(slots)-1].seq
+	}
+	return nil
+}
+
+// rewindFilteredLocked makes the filtered subscriptions test again the
+// messages from seq on: messages read back after a restart (and those
+// published meanwhile) join the queue below seqs the scans have passed.
+func (q *Queue) rewindFilteredLocked(seq uint64) {
+	if q.filteredSubs == 0 || seq == 0 {
+		return
+	}
+	for _, s := range q.subs {
+		if s.filter != nil && s.scan.seq >= seq {
+			s.scan.seq = seq - 1
+		}
+	}
 }
 
 // takeMiddleLocked removes the ready entry e from wherever it is in its

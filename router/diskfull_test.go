@@ -16,11 +16,19 @@ import (
 // amqp:resource-limit-exceeded (the disk is full) instead of never being
 // answered; the failures are logged a bounded number of times; once space
 // is freed publishing resumes, and every accepted message is in the store.
-func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
+func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) { diskFullPublish(t, 0) }
+
+// TestDiskFullPublishRejectedWithResourceLimitPaged is the same with a
+// one-byte queue window: the accepted messages are paged out, the refused
+// ones withdrawn from the paged index, and every accepted one is read back
+// from the store for the consumer afterwards.
+func TestDiskFullPublishRejectedWithResourceLimitPaged(t *testing.T) { diskFullPublish(t, 1) }
+
+func diskFullPublish(t *testing.T, window int64) {
 	fs, full, lines := storetest.FullDisk()
 	st, err := store.OpenPebble("db", store.PebbleOptions{FS: fs, MemTableSize: 256 << 10, Logger: slog.New(lines)})
 	require.NoError(t, err)
-	e := newEnv(t, func(o *Options) { o.Store = st; o.Logger = slog.New(lines) })
+	e := newEnv(t, func(o *Options) { o.Store = st; o.Logger = slog.New(lines); o.QueueWindowBytes = window })
 	q := e.queue(t, "q", Quorum)
 	body := strings.Repeat("x", 4<<10)
 	accepted := 0
@@ -75,6 +83,9 @@ func TestDiskFullPublishRejectedWithResourceLimit(t *testing.T) {
 	stored := 0
 	require.NoError(t, st.Iterate(q.id, func(uint64, []byte, []byte) error { stored++; return nil }))
 	require.Equal(t, accepted, stored, "the store holds exactly the accepted messages")
+	_, c := subscribe(t, q, uint32(accepted+10))
+	require.Equal(t, accepted, c.n(), "every accepted message is delivered")
+	require.Zero(t, e.b.UnreadableMessages())
 	e.b.Close()
 	require.NoError(t, st.Close())
 }

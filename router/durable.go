@@ -24,9 +24,11 @@ import (
 // submits its batch before unlocking. That is the only place where more
 // than one queue lock is held.
 //
-// The in-memory copies are authoritative while running: a consumer may get a
-// message before its append is synced (RabbitMQ does the same), but the
-// publisher's `accepted` waits for the sync.
+// The in-memory copies (the window, pinned paged entries) and the queue's
+// index are authoritative while running: a consumer may get a message
+// before its append is synced (RabbitMQ does the same), but the publisher's
+// `accepted` waits for the sync. A paged message's body is read back from
+// the store only after its append is durable (paged.go).
 
 // metaOn reports whether metadata changes are written (a store, and not
 // while Recover reads them back).
@@ -199,7 +201,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 	// 0: running; 1: done before publishDurable returned; 2: pending.
 	var phase atomic.Int32
 	var final Outcome
-	b.st.Commit(new(store.Batch).Append(recs...), func(err error) {
+	b.st.Commit(new(store.Batch).Append(recs...), appendDone(ls, recs, func(err error) {
 		out := st
 		if err != nil {
 			b.storeLog.Error("publish: "+storeErrCause(err), "durable publish failed", "err", err)
@@ -220,7 +222,7 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 		if !phase.CompareAndSwap(0, 1) {
 			confirm(out)
 		}
-	})
+	}))
 	unlockQueues(ls)
 	if phase.CompareAndSwap(0, 2) {
 		return Outcome{}, true
@@ -231,7 +233,15 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 // entryBySeqLocked finds a just-enqueued entry (at the tail of main, or
 // handed out or retained meanwhile: then nil, nothing to withdraw).
 func (q *Queue) entryBySeqLocked(seq uint64) *entry {
-	return q.main.findTail(seq, 4)
+	if e := q.main.findTail(seq, 4); e != nil {
+		return e
+	}
+	for _, l := range []*pagedList{&q.paged, &q.fresh} {
+		if p, i, ok := l.find(seq); ok && p.pinned != nil {
+			return p.pinned[i]
+		}
+	}
+	return nil
 }
 
 // withdraw removes the in-memory copies of a publish the store refused,
@@ -243,7 +253,10 @@ func withdraw(ps []placed) {
 		}
 		q := p.q
 		q.mu.Lock()
-		if p.e.ready {
+		if p.e.ready && p.e.paged {
+			q.takePagedLocked(p.e)
+			p.e.forwarded = true
+		} else if p.e.ready {
 			inReturns := p.e.inReturns
 			q.takeReadyLocked(p.e)
 			if inReturns {
@@ -308,7 +321,7 @@ func (src *Queue) ForwardDead(d *Dead, cp *Message, targets []*Queue) (outcomes 
 		}
 	}
 	if batch.Len() > 0 {
-		src.b.st.Commit(batch, src.b.logStoreErr)
+		src.b.st.Commit(batch, appendDone(ls, recs, src.b.logStoreErr))
 	}
 	unlockQueues(ls)
 	return outcomes, moved

@@ -26,7 +26,9 @@ func openDurable(t *testing.T, dir string, opts ...func(*Options)) *durableEnv {
 	t.Helper()
 	st, err := store.OpenPebble(dir, store.PebbleOptions{})
 	require.NoError(t, err)
-	o := append([]func(*Options){func(o *Options) { o.Store = st }}, opts...)
+	// A one-byte window: every durable test runs on paged queues, each
+	// message after the first behind the window (a test may set its own).
+	o := append([]func(*Options){func(o *Options) { o.Store, o.QueueWindowBytes = st, 1 }}, opts...)
 	e := newEnv(t, o...)
 	require.NoError(t, e.b.Recover())
 	d := &durableEnv{env: e, dir: dir, st: st}

@@ -53,7 +53,7 @@ func (q *Queue) readyPrefixLocked(n int) []*entry {
 			out = append(out, e)
 		}
 	}
-	return out
+	return append(out, q.peekPagedLocked(n-len(out))...)
 }
 
 // Peek returns up to n ready messages in delivery order without changing

@@ -117,6 +117,21 @@ type Queue struct {
 	// At-least-once: dead messages kept until forwarded, in death order.
 	retained      []*entry
 	retainedBytes int64
+
+	// Paging (paged.go): the ready messages behind the window, and how far
+	// the queue's appends are durable (set from the store's callbacks).
+	paged      pagedList
+	durableSeq atomic.Uint64
+	// While a deep queue is read back in the background (recover.go):
+	// loading, the last recovered seq, and fresh, the messages enqueued
+	// meanwhile, which go behind every recovered one once it is done.
+	// loadPurged: a purge came first, recovered messages are settled.
+	loading    bool
+	loadPurged bool
+	loadEnd    uint64
+	fresh      pagedList
+	failedMu   sync.Mutex
+	failed     [][2]uint64
 }
 
 // Name returns the queue name.
@@ -198,6 +213,7 @@ func (q *Queue) Len() int {
 	q.mu.Lock()
 	if !q.deleted {
 		q.expireLocked(q.nowNano())
+		q.pageOutLocked()
 	}
 	n := q.readyCount
 	q.unlock()
@@ -210,6 +226,7 @@ func (q *Queue) Info() QueueInfo {
 	q.mu.Lock()
 	if !q.deleted {
 		q.expireLocked(q.nowNano())
+		q.pageOutLocked()
 	}
 	info := QueueInfo{
 		Name: q.name, VHost: q.vh.name, Type: q.typ,
@@ -251,6 +268,8 @@ func (q *Queue) Purge() int {
 		for _, l := range []*readyList{&q.returns, &q.main} {
 			l.each(q.settleStoredLocked)
 		}
+		q.clearPagedLocked(true)
+		q.loadPurged = q.loading
 	}
 	q.clearReadyLocked()
 	q.blocked = false
@@ -263,6 +282,7 @@ func (q *Queue) clearReadyLocked() {
 		l.each(func(e *entry) { e.ready = false })
 		l.reset()
 	}
+	q.clearPagedLocked(false)
 	clear(q.ttl)
 	q.ttl = q.ttl[:0]
 	q.readyCount, q.readyBytes = 0, 0
@@ -274,7 +294,7 @@ func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 // in the queue depends on it (no message deadline, no armed timer, no
 // x-expires): the per-message paths then read no clock.
 func (q *Queue) clockLocked() int64 {
-	if len(q.ttl) > 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+	if len(q.ttl) > 0 || q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
 		return q.nowNano()
 	}
 	return 0
@@ -319,7 +339,7 @@ func (q *Queue) enqueue(m *Message) enqueueResult {
 	q.mu.Lock()
 	res := q.enqueueLocked(m, enc, &recs)
 	if len(recs) > 0 {
-		q.b.st.Commit(new(store.Batch).Append(recs...), q.b.logStoreErr)
+		q.b.st.Commit(new(store.Batch).Append(recs...), appendDone([]*Queue{q}, recs, q.b.logStoreErr))
 	}
 	q.unlock()
 	q.flushDead()
@@ -354,7 +374,7 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			// x-message-ttl=0 (or header ttl 0): delivered at once if a
 			// consumer has credit, otherwise expired at publish.
 			var s *Subscription
-			if q.readyCount == 0 {
+			if q.readyCount == 0 && !q.loading {
 				s = q.nextSubForLocked(e)
 			}
 			if s != nil {
@@ -487,6 +507,16 @@ func (q *Queue) addReadyLocked(e *entry) {
 	e.ready = true
 	q.readyCount++
 	q.readyBytes += e.size()
+	if q.loading && e.seq > q.loadEnd {
+		q.fresh.push(e) // behind every message still being read back
+		q.pageOutLocked()
+		return
+	}
+	if q.pagesLocked(e) {
+		q.paged.push(e)
+		q.pageOutLocked()
+		return
+	}
 	q.ttl.add(e)
 	q.main.pushBack(e)
 }
@@ -523,6 +553,10 @@ func (q *Queue) popHeadLocked() *entry {
 	e := q.returns.popFront()
 	if e == nil {
 		e = q.main.popFront()
+		for e == nil && q.paged.n > 0 { // a refill may find only unreadable messages
+			q.refillLocked()
+			e = q.main.popFront()
+		}
 	}
 	if e != nil {
 		q.takeReadyLocked(e)
@@ -533,7 +567,22 @@ func (q *Queue) popHeadLocked() *entry {
 // expireLocked dead-letters every ready message whose deadline has passed,
 // in deadline order (ties in queue order).
 func (q *Queue) expireLocked(now int64) {
-	for len(q.ttl) > 0 && q.ttl[0].deadline <= now {
+	for {
+		pl := &q.paged
+		if fd := q.fresh.minDeadline(); fd != 0 && (pl.minDeadline() == 0 || fd < pl.minDeadline()) {
+			pl = &q.fresh
+		}
+		pd := pl.minDeadline()
+		if pd != 0 && pd <= now && (len(q.ttl) == 0 || pd < q.ttl[0].deadline) {
+			s := pl.takeEarliest()
+			q.readyCount--
+			q.readyBytes -= s.size
+			q.expirePagedLocked(s)
+			continue
+		}
+		if len(q.ttl) == 0 || q.ttl[0].deadline > now {
+			return
+		}
 		e := q.ttl[0]
 		inReturns := e.inReturns
 		q.takeReadyLocked(e)
@@ -681,6 +730,11 @@ func (q *Queue) armTimerLocked(now int64) {
 	if !q.deleted && !q.b.closed.Load() {
 		if len(q.ttl) > 0 {
 			next = q.ttl[0].deadline
+		}
+		for _, pd := range []int64{q.paged.minDeadline(), q.fresh.minDeadline()} {
+			if pd != 0 && (next == 0 || pd < next) {
+				next = pd
+			}
 		}
 		if d, ok := q.expiresAtLocked(); ok && (next == 0 || d < next) {
 			next = d

@@ -25,6 +25,11 @@ type entry struct {
 
 	ready     bool // in a ready list (false: delivered, or a tombstone)
 	inReturns bool // quorum: in the returns list
+	paged     bool // pinned in a slot of the queue's paged list (paged.go)
+	// statePinned: the stored state was rewritten and the rewrite may not
+	// be durable yet, so the entry is never paged out (a read would see
+	// the old state). Only recovery sets it.
+	statePinned bool
 
 	// Persistence (persist.go). stored: the message is in the store under
 	// (queue id, seq) until settled; delivered: its stored state says so.

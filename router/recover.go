@@ -2,8 +2,10 @@ package router
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/epitaph-mq/epitaph/router/store"
 )
@@ -155,7 +157,17 @@ func (b *Broker) recover() error {
 	// message that died while the broker was down (TTL passed, delivery
 	// limit exceeded) is dead-lettered, so a copy never lands in a queue
 	// whose stored messages are not loaded yet and overwrites them.
+	var deep []*Queue
 	for _, q := range queues {
+		first, last, err := b.st.SeqSpan(q.id)
+		if err != nil {
+			return fmt.Errorf("router: %s: reading its stored seqs: %w", q, err)
+		}
+		if q.persist && b.windowBytes > 0 && last-first >= syncLoadMax {
+			q.beginLoad(last, seqRes[q.id])
+			deep = append(deep, q)
+			continue
+		}
 		if err := q.load(seqRes[q.id]); err != nil {
 			return err
 		}
@@ -183,44 +195,222 @@ func (b *Broker) recover() error {
 		b.log.Info("recover: deleting orphaned queue data", "queues", len(orphans))
 		b.commitMeta(mb)()
 	}
+	if len(deep) > 0 {
+		b.loaderWG.Add(1)
+		go b.loadDeep(deep)
+	}
 	return nil
+}
+
+// syncLoadMax: a queue whose stored seqs span fewer than this is read back
+// before Recover returns; a deeper one in the background, so that the
+// broker serves (that queue too, from its first messages read back) while
+// it is read.
+var syncLoadMax uint64 = 1 << 16
+
+// loadChunk is how many messages the loader reads back per queue lock.
+const loadChunk = 1024
+
+// beginLoad prepares q to be read back in the background: its seq counter
+// starts above every stored seq, on a page boundary, so that messages
+// enqueued meanwhile (kept in q.fresh) never share a page with recovered ones.
+func (q *Queue) beginLoad(last, res uint64) {
+	q.mu.Lock()
+	q.loading, q.loadEnd = true, last
+	q.seqRes = res
+	top := max(last, res, q.seq)
+	q.seq = top - top%pageSlots + pageSlots - 1
+	q.durableSeq.Store(q.seq)
+	q.mu.Unlock()
+}
+
+// loadDeep reads deep queues back, one after the other, a chunk at a time.
+func (b *Broker) loadDeep(qs []*Queue) {
+	defer b.loaderWG.Done()
+	start := time.Now()
+	for _, q := range qs {
+		q.loadInBackground()
+	}
+	if b.closed.Load() {
+		return
+	}
+	b.log.Info("recover: deep queues read back", "queues", len(qs), "took", time.Since(start))
+	if b.retained.Load() > 0 {
+		b.RetryDeadLetters()
+		b.armRetry()
+	}
+}
+
+var errChunkFull = errors.New("chunk full")
+
+func (q *Queue) loadInBackground() {
+	from := uint64(0)
+	stepping := false // reading one seq at a time past a damaged region
+	for {
+		var chunk []*entry
+		var slots []slot // plain ready messages: indexed, their bodies left in the store
+		var decodeErr error
+		to := q.loadEnd + 1
+		if stepping {
+			to = from + 1
+		}
+		at := from
+		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
+			from = seq + 1
+			if s, ok := plainSlot(seq, msg, state); ok {
+				slots = append(slots, s)
+			} else {
+				e, err := recoveredEntry(seq, msg, state)
+				if err != nil {
+					decodeErr = fmt.Errorf("%s: %w", q, err)
+					return nil // reported below; the others are still read back
+				}
+				// Whatever came before it is put in first: order holds.
+				chunk = append(chunk, e)
+				slots = append(slots, slot{seq: seq})
+			}
+			if len(slots) >= loadChunk {
+				return errChunkFull
+			}
+			return nil
+		})
+		if decodeErr != nil {
+			q.b.unreadable.Add(1)
+			q.b.log.Error("recover: stored message unreadable", "err", decodeErr)
+		}
+		switch {
+		case err == nil && stepping:
+			stepping, from = false, max(from, at+1) // past the damage: whole chunks again
+		case err != nil && !errors.Is(err, errChunkFull):
+			if stepping {
+				// This seq lies in the damaged region (or is a settled one
+				// whose key would have been there): it cannot be read back.
+				q.b.unreadable.Add(1)
+				q.b.log.Error("recover: stored message unreadable", "queue", q.name, "vhost", q.vh.name, "seq", at, "err", err)
+				from = at + 1
+			}
+			// Otherwise from is the first seq not read: step from there.
+			stepping = true
+		}
+		done := (err == nil && !stepping && from > q.loadEnd) || (err == nil && to == q.loadEnd+1) ||
+			from > q.loadEnd || q.b.closed.Load()
+		q.mu.Lock()
+		if q.deleted {
+			q.loading = false
+			q.unlock()
+			return
+		}
+		if len(slots) > 0 {
+			q.rewindFilteredLocked(slots[0].seq)
+		}
+		for _, s := range slots {
+			var e *entry
+			if s.size == 0 { // a decoded entry, in order
+				e, chunk = chunk[0], chunk[1:]
+			}
+			switch {
+			case q.loadPurged && e != nil:
+				q.settleStoredLocked(e)
+			case q.loadPurged:
+				q.pend.Settle(q.id, s.seq)
+			case e != nil:
+				q.recoverEntryLocked(e)
+			default:
+				q.readyCount++
+				q.readyBytes += s.size - 1
+				q.paged.pushSlot(s.seq, s.size-1, s.deadline)
+			}
+		}
+		if done {
+			q.loading, q.loadPurged = false, false
+			if f := q.fresh.front(); f != nil {
+				q.rewindFilteredLocked(f.base + uint64(f.head))
+			}
+			q.paged.appendList(&q.fresh)
+		}
+		q.pageOutLocked()
+		q.dispatchLocked()
+		q.armTimerLocked(q.nowNano())
+		q.unlock()
+		q.flushDead()
+		if h := q.b.loadHook; h != nil {
+			h(q, done)
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// plainSlot indexes a stored message that comes back as a plain ready
+// message (its state says neither delivered nor retained) without decoding
+// it; its size is kept plus one, so that zero marks a decoded entry.
+func plainSlot(seq uint64, msg, state []byte) (slot, bool) {
+	var e entry
+	if err := decodeState(&e, state); err != nil || e.delivered || e.retained || e.ext != nil {
+		return slot{}, false
+	}
+	size, err := storedSize(msg)
+	if err != nil {
+		return slot{}, false // decoded (and reported) as an entry
+	}
+	return slot{seq: seq, size: size + 1, deadline: e.deadline}, true
+}
+
+// recoveredEntry decodes a stored message and its state.
+func recoveredEntry(seq uint64, msg, state []byte) (*entry, error) {
+	m, err := decodeMessage(msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: router: stored message %d: %w", store.ErrCorrupt, seq, err)
+	}
+	e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true}
+	if err := decodeState(e, state); err != nil {
+		return nil, fmt.Errorf("%w: router: stored state of message %d: %w", store.ErrCorrupt, seq, err)
+	}
+	return e, nil
+}
+
+// recoverEntryLocked puts a message read back into q: retained, dead (over
+// its delivery limit after a crash took it from its consumer) or ready.
+func (q *Queue) recoverEntryLocked(e *entry) {
+	if e.retained {
+		q.retained = append(q.retained, e)
+		q.retainedBytes += e.size()
+		q.b.retained.Add(1)
+		return
+	}
+	if e.delivered {
+		e.delivered = false
+		e.dc++
+		e.acquired++
+		if q.overDeliveryLimit(e) {
+			q.deadLocked(e, ReasonDeliveryLimit, nil)
+			return
+		}
+		q.updateStoredLocked(e)
+		e.statePinned = true
+	}
+	q.addReadyLocked(e)
 }
 
 // load reads q's stored messages back (Recover, first phase).
 func (q *Queue) load(res uint64) error {
 	q.mu.Lock()
+	// Everything read back is durable: it may be paged out at once.
+	q.durableSeq.Store(^uint64(0))
 	var maxSeq uint64
 	err := q.b.st.Iterate(q.id, func(seq uint64, msg, state []byte) error {
-		m, err := decodeMessage(msg)
+		e, err := recoveredEntry(seq, msg, state)
 		if err != nil {
-			return fmt.Errorf("%w: router: %s: stored message %d: %w", store.ErrCorrupt, q, seq, err)
-		}
-		e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true}
-		if err := decodeState(e, state); err != nil {
-			return fmt.Errorf("%w: router: %s: stored state of message %d: %w", store.ErrCorrupt, q, seq, err)
+			return fmt.Errorf("%s: %w", q, err)
 		}
 		maxSeq = max(maxSeq, seq)
-		if e.retained {
-			q.retained = append(q.retained, e)
-			q.retainedBytes += e.size()
-			q.b.retained.Add(1)
-			return nil
-		}
-		if e.delivered {
-			e.delivered = false
-			e.dc++
-			e.acquired++
-			if q.overDeliveryLimit(e) {
-				q.deadLocked(e, ReasonDeliveryLimit, nil)
-				return nil
-			}
-			q.updateStoredLocked(e)
-		}
-		q.addReadyLocked(e)
+		q.recoverEntryLocked(e)
 		return nil
 	})
 	q.seq = max(q.seq, maxSeq, res)
 	q.seqRes = res
+	q.durableSeq.Store(q.seq)
 	q.unlock() // timers are armed and dead messages flushed once every queue is loaded
 	return err
 }

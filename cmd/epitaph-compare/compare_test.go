@@ -193,3 +193,17 @@ func TestReportNamesTheRabbitScriptByFileName(t *testing.T) {
 		t.Errorf("rabbitName = %q; want rabbitmq310.sh", got)
 	}
 }
+
+// Deep sections are kept per depth, and an in-memory run keeps them all.
+func TestDeepSections(t *testing.T) {
+	b1, e1 := deepMarkers(1000000)
+	b2, e2 := deepMarkers(20000000)
+	report := "# Benchmarks\n\n" + b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n" + notesBegin + "\nn\n" + notesEnd + "\n"
+	want := b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n"
+	if got := deepSections(report); got != want {
+		t.Fatalf("deepSections = %q, want %q", got, want)
+	}
+	if got := deepSections("# Benchmarks\n" + b1 + " unterminated"); got != "" {
+		t.Fatalf("deepSections of an unterminated section = %q", got)
+	}
+}

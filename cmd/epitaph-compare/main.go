@@ -73,6 +73,8 @@ type opts struct {
 	brokerCPU, clientCPU         string
 	only                         string
 	durable                      bool
+	deep                         bool
+	deepCount, deepProbe         int
 	dataRoot                     string
 	restartCount, restartReps    int
 	rabbitRestart                bool
@@ -101,6 +103,9 @@ func main() {
 	flag.IntVar(&o.restartCount, "restart-count", 1000000, "durable: stored 1 KiB messages for the restart measurement (0: skip it)")
 	flag.IntVar(&o.restartReps, "restart-reps", 3, "durable: epitaph restarts (SIGKILL, SIGTERM, SIGKILL, ...)")
 	flag.BoolVar(&o.rabbitRestart, "rabbit-restart", false, "durable: also measure RabbitMQ's restart with -restart-count messages (slow)")
+	flag.BoolVar(&o.deep, "deep", false, "run the deep-queue section instead (epitaph alone: -deep-count durable 1 KiB messages in one queue, RSS, rates against a shallow queue, restart, drain) and splice it into -out")
+	flag.IntVar(&o.deepCount, "deep-count", 1000000, "deep: messages the deep queue holds")
+	flag.IntVar(&o.deepProbe, "deep-probe", 200000, "deep: messages of the rate probes (shallow queue, and published into the deep one)")
 	flag.Parse()
 	if err := checkOpts(o); err != nil {
 		fmt.Fprintln(os.Stderr, "epitaph-compare:", err)
@@ -110,6 +115,9 @@ func main() {
 	run := run
 	if o.durable {
 		run = runDurable
+	}
+	if o.deep {
+		run = runDeep
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "epitaph-compare:", err)
@@ -336,6 +344,9 @@ func run(o opts) error {
 		if sec := durableSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
 		}
+		if sec := deepSections(string(old)); sec != "" {
+			report += "\n" + strings.TrimRight(sec, "\n") + "\n"
+		}
 		if sec := notesSection(string(old)); sec != "" {
 			report += "\n" + sec + "\n"
 		}
@@ -475,7 +486,7 @@ var errRabbitRequired = errors.New("-rabbit PATH/TO/rabbitmq310.sh is required u
 
 // checkOpts rejects flag combinations that cannot run.
 func checkOpts(o opts) error {
-	if o.rabbit == "" && !o.noRabbit {
+	if o.rabbit == "" && !o.noRabbit && !o.deep {
 		return errRabbitRequired
 	}
 	return nil

@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Size, "size", 1024, "message body size in bytes (>= 16)")
 	fs.DurationVar(&c.Duration, "duration", 0, "publish for this long (default 10s when -count is not given)")
 	fs.Uint64Var(&c.Count, "count", 0, "publish this many messages (with -duration: whichever ends first)")
+	fs.Uint64Var(&c.SeqStart, "seq-start", 0, "fill: the first sequence number in the bodies (a second fill into the same queue continues the first)")
 	fs.IntVar(&c.Senders, "senders", 1, "sender links (one connection each)")
 	fs.IntVar(&c.Receivers, "receivers", 1, "receiver links (one connection each)")
 	fs.IntVar(&c.Window, "window", 100, "unsettled transfers in flight per sender")

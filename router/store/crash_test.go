@@ -39,8 +39,7 @@ func crashChild(dir string) {
 	run, _ := strconv.Atoi(os.Getenv(crashEnv + "_RUN"))
 	// Settled tail seqs are gone from the store; start each run above any seq
 	// an earlier run can have used (a run acknowledges far fewer than 1<<20)
-	// so the parent's ledger never sees a seq reused. The gap stays small: the
-	// store's head-tracking bitmap spans from the oldest live seq to the newest.
+	// so the parent's ledger never sees a seq reused.
 	seq1.Store(max(maxSeq[1], uint64(run)<<20))
 	seq2.Store(max(maxSeq[2], uint64(run)<<20))
 	for p := run * 8; p < run*8+8; p++ {

@@ -85,11 +85,19 @@ func (m *Memory) DeleteMeta(key string, done func(error)) { m.Commit(new(Batch).
 
 // Iterate visits q's messages in seq order (on a snapshot taken at the call).
 func (m *Memory) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
+	return m.IterateRange(queue, 0, ^uint64(0), fn)
+}
+
+// IterateRange implements Store.
+func (m *Memory) IterateRange(queue QueueID, from, to uint64, fn func(seq uint64, msg, state []byte) error) error {
 	m.mu.Lock()
 	q := m.queues[queue]
-	seqs := make([]uint64, 0, len(q))
-	entries := make(map[uint64]memEntry, len(q))
+	seqs := make([]uint64, 0, min(len(q), 1024))
+	entries := make(map[uint64]memEntry, min(len(q), 1024))
 	for s, e := range q {
+		if s < from || s >= to {
+			continue
+		}
 		seqs = append(seqs, s)
 		entries[s] = e
 	}
@@ -102,6 +110,19 @@ func (m *Memory) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) e
 		}
 	}
 	return nil
+}
+
+// SeqSpan implements Store.
+func (m *Memory) SeqSpan(queue QueueID) (first, last uint64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for s := range m.queues[queue] {
+		if first == 0 || s < first {
+			first = s
+		}
+		last = max(last, s)
+	}
+	return first, last, nil
 }
 
 // Queues visits the IDs of non-empty queues in order.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,13 +142,11 @@ type Pebble struct {
 	exited  chan struct{}
 
 	// committer-only state
-	nextReopen  time.Time     // a broken store is not reopened before
-	reopenDelay time.Duration // the current back-off of retryReopen
-	reopenErr   error         // why the last reopen failed
-	wins        map[QueueID]*window
-	settled     map[QueueID]int64 // range-deleted since the last compaction
+	nextReopen  time.Time                 // a broken store is not reopened before
+	reopenDelay time.Duration             // the current back-off of retryReopen
+	reopenErr   error                     // why the last reopen failed
+	settled     map[QueueID]settledRanges // range-deleted since the last compaction
 	repairs     []repair
-	deferred    map[QueueID]*deferredSettle
 
 	compactCtx    context.Context
 	compactCancel context.CancelFunc
@@ -194,10 +193,11 @@ type repair struct {
 	undo []kv   // roll back (applied in reverse)
 }
 
-type deferredSettle struct {
-	h0   uint64
-	seqs []uint64
-	max  uint64
+// settledRanges counts a queue's messages settled by range deletes since
+// its last compaction, and where the highest range ended.
+type settledRanges struct {
+	n  int64
+	hi uint64
 }
 
 var _ Store = (*Pebble)(nil)
@@ -251,12 +251,10 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	}
 	p := &Pebble{
 		dir: dir, opts: opts, popts: popts, cache: cache,
-		exited:   make(chan struct{}),
-		quit:     make(chan struct{}),
-		limiter:  limit,
-		wins:     map[QueueID]*window{},
-		settled:  map[QueueID]int64{},
-		deferred: map[QueueID]*deferredSettle{},
+		exited:  make(chan struct{}),
+		quit:    make(chan struct{}),
+		limiter: limit,
+		settled: map[QueueID]settledRanges{},
 	}
 	popts.EventListener = &pebble.EventListener{
 		// Pebble's default ends the process (Logger.Fatalf) when a block fails
@@ -436,7 +434,6 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 		}
 		p.addOps(pb, g.b)
 	}
-	p.flushDeferred(pb)
 
 	p.mu.Lock()
 	p.inApply, p.answered = group, false
@@ -703,8 +700,6 @@ func (p *Pebble) breakDB() {
 			p.popts.Logger.Infof("close after failure: %v", err)
 		}
 	}
-	clear(p.wins)
-	clear(p.deferred)
 	clear(p.settled)
 }
 
@@ -786,7 +781,7 @@ func verify(db *pebble.DB) error {
 	return it.Close()
 }
 
-// addPlain writes b's operations without the window optimisation (repairs).
+// addPlain writes b's operations with point deletes only (repairs).
 func addPlain(pb *pebble.Batch, b *Batch) {
 	for _, o := range b.ops {
 		switch o.kind {
@@ -851,77 +846,29 @@ func (p *Pebble) undoOf(b *Batch) []kv {
 	return u
 }
 
-// win returns q's window, loading it from the database on first use.
-func (p *Pebble) win(q QueueID) *window {
-	if w := p.wins[q]; w != nil {
-		return w
-	}
-	w := &window{}
-	lo, hi := queueBounds(q)
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err == nil {
-		for it.First(); it.Valid(); it.Next() {
-			if _, seq, kind, ok := parseQueueKey(it.Key()); ok && kind == kindMsg {
-				w.add(seq)
-			}
-		}
-		if err := it.Close(); err != nil {
-			// A corrupt block (counted by the DataCorruption hook): the window
-			// misses the messages behind it, whose settles are then not written,
-			// so they may come back after a restart (twice, never lost). Say so.
-			p.limiter.Error("window", "store: reading a queue's stored keys failed", "queue", uint64(q), "err", readErr(err))
-		}
-	}
-	p.wins[q] = w
-	return w
-}
-
 func (p *Pebble) addOps(pb *pebble.Batch, b *Batch) {
 	for _, o := range b.ops {
 		switch o.kind {
 		case opAppend:
 			for _, r := range o.recs {
-				w := p.win(r.Queue)
-				if d := p.deferred[r.Queue]; d != nil && r.Seq <= d.max {
-					p.flushQueue(pb, r.Queue, d)
-				}
-				existed := w.has(r.Seq)
 				_ = pb.Set(queueKey(r.Queue, r.Seq, kindMsg), r.Msg, nil)
-				if r.State != nil {
+				if r.State != nil { // seqs are never reused: no older state to delete
 					_ = pb.Set(queueKey(r.Queue, r.Seq, kindState), r.State, nil)
-				} else if existed {
-					_ = pb.Delete(queueKey(r.Queue, r.Seq, kindState), nil)
 				}
-				w.add(r.Seq)
 			}
 		case opSettle:
-			w := p.win(o.queue)
-			d := p.deferred[o.queue]
-			for _, s := range o.seqs {
-				h := w.head
-				if !w.remove(s) {
-					continue
-				}
-				if d == nil {
-					d = &deferredSettle{h0: h}
-					p.deferred[o.queue] = d
-				}
-				d.seqs = append(d.seqs, s)
-				d.max = max(d.max, s)
-			}
+			p.addSettle(pb, o.queue, o.seqs)
 		case opUpdate:
-			if p.win(o.queue).has(o.seq) {
-				if o.value == nil {
-					_ = pb.Delete(queueKey(o.queue, o.seq, kindState), nil)
-				} else {
-					_ = pb.Set(queueKey(o.queue, o.seq, kindState), o.value, nil)
-				}
+			// The router never updates a message it settled; a state key
+			// without its message would be ignored by Iterate anyway.
+			if o.value == nil {
+				_ = pb.Delete(queueKey(o.queue, o.seq, kindState), nil)
+			} else {
+				_ = pb.Set(queueKey(o.queue, o.seq, kindState), o.value, nil)
 			}
 		case opDeleteQueue:
-			delete(p.deferred, o.queue)
 			lo, hi := queueBounds(o.queue)
 			_ = pb.DeleteRange(lo, hi, nil)
-			p.wins[o.queue] = &window{}
 			delete(p.settled, o.queue)
 		case opPutMeta:
 			_ = pb.Set(metaKey(o.key), o.value, nil)
@@ -931,29 +878,35 @@ func (p *Pebble) addOps(pb *pebble.Batch, b *Batch) {
 	}
 }
 
-func (p *Pebble) flushDeferred(pb *pebble.Batch) {
-	for q, d := range p.deferred {
-		p.flushQueue(pb, q, d)
+// addSettle deletes q's seqs: each run of at least RangeDeleteMin
+// consecutive seqs (a FIFO head settled in order, a purge) with one range
+// delete, the others with point deletes. Nothing is kept per queue but the
+// count of range-deleted messages and the end of the last range (for
+// maybeCompact): no structure grows with the messages passed.
+func (p *Pebble) addSettle(pb *pebble.Batch, q QueueID, seqs []uint64) {
+	if !slices.IsSorted(seqs) {
+		seqs = slices.Clone(seqs)
+		slices.Sort(seqs)
 	}
-}
-
-// flushQueue emits the deletes of q's settled seqs: one range delete for the
-// part below the (new) head when the head moved far enough, point deletes
-// for the rest.
-func (p *Pebble) flushQueue(pb *pebble.Batch, q QueueID, d *deferredSettle) {
-	delete(p.deferred, q)
-	h1 := p.wins[q].head
-	ranged := h1 > d.h0 && h1-d.h0 >= p.opts.RangeDeleteMin
-	if ranged {
-		_ = pb.DeleteRange(seqBound(q, d.h0), seqBound(q, h1), nil)
-		p.settled[q] += int64(h1 - d.h0)
-	}
-	for _, s := range d.seqs {
-		if ranged && s >= d.h0 && s < h1 {
-			continue
+	for i := 0; i < len(seqs); {
+		j := i + 1
+		for j < len(seqs) && seqs[j] <= seqs[j-1]+1 {
+			j++
 		}
-		_ = pb.Delete(queueKey(q, s, kindMsg), nil)
-		_ = pb.Delete(queueKey(q, s, kindState), nil)
+		lo, hi := seqs[i], seqs[j-1]+1
+		if hi-lo >= max(p.opts.RangeDeleteMin, 2) {
+			_ = pb.DeleteRange(seqBound(q, lo), seqBound(q, hi), nil)
+			st := p.settled[q]
+			st.n += int64(hi - lo)
+			st.hi = max(st.hi, hi)
+			p.settled[q] = st
+		} else {
+			for _, s := range seqs[i:j] {
+				_ = pb.Delete(queueKey(q, s, kindMsg), nil)
+				_ = pb.Delete(queueKey(q, s, kindState), nil)
+			}
+		}
+		i = j
 	}
 }
 
@@ -964,13 +917,13 @@ func (p *Pebble) maybeCompact() {
 	if p.opts.CompactEvery < 0 {
 		return
 	}
-	for q, n := range p.settled {
-		if n < p.opts.CompactEvery || !p.compacting.CompareAndSwap(0, 1) {
+	for q, st := range p.settled {
+		if st.n < p.opts.CompactEvery || !p.compacting.CompareAndSwap(0, 1) {
 			continue
 		}
-		p.settled[q] = 0
+		p.settled[q] = settledRanges{hi: st.hi}
 		lo, _ := queueBounds(q)
-		hi := seqBound(q, p.wins[q].head)
+		hi := seqBound(q, st.hi)
 		db := p.db
 		ctx, stop := context.WithCancel(p.compactCtx)
 		p.compactStop = stop
@@ -997,7 +950,20 @@ func (p *Pebble) maybeCompact() {
 }
 
 // Iterate visits q's messages in seq order.
-func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) (err error) {
+func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
+	lo, hi := queueBounds(queue)
+	return p.iterate(lo, hi, fn)
+}
+
+// IterateRange implements Store.
+func (p *Pebble) IterateRange(queue QueueID, from, to uint64, fn func(seq uint64, msg, state []byte) error) error {
+	if from >= to {
+		return nil
+	}
+	return p.iterate(seqBound(queue, from), seqBound(queue, to), fn)
+}
+
+func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) error) (err error) {
 	defer func() { err = readErr(err) }()
 	defer recoverPanic(&err)
 	p.dbMu.RLock()
@@ -1005,7 +971,6 @@ func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) e
 	if p.db == nil {
 		return ErrUnavailable
 	}
-	lo, hi := queueBounds(queue)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -1042,6 +1007,33 @@ func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) e
 		return err
 	}
 	return it.Close()
+}
+
+// SeqSpan implements Store: two seeks, whatever the queue holds.
+func (p *Pebble) SeqSpan(queue QueueID) (first, last uint64, err error) {
+	defer func() { err = readErr(err) }()
+	defer recoverPanic(&err)
+	p.dbMu.RLock()
+	defer p.dbMu.RUnlock()
+	if p.db == nil {
+		return 0, 0, ErrUnavailable
+	}
+	lo, hi := queueBounds(queue)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, 0, err
+	}
+	if it.First() {
+		_, first, _, _ = parseQueueKey(it.Key())
+	}
+	if it.Last() {
+		_, last, _, _ = parseQueueKey(it.Key())
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return 0, 0, err
+	}
+	return first, last, it.Close()
 }
 
 // Queues visits the IDs of non-empty queues in order.

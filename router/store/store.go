@@ -26,6 +26,7 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 )
 
 // QueueID names a queue inside the store. The router maps (vhost, name) to an
@@ -83,6 +84,14 @@ type Store interface {
 	// are only valid during the call; state is nil if the message has none.
 	// It sees every batch whose done has been called.
 	Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error
+	// IterateRange is Iterate over the seqs in [from, to) only: a paged
+	// queue reads the bodies of its next messages back with it, in one
+	// sequential pass.
+	IterateRange(queue QueueID, from, to uint64, fn func(seq uint64, msg, state []byte) error) error
+	// SeqSpan returns the lowest and highest seq stored for queue (0, 0
+	// when it holds nothing) without reading its messages: recovery sizes
+	// a queue and sets its seq counter with it.
+	SeqSpan(queue QueueID) (first, last uint64, err error)
 	// Queues visits the IDs of all queues that hold at least one message, in
 	// order (to find orphaned queues at recovery).
 	Queues(fn func(QueueID) error) error
@@ -120,6 +129,7 @@ type op struct {
 	kind  opKind
 	queue QueueID
 	seqs  []uint64 // opSettle
+	owned bool     // opSettle: seqs is the batch's own (may be appended to)
 	recs  []Record // opAppend
 	seq   uint64   // opUpdate
 	key   string   // meta
@@ -152,6 +162,17 @@ func (b *Batch) Settle(queue QueueID, seqs ...uint64) *Batch {
 		return b
 	}
 	b.bytes += len(seqs) * keyLen
+	if n := len(b.ops); n > 0 && b.ops[n-1].kind == opSettle && b.ops[n-1].queue == queue {
+		// Settles of one queue in a row become one operation, so that the
+		// store sees their runs of consecutive seqs (a purge, a consumer's
+		// ranged disposition) and deletes each with one range delete.
+		o := &b.ops[n-1]
+		if !o.owned {
+			o.seqs, o.owned = slices.Clone(o.seqs), true
+		}
+		o.seqs = append(o.seqs, seqs...)
+		return b
+	}
 	b.ops = append(b.ops, op{kind: opSettle, queue: queue, seqs: seqs})
 	return b
 }

@@ -264,37 +264,6 @@ func TestClosed(t *testing.T) {
 	})
 }
 
-func TestWindow(t *testing.T) {
-	var w window
-	for i := uint64(100); i < 1000; i++ {
-		w.add(i)
-	}
-	w.add(5)
-	if w.head != 5 || w.n != 901 {
-		t.Fatal(w.head, w.n)
-	}
-	w.remove(5)
-	if w.head != 100 {
-		t.Fatal(w.head)
-	}
-	for i := uint64(101); i < 900; i++ {
-		w.remove(i)
-	}
-	if w.head != 100 || w.n != 101 {
-		t.Fatal(w.head, w.n)
-	}
-	w.remove(100)
-	if w.head != 900 || len(w.words) > 3 {
-		t.Fatal(w.head, len(w.words))
-	}
-	for i := uint64(900); i < 1000; i++ {
-		w.remove(i)
-	}
-	if w.n != 0 || w.has(950) {
-		t.Fatal(w.n)
-	}
-}
-
 // checkNoLeak fails if a store or pebble goroutine outlives Close. Goroutines
 // may take a moment to unwind after their channels close, so it polls for
 // that condition with a deadline (it is not used to order events).

@@ -17,16 +17,19 @@ import (
 
 // Config is one run of epitaph-perf.
 type Config struct {
-	Engine     string // fast, goamqp or amqp091 (tcp-latency: always tcp): the publishers' engine
-	Scenario   string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
-	URL        string
-	SASL       string
-	Target     string // address senders publish to
-	Source     string // address receivers consume from
-	DLQSource  string // deadletter: address of the dead-letter queue
-	Size       int
-	Duration   time.Duration // stop publishing after this (0: use Count)
-	Count      uint64        // stop publishing after this many (0: use Duration)
+	Engine    string // fast, goamqp or amqp091 (tcp-latency: always tcp): the publishers' engine
+	Scenario  string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
+	URL       string
+	SASL      string
+	Target    string // address senders publish to
+	Source    string // address receivers consume from
+	DLQSource string // deadletter: address of the dead-letter queue
+	Size      int
+	Duration  time.Duration // stop publishing after this (0: use Count)
+	Count     uint64        // stop publishing after this many (0: use Duration)
+	// SeqStart (fill): the first sequence number written into the bodies,
+	// so that a second fill into a queue continues the first one's numbers.
+	SeqStart   uint64
 	Senders    int
 	Receivers  int
 	Window     int
@@ -83,6 +86,10 @@ type Result struct {
 	Duplicated   uint64 `json:"duplicated"`
 	BeyondCredit uint64 `json:"beyond_credit"`
 	Undecodable  uint64 `json:"undecodable"`
+	// OutOfOrder (consume): deliveries whose sequence number is below one
+	// delivered before them (one receiver on a FIFO queue filled by one
+	// sender sees none).
+	OutOfOrder uint64 `json:"out_of_order,omitempty"`
 
 	LatP50  float64 `json:"latency_p50_ms,omitempty"`
 	LatP90  float64 `json:"latency_p90_ms,omitempty"`
@@ -414,7 +421,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					intended = start.Add(time.Duration(seq) * interval)
 					waitUntil(intended)
 				}
-				binary.BigEndian.PutUint64(body, seq)
+				binary.BigEndian.PutUint64(body, seq+cfg.SeqStart)
 				binary.BigEndian.PutUint64(body[8:], uint64(intended.UnixNano()))
 				if err := s.Send(seq, body); err != nil {
 					sendErrMu.Lock()
@@ -559,6 +566,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func consume(ctx context.Context, cfg Config, res *Result) (*Result, error) {
 	tr := NewSeqTracker(0)
 	var first, last atomic.Int64
+	var highest, outOfOrder atomic.Uint64 // highest is seq+1 of the highest seen
 	var before ProcSample
 	if cfg.BrokerPID > 0 {
 		before, _ = SampleProc(cfg.BrokerPID)
@@ -568,7 +576,13 @@ func consume(ctx context.Context, cfg Config, res *Result) (*Result, error) {
 		now := time.Now().UnixNano()
 		first.CompareAndSwap(0, now)
 		last.Store(now)
-		tr.Add(binary.BigEndian.Uint64(b))
+		seq := binary.BigEndian.Uint64(b)
+		if seq+1 < highest.Load() {
+			outOfOrder.Add(1)
+		} else {
+			highest.Store(seq + 1)
+		}
+		tr.Add(seq)
 		return true
 	})
 	if err != nil {
@@ -597,6 +611,7 @@ func consume(ctx context.Context, cfg Config, res *Result) (*Result, error) {
 	res.Sent = cfg.Count
 	res.Received = tr.Unique()
 	res.Lost, res.Duplicated = lost, dups
+	res.OutOfOrder = outOfOrder.Load()
 	res.Undecodable = bad + st.Undecodable
 	res.BeyondCredit = st.BeyondCredit
 	if f := first.Load(); f > 0 {
