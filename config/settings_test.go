@@ -100,6 +100,10 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyDLEventsBuffer:         "refused",
 		KeyDLEventsMaxSubscribers: "no limit",
 		KeyDLEventsHeartbeat:      "refused",
+		KeyFilterSQLMaxLength:     "refused",
+		KeyFilterSQLMaxTokens:     "refused",
+		KeyFilterSQLMaxDepth:      "refused",
+		KeyFilterMaxFields:        "refused",
 		KeyTLSListen:              "refused", // without a certificate: only the default is accepted
 		KeyTLSCertFile:            "no TLS",
 		KeyTLSKeyFile:             "no TLS",

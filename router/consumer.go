@@ -52,6 +52,9 @@ type ConsumerOptions struct {
 	// InitialDeliveryCount is the sender's initial delivery-count (the
 	// attach's initial-delivery-count); zero is fine for most links.
 	InitialDeliveryCount uint32
+	// Filter, when set, selects the messages the consumer gets; the others
+	// stay in the queue for other consumers (consumerfilter.go).
+	Filter MessageFilter
 }
 
 // CancelReason says why a subscription ends; it decides the delivery-count
@@ -86,6 +89,9 @@ type Subscription struct {
 	nextTag       uint64
 	unsettled     seqwin.Window[uint64, *entry] // by tag
 	cancelled     bool
+
+	filter MessageFilter // nil: every message
+	scan   filterScan    // with a filter: what it has tested
 }
 
 // Subscribe adds a consumer. It starts with no credit: call Flow.
@@ -102,6 +108,11 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		q: q, c: c, preSettled: opts.PreSettled, owner: opts.Owner,
 		deliveryCount: opts.InitialDeliveryCount,
 		handedOut:     opts.InitialDeliveryCount,
+		filter:        opts.Filter,
+	}
+	if s.filter != nil {
+		s.scan.returnsDirty = true
+		q.filteredSubs++
 	}
 	q.subs = append(q.subs, s)
 	q.hadConsumer = true
@@ -288,6 +299,9 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		return
 	}
 	s.cancelled = true
+	if s.filter != nil {
+		q.filteredSubs--
+	}
 	if i := slices.Index(q.subs, s); i >= 0 {
 		q.subs = slices.Delete(q.subs, i, i+1)
 		if q.rr > i {
@@ -343,12 +357,13 @@ func (q *Queue) failedOnCancel(reason CancelReason) bool {
 
 // ---- dispatch ----
 
-// nextSubLocked picks the next consumer with credit, round robin.
+// nextSubLocked picks the next consumer with credit, round robin (a
+// filtered one only while it has messages to test).
 func (q *Queue) nextSubLocked() *Subscription {
 	n := len(q.subs)
 	for i := range n {
 		idx := (q.rr + i) % n
-		if s := q.subs[idx]; s.credit() > 0 {
+		if s := q.subs[idx]; s.credit() > 0 && s.filterHasWorkLocked() {
 			q.rr = (idx + 1) % n
 			return s
 		}
@@ -362,6 +377,14 @@ func (q *Queue) dispatchLocked() {
 		s := q.nextSubLocked()
 		if s == nil {
 			return
+		}
+		if s.filter != nil {
+			// Its first match, wherever it is; none: it has no work left
+			// and the next pick passes it over.
+			if e := q.takeMatchLocked(s); e != nil {
+				q.deliverLocked(s, e)
+			}
+			continue
 		}
 		e := q.popHeadLocked()
 		if e == nil {
