@@ -81,6 +81,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyAuthFailureDelay:       "no wait",
 		KeyAuthFailureSources:     "refused",
 		KeyHTTPGetMaxCount:        "refused",
+		KeyPeekMaxScan:            "refused",
 		KeyHTTPGetMaxBytes:        "refused",
 		KeyAnonymous:              "refused",
 		KeyPlainWithoutTLS:        "refused",
