@@ -60,6 +60,6 @@ func Peek(q *router.Queue, req PeekRequest, maxScan int, lim filter.Limits) (Pag
 	if maxScan <= 0 {
 		maxScan = DefaultPeekMaxScan
 	}
-	msgs, next, depth := q.Browse(req.Position, req.Count, max(maxScan, req.Count), mf)
+	msgs, next, depth := q.Browse(req.Position, req.Count, maxScan, mf)
 	return Page{Depth: depth, Messages: msgs, Next: next}, nil
 }
