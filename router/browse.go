@@ -301,4 +301,3 @@ func (q *Queue) readyBySeqLocked(seq uint64) *entry {
 	}
 	return nil
 }
-
