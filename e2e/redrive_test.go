@@ -508,3 +508,42 @@ func TestRedriveResumesAfterRestart(t *testing.T) {
 	}
 	assert.Len(t, seen, n, "every message once")
 }
+
+// epitaphctl: peek_queue with filters, a dry run, start_redrive,
+// list_redrives and redrive_status.
+func TestEpitaphctlPeekAndRedrive(t *testing.T) {
+	b := startBroker(t, redriveTopology, withHTTP)
+	base := apiServer(t, b)
+	s := session(t, dial(t, b, nil))
+	publishKinds(t, s, "/queues/work", "w", 12)
+	rejectAll(t, base, "work", 12)
+	eventually(t, "dlq filled", func() bool { return queueLen(t, b, "dlq") == 12 })
+
+	page := ctlJSON[peekPage](t, base, "peek_queue", "queue=dlq", "count=5", "sql=kind = 'x'", "reason=rejected")
+	require.Len(t, page.Messages, 2)
+	assert.Equal(t, "w-0", page.Messages[0]["message_id"])
+	assert.Equal(t, "w-10", page.Messages[1]["message_id"])
+	table := ctlOK(t, base, "peek_queue", "queue=dlq", "count=2")
+	assert.Contains(t, table, "w-1")
+	assert.Contains(t, table, "rejected from work x1")
+	_, errOut, code := ctl(t, base, "", "peek_queue", "queue=dlq", "count=5000")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "count must be")
+
+	dry := ctlJSON[task](t, base, "start_redrive", "queue=dlq", "target=first_death_queue", "dry_run=true", "min_count=1")
+	assert.Equal(t, "dry_run", dry.State)
+	assert.Equal(t, map[string]int64{"work": 12}, dry.WouldMove)
+	tk := ctlJSON[task](t, base, "start_redrive", "queue=dlq", "target=first_death_queue", "max=4")
+	tk = waitTask(t, base, tk.ID, finished)
+	assert.EqualValues(t, 4, tk.Moved)
+	st := ctlJSON[task](t, base, "redrive_status", tk.ID)
+	assert.Equal(t, "completed", st.State)
+	list := ctlJSON[[]task](t, base, "list_redrives")
+	require.Len(t, list, 1)
+	assert.Contains(t, ctlOK(t, base, "list_redrives"), tk.ID)
+	assert.Equal(t, "completed", ctlJSON[task](t, base, "cancel_redrive", tk.ID).State)
+	_, errOut, code = ctl(t, base, "", "start_redrive", "queue=dlq", "target=nowhere")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "target must be")
+	assert.Equal(t, 4, queueLen(t, b, "work"))
+}
