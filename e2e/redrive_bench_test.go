@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ func BenchmarkPeekHistoryFilter(b *testing.B) {
 			vh, _ := br.Router().VHost("/")
 			dlq, _ := vh.Queue("dlq")
 			req := dlops.PeekRequest{Count: 50, Filter: dlops.Filter{SourceQueue: "other"}}
+			// The fill's garbage is collected before the timing starts, so
+			// that a background mark of the filled heap is not timed.
+			runtime.GC()
 			b.ResetTimer()
 			for b.Loop() {
 				p, err := dlops.Peek(dlq, req, dlops.DefaultPeekMaxScan, filter.DefaultLimits())

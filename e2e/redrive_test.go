@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -546,4 +547,48 @@ func TestEpitaphctlPeekAndRedrive(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "target must be")
 	assert.Equal(t, 4, queueLen(t, b, "work"))
+}
+
+// A source with distribution-mode copy browses its queue: it gets copies
+// of the ready messages in order (with the attach's filters), nothing is
+// acquired or counted as delivered, and a drain at the end of the queue
+// ends at once.
+func TestBrowseDistributionModeCopy(t *testing.T) {
+	b := startBroker(t, redriveTopology, withHTTP)
+	base := apiServer(t, b)
+	s := session(t, dial(t, b, nil))
+	publishKinds(t, s, "/queues/work", "w", 12)
+	rejectAll(t, base, "work", 12)
+	eventually(t, "dlq filled", func() bool { return queueLen(t, b, "dlq") == 12 })
+
+	br := receiver(t, s, "/queues/dlq", &amqp.ReceiverOptions{SourceDistributionMode: amqp.SourceDistributionModeCopy, Credit: -1})
+	require.NoError(t, br.IssueCredit(20))
+	for i := range 12 {
+		m := recv(t, br)
+		assert.Equal(t, fmt.Sprintf("w-%d", i), body(m))
+		assert.Equal(t, "work", m.Annotations["x-first-death-queue"])
+		assert.EqualValues(t, 1, m.Header.DeliveryCount, "the delivery-count the queue holds, unchanged")
+	}
+	// The end: a drain returns with nothing more.
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	require.NoError(t, br.DrainCredit(ctx, nil))
+	require.NoError(t, br.Close(ctxT(t)))
+	assert.Equal(t, 12, queueLen(t, b, "dlq"))
+	assert.Equal(t, 0, unacked(t, b, "dlq"))
+
+	// A second browse with a filter sees only what matches; a consumer
+	// then gets every message with its delivery-count unchanged.
+	fb := receiver(t, s, "/queues/dlq", &amqp.ReceiverOptions{SourceDistributionMode: amqp.SourceDistributionModeCopy,
+		Filters: []amqp.LinkFilter{sqlFilter("a.kind = 'x'")}, Credit: -1})
+	require.NoError(t, fb.IssueCredit(10))
+	assert.Equal(t, "w-0", body(recv(t, fb)))
+	assert.Equal(t, "w-10", body(recv(t, fb)))
+	require.NoError(t, fb.DrainCredit(ctx, nil))
+	require.NoError(t, fb.Close(ctxT(t)))
+	c := receiver(t, s, "/queues/dlq", nil)
+	m := recv(t, c)
+	assert.Equal(t, "w-0", body(m))
+	assert.EqualValues(t, 1, m.Header.DeliveryCount)
+	require.NoError(t, c.AcceptMessage(ctxT(t), m))
 }

@@ -235,6 +235,9 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 			consumer.Filter = set
 		}
 	}
+	if src != nil && src.DistributionMode == "copy" {
+		return s.attachBrowser(a, q, src, inForce, consumer.Filter)
+	}
 	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
 		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
 	consumer.PreSettled = l.preSettled

@@ -20,6 +20,21 @@ type BrowsedMessage struct {
 	Position int
 	// Seq identifies the message within its queue (MoveReady).
 	Seq uint64
+
+	delivery Delivery
+}
+
+// Delivery is the message as a consumer would receive it now (header and
+// annotations), for a browsing link to send a copy of.
+func (bm *BrowsedMessage) Delivery() *Delivery { return &bm.delivery }
+
+// browsed describes e for Browse and BrowseAfter.
+func (q *Queue) browsed(e *entry, pos, remaining int) BrowsedMessage {
+	h := e.msg.Header
+	h.DeliveryCount = e.dc
+	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns())
+	return BrowsedMessage{PeekedMessage: q.peekedLocked(e, remaining), Position: pos, Seq: e.seq,
+		delivery: Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}}
 }
 
 // Browse returns up to limit ready messages that match (nil: every one),
@@ -49,7 +64,7 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 		scan--
 		next = i + 1
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, BrowsedMessage{PeekedMessage: q.peekedLocked(e, q.readyCount-i-1), Position: i, Seq: e.seq})
+			out = append(out, q.browsed(e, i, q.readyCount-i-1))
 		}
 		i++
 		return true
@@ -101,14 +116,14 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 		scan--
 		last = e.seq
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, BrowsedMessage{PeekedMessage: q.peekedLocked(e, 0), Seq: e.seq})
+			out = append(out, q.browsed(e, 0, 0))
 		}
 	}
 	// Returned messages (quorum) are few and out of Seq order: those within
 	// the range just walked go with it.
 	for e := range q.returns.all() {
 		if e.seq > seq && (done || e.seq <= last) && (match == nil || match.Match(e.msg, e.anns())) {
-			out = append(out, BrowsedMessage{PeekedMessage: q.peekedLocked(e, 0), Seq: e.seq})
+			out = append(out, q.browsed(e, 0, 0))
 		}
 	}
 	slices.SortFunc(out, func(a, b BrowsedMessage) int {
