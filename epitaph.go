@@ -283,12 +283,16 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("tls listen: %w", err)
 		}
 	}
+	filterLimits := filter.Limits{SQLMaxLength: opts.FilterSQLMaxLength, SQLMaxTokens: opts.FilterSQLMaxTokens,
+		SQLMaxDepth: opts.FilterSQLMaxDepth, MaxFields: opts.FilterMaxFields}
+	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
+		FilterLimits: filterLimits})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
 		Auth:   users,
-		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users,
+		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, Redrives: b.redrives,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
@@ -297,10 +301,6 @@ func Start(opts Options) (*Broker, error) {
 		Events:   b.events,
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
-	filterLimits := filter.Limits{SQLMaxLength: opts.FilterSQLMaxLength, SQLMaxTokens: opts.FilterSQLMaxTokens,
-		SQLMaxDepth: opts.FilterSQLMaxDepth, MaxFields: opts.FilterMaxFields}
-	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
-		FilterLimits: filterLimits})
 	if err := b.registerMetrics(&opts); err != nil {
 		closeListeners()
 		b.abort()

@@ -592,3 +592,50 @@ func TestBrowseDistributionModeCopy(t *testing.T) {
 	assert.EqualValues(t, 1, m.Header.DeliveryCount)
 	require.NoError(t, c.AcceptMessage(ctxT(t), m))
 }
+
+// The /management node's /redrives paths (epitaph's own): a dry run, a
+// task started and read back, the list, a cancel, and bad input.
+func TestRedriveOverManagementNode(t *testing.T) {
+	b := startBroker(t, redriveTopology, withHTTP)
+	base := apiServer(t, b)
+	s := session(t, dial(t, b, nil))
+	publishKinds(t, s, "/queues/work", "w", 5)
+	rejectAll(t, base, "work", 5)
+	eventually(t, "dlq filled", func() bool { return queueLen(t, b, "dlq") == 5 })
+
+	st, body := mgmtCall(t, b, "POST", "/redrives", map[string]any{"source_queue": "dlq", "target": "first_death_queue",
+		"dry_run": true, "filter": map[string]any{"reason": "rejected"}})
+	require.Equal(t, "200", st, "%v", body)
+	dry := body.(map[string]any)
+	assert.Equal(t, "dry_run", dry["state"])
+	assert.Equal(t, map[string]any{"work": int64(5)}, dry["would_move"])
+
+	st, body = mgmtCall(t, b, "POST", "/redrives", map[string]any{"source_queue": "dlq", "target": "first_death_queue", "max": int64(2)})
+	require.Equal(t, "201", st, "%v", body)
+	id := body.(map[string]any)["id"].(string)
+	done := waitTask(t, base, id, finished)
+	assert.EqualValues(t, 2, done.Moved)
+	st, body = mgmtCall(t, b, "GET", "/redrives/"+id, nil)
+	require.Equal(t, "200", st)
+	assert.Equal(t, int64(2), body.(map[string]any)["moved"])
+	st, body = mgmtCall(t, b, "GET", "/redrives", nil)
+	require.Equal(t, "200", st)
+	assert.Len(t, body.([]any), 1)
+	st, body = mgmtCall(t, b, "DELETE", "/redrives/"+id, nil)
+	require.Equal(t, "200", st)
+	assert.Equal(t, "completed", body.(map[string]any)["state"])
+
+	st, _ = mgmtCall(t, b, "POST", "/redrives", map[string]any{"source_queue": "dlq", "target": "up"})
+	assert.Equal(t, "400", st)
+	st, _ = mgmtCall(t, b, "POST", "/redrives", map[string]any{"source_queue": "dlq", "target": "queue", "target_queue": "dlq"})
+	assert.Equal(t, "400", st)
+	st, _ = mgmtCall(t, b, "POST", "/redrives", "not a map")
+	assert.Equal(t, "400", st)
+	st, _ = mgmtCall(t, b, "POST", "/redrives", map[string]any{"source_queue": "nope", "target": "first_death_queue"})
+	assert.Equal(t, "404", st)
+	st, _ = mgmtCall(t, b, "GET", "/redrives/r-77", nil)
+	assert.Equal(t, "404", st)
+	st, _ = mgmtCall(t, b, "PUT", "/redrives", nil)
+	assert.Equal(t, "405", st)
+	assert.Equal(t, 3, queueLen(t, b, "dlq"))
+}
