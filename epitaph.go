@@ -285,8 +285,12 @@ func Start(opts Options) (*Broker, error) {
 	}
 	filterLimits := filter.Limits{SQLMaxLength: opts.FilterSQLMaxLength, SQLMaxTokens: opts.FilterSQLMaxTokens,
 		SQLMaxDepth: opts.FilterSQLMaxDepth, MaxFields: opts.FilterMaxFields}
+	var redriveTr dlops.Tracer
+	if b.tracer != nil {
+		redriveTr = redriveTracer{b.tracer}
+	}
 	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
-		FilterLimits: filterLimits})
+		FilterLimits: filterLimits, Tracer: redriveTr})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),

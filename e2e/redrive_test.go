@@ -11,6 +11,8 @@ import (
 	"time"
 
 	amqp "github.com/Azure/go-amqp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -638,4 +640,57 @@ func TestRedriveOverManagementNode(t *testing.T) {
 	st, _ = mgmtCall(t, b, "PUT", "/redrives", nil)
 	assert.Equal(t, "405", st)
 	assert.Equal(t, 3, queueLen(t, b, "dlq"))
+}
+
+// Each task run is a span of its own trace, and each moved message's
+// move a child of it, linked to the message's original trace; the moved
+// copy carries the move's context (its delivery continues from it).
+func TestRedriveTraceSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	b := startBroker(t, redriveTopology, withHTTP, func(o *epitaph.Options) { o.TracerProvider = tp })
+	base := apiServer(t, b)
+	s := session(t, dial(t, b, nil))
+	snd := sender(t, s, "/queues/work", nil)
+	require.Equal(t, &amqp.StateAccepted{}, send(t, snd, tracedMsg("traced")))
+	rejectAll(t, base, "work", 1)
+	eventually(t, "dlq filled", func() bool { return queueLen(t, b, "dlq") == 1 })
+	dl := findSpans(exp.GetSpans(), "dead-letter work")
+	require.Len(t, dl, 1)
+	origTrace := dl[0].SpanContext.TraceID()
+
+	tk := startRedrive(t, base, map[string]any{"source_queue": "dlq", "target": "first_death_queue"}, 201)
+	waitTask(t, base, tk.ID, finished)
+	r := receiver(t, s, "/queues/work", nil)
+	m := recv(t, r)
+	require.NoError(t, r.AcceptMessage(ctxT(t), m))
+
+	var task, move tracetest.SpanStub
+	eventually(t, "redrive spans", func() bool {
+		for _, sp := range findSpans(exp.GetSpans(), "redrive dlq") {
+			if sp.Parent.IsValid() {
+				move = sp
+			} else {
+				task = sp
+			}
+		}
+		return task.Name != "" && move.Name != ""
+	})
+	assert.NotEqual(t, origTrace, task.SpanContext.TraceID(), "the task has a trace of its own")
+	assert.Equal(t, task.SpanContext.SpanID(), move.Parent.SpanID())
+	require.Len(t, move.Links, 1)
+	assert.Equal(t, origTrace, move.Links[0].SpanContext.TraceID(), "the move links to the message's trace")
+	assert.Equal(t, dl[0].SpanContext.SpanID(), move.Links[0].SpanContext.SpanID())
+	v, ok := attrOf(task, "epitaph.redrive.task")
+	require.True(t, ok)
+	assert.Equal(t, tk.ID, v.AsString())
+	// The delivery of the moved copy continues from the move.
+	var deliver tracetest.SpanStub
+	for _, sp := range findSpans(exp.GetSpans(), "deliver work") {
+		if sp.Parent.SpanID() == move.SpanContext.SpanID() {
+			deliver = sp
+		}
+	}
+	assert.NotEmpty(t, deliver.Name, "deliver work under the move span")
 }

@@ -132,6 +132,25 @@ type Options struct {
 	FilterLimits filter.Limits
 	// Scan is how many messages a task tests per step (0: 1024).
 	Scan int
+	// Tracer, when set, traces each task's run and moves.
+	Tracer Tracer
+}
+
+// Tracer traces redrive tasks. The broker implements it over package
+// telemetry (which the management plane does not import).
+type Tracer interface {
+	// StartTask is called when a task starts or resumes running.
+	StartTask(t *Task) TaskTrace
+}
+
+// TaskTrace is the trace of one task's run.
+type TaskTrace interface {
+	// StartMove is called before m moves to targets: it returns the
+	// annotations the moved copy carries (its trace context) and the end
+	// of the move's span, called with the cause when it did not move.
+	StartMove(m *router.Message, targets []*router.Queue) (anns value.Map, end func(cause string))
+	// End is called when the run stops.
+	End()
 }
 
 // Manager runs redrive tasks. It owns the task table (one mutex); each
@@ -143,6 +162,7 @@ type Manager struct {
 	log  *slog.Logger
 	lim  filter.Limits
 	scan int
+	tr   Tracer
 
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -161,7 +181,7 @@ type taskState struct {
 func New(opts Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{b: opts.Router, auth: opts.Auth, log: opts.Logger, lim: opts.FilterLimits, scan: opts.Scan,
-		ctx: ctx, stop: stop, tasks: map[string]*taskState{}}
+		ctx: ctx, stop: stop, tasks: map[string]*taskState{}, tr: opts.Tracer}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -438,6 +458,7 @@ type run struct {
 	ctx    context.Context
 	ts     *taskState
 	bucket *tokenBucket
+	trace  TaskTrace
 }
 
 // publish copies the progress into the table.
@@ -473,6 +494,10 @@ func (r *run) matcher() router.MessageFilter {
 func (r *run) loop() {
 	if r.task.Rate > 0 {
 		r.bucket = newTokenBucket(r.task.Rate)
+	}
+	if r.m.tr != nil {
+		r.trace = r.m.tr.StartTask(&r.task)
+		defer r.trace.End()
 	}
 	mf := r.matcher()
 	for {
@@ -543,6 +568,10 @@ func (r *run) one(bm router.BrowsedMessage) {
 		r.m.persist(&r.task)
 		return
 	}
+	endMove := func(string) {}
+	if r.trace != nil {
+		cp.Anns, endMove = r.trace.StartMove(cp, targets)
+	}
 	next := r.task.clone()
 	next.Moved++
 	next.Cursor = max(next.Cursor, bm.Seq)
@@ -560,12 +589,16 @@ func (r *run) one(bm router.BrowsedMessage) {
 	switch {
 	case errors.Is(got.err, router.ErrNotReady):
 		r.task.Skipped[CauseNotReady]++
+		endMove(CauseNotReady)
 	case got.err != nil:
 		r.task.Failed[CauseStoreError]++
+		endMove(CauseStoreError)
 	case !got.res.Moved:
 		r.task.Failed[CauseTargetRejected]++
+		endMove(CauseTargetRejected)
 	default:
 		r.task.Moved++
+		endMove("")
 		r.publish()
 		return // the move's batch stored this progress
 	}
