@@ -28,12 +28,21 @@ type BrowsedMessage struct {
 // annotations), for a browsing link to send a copy of.
 func (bm *BrowsedMessage) Delivery() *Delivery { return &bm.delivery }
 
-// browsed describes e for Browse and BrowseAfter.
-func (q *Queue) browsed(e *entry, pos, remaining int) BrowsedMessage {
+// browsed describes e for Browse and BrowseAfter; the decoded
+// annotations (PeekedMessage.Annotations, the costly part) only for a
+// peek.
+func (q *Queue) browsed(e *entry, pos, remaining int, withAnns bool) BrowsedMessage {
 	h := e.msg.Header
 	h.DeliveryCount = e.dc
 	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns())
-	return BrowsedMessage{PeekedMessage: q.peekedLocked(e, remaining), Position: pos, Seq: e.seq,
+	var pm PeekedMessage
+	if withAnns {
+		pm = q.peekedLocked(e, remaining)
+	} else {
+		pm = PeekedMessage{Msg: e.msg.withState(e.dc, e.anns()), DeliveryCount: e.dc, AcquiredCount: e.acquired,
+			Redelivered: e.acquired > 0 || e.dc > 0, FirstAcquirer: h.FirstAcquirer, Remaining: remaining}
+	}
+	return BrowsedMessage{PeekedMessage: pm, Position: pos, Seq: e.seq,
 		delivery: Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}}
 }
 
@@ -64,7 +73,7 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 		scan--
 		next = i + 1
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, q.browsed(e, i, q.readyCount-i-1))
+			out = append(out, q.browsed(e, i, q.readyCount-i-1, true))
 		}
 		i++
 		return true
@@ -98,7 +107,7 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 // returns first, then the main list in Seq order. last is the highest Seq
 // tested of the main list (seq when none), so that a caller walking the
 // queue with it never sees a message twice; done reports that the main
-// list has nothing after last. Position is not set.
+// list has nothing after last. Position and Annotations are not set.
 func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (out []BrowsedMessage, last uint64, done bool) {
 	last = seq
 	q.mu.Lock()
@@ -116,14 +125,14 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 		scan--
 		last = e.seq
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, q.browsed(e, 0, 0))
+			out = append(out, q.browsed(e, 0, 0, false))
 		}
 	}
 	// Returned messages (quorum) are few and out of Seq order: those within
 	// the range just walked go with it.
 	for e := range q.returns.all() {
 		if e.seq > seq && (done || e.seq <= last) && (match == nil || match.Match(e.msg, e.anns())) {
-			out = append(out, q.browsed(e, 0, 0))
+			out = append(out, q.browsed(e, 0, 0, false))
 		}
 	}
 	slices.SortFunc(out, func(a, b BrowsedMessage) int {

@@ -459,7 +459,35 @@ type run struct {
 	ts     *taskState
 	bucket *tokenBucket
 	trace  TaskTrace
+	// may caches the write-permission answers of one batch of messages
+	// (a batch's messages mostly share their target).
+	may map[string]error
 }
+
+// mayWrite is op's write permission on a queue (kind "q") or an exchange
+// ("x"), asked once per batch.
+func (r *run) mayWrite(kind, name string) error {
+	key := kind + name
+	if err, ok := r.may[key]; ok {
+		return err
+	}
+	var err error
+	if kind == "q" {
+		err = r.op.MayWriteQueue(name)
+	} else {
+		err = r.op.MayWriteExchange(name)
+	}
+	if r.may == nil {
+		r.may = map[string]error{}
+	}
+	r.may[key] = err
+	return err
+}
+
+// publishEvery is how many moves an unlimited task makes between copies
+// of its progress into the table (a rate-limited one copies every move;
+// every other change is copied at once, and so is the end).
+const publishEvery = 16
 
 // publish copies the progress into the table.
 func (r *run) publish() {
@@ -506,6 +534,7 @@ func (r *run) loop() {
 			return
 		}
 		msgs, last, done := r.src.BrowseAfter(r.task.Cursor, r.m.scan, r.m.scan, mf)
+		clear(r.may) // permissions are asked again for each batch
 		for _, bm := range msgs {
 			if r.stopped() {
 				return
@@ -572,16 +601,22 @@ func (r *run) one(bm router.BrowsedMessage) {
 	if r.trace != nil {
 		cp.Anns, endMove = r.trace.StartMove(cp, targets)
 	}
-	next := r.task.clone()
-	next.Moved++
-	next.Cursor = max(next.Cursor, bm.Seq)
-	enc, _ := json.Marshal(&next)
+	// The progress this move makes is stored in the move's own batch.
+	var key string
+	var enc []byte
+	if r.m.b.Store() != nil {
+		next := r.task.clone()
+		next.Moved++
+		next.Cursor = max(next.Cursor, bm.Seq)
+		key = metaPrefix + r.task.ID
+		enc, _ = json.Marshal(&next)
+	}
 	type result struct {
 		res router.MoveResult
 		err error
 	}
 	ch := make(chan result, 1)
-	r.src.MoveReady(bm.Seq, cp, targets, metaPrefix+r.task.ID, enc, func(res router.MoveResult, err error) {
+	r.src.MoveReady(bm.Seq, cp, targets, key, enc, func(res router.MoveResult, err error) {
 		ch <- result{res, err}
 	})
 	got := <-ch
@@ -599,7 +634,9 @@ func (r *run) one(bm router.BrowsedMessage) {
 	default:
 		r.task.Moved++
 		endMove("")
-		r.publish()
+		if r.bucket != nil || r.task.Moved%publishEvery == 0 {
+			r.publish()
+		}
 		return // the move's batch stored this progress
 	}
 	r.publish()
@@ -628,7 +665,7 @@ func (r *run) resolve(bm router.BrowsedMessage) (targets []*router.Queue, cp *ro
 			cause = CauseTargetMissing
 			return
 		}
-		if err := r.op.MayWriteQueue(name); err != nil {
+		if err := r.mayWrite("q", name); err != nil {
 			cause = CauseAccessRefused
 			return
 		}
@@ -672,7 +709,7 @@ func (r *run) resolve(bm router.BrowsedMessage) (targets []*router.Queue, cp *ro
 		if xname == "" {
 			xname = "amq.default"
 		}
-		if err := r.op.MayWriteExchange(xname); err != nil {
+		if err := r.mayWrite("x", xname); err != nil {
 			return nil, nil, label, CauseAccessRefused
 		}
 		c.Exchange, c.RoutingKeys = x, slices.Clone(first.RoutingKeys)
