@@ -22,9 +22,11 @@ import (
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/dlevents"
+	"github.com/epitaph-mq/epitaph/filter"
 	"github.com/epitaph-mq/epitaph/internal/testhooks"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management/amqpnode"
+	"github.com/epitaph-mq/epitaph/management/dlops"
 	"github.com/epitaph-mq/epitaph/management/httpapi"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/store"
@@ -106,7 +108,9 @@ type Broker struct {
 	dl     *deadletter.DeadLetterer
 	events *dlevents.Hub
 	log    *slog.Logger
-	opts   Options
+	// redrives runs the redrive tasks (HTTP API and /management).
+	redrives *dlops.Manager
+	opts     Options
 
 	providers *telemetry.Providers
 	tracer    *telemetry.Tracer
@@ -286,12 +290,20 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("tls listen: %w", err)
 		}
 	}
+	filterLimits := filter.Limits{SQLMaxLength: opts.FilterSQLMaxLength, SQLMaxTokens: opts.FilterSQLMaxTokens,
+		SQLMaxDepth: opts.FilterSQLMaxDepth, MaxFields: opts.FilterMaxFields}
+	var redriveTr dlops.Tracer
+	if b.tracer != nil {
+		redriveTr = redriveTracer{b.tracer}
+	}
+	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
+		FilterLimits: filterLimits, Tracer: redriveTr})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
 		Auth:   users,
-		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users,
+		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, Redrives: b.redrives,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
@@ -323,7 +335,8 @@ func Start(opts Options) (*Broker, error) {
 			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, Auth: users, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes,
-				Connections: connectionRegistry{srv}, Events: b.events, EventsHeartbeat: opts.DeadLetterEventsHeartbeat, EventsWriteTimeout: opts.WriteTimeout}),
+				Connections: connectionRegistry{srv}, Events: b.events, EventsHeartbeat: opts.DeadLetterEventsHeartbeat, EventsWriteTimeout: opts.WriteTimeout,
+				Redrives: b.redrives, PeekMaxScan: opts.PeekMaxScan, FilterLimits: filterLimits}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 
@@ -365,6 +378,11 @@ func Start(opts Options) (*Broker, error) {
 		b.log.Info("amqps listening", "addr", b.tlsLn.Addr().String())
 	} else {
 		close(b.tlsDone)
+	}
+	// Redrive tasks left running resume once everything else is up.
+	if err := b.redrives.Recover(); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("recover redrive tasks from %s: %w", opts.DataDir, err)
 	}
 	return b, nil
 }
@@ -423,6 +441,9 @@ func (b *Broker) Auth() *auth.Registry { return b.auth }
 // died where and what was dropped.
 func (b *Broker) DeadLetters() *deadletter.DeadLetterer { return b.dl }
 
+// Redrives returns the redrive task manager.
+func (b *Broker) Redrives() *dlops.Manager { return b.redrives }
+
 // DeadLetterEvents returns the dead-letter event stream: subscribe to see
 // every death as it happens.
 func (b *Broker) DeadLetterEvents() *dlevents.Hub { return b.events }
@@ -452,6 +473,9 @@ func (b *Broker) Close() error {
 		<-b.serveDone
 		<-b.tlsDone
 		<-b.httpDone
+		if b.redrives != nil {
+			b.redrives.Close() // running tasks stay running in the store and resume at the next start
+		}
 		b.router.Close()
 		var stErr error
 		if b.store != nil {

@@ -79,6 +79,7 @@ const (
 	KeyAuthFailureSources = "auth-failure-sources"
 
 	KeyHTTPGetMaxCount        = "http-get-max-count"
+	KeyPeekMaxScan            = "peek-max-scan"
 	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
 	KeyManagementPendingBytes = "management-pending-bytes"
 
@@ -245,6 +246,10 @@ type Config struct {
 	// messages, and the X-Epitaph-Get-Truncated header).
 	HTTPGetMaxCount int `mapstructure:"http-get-max-count"`
 	HTTPGetMaxBytes int `mapstructure:"http-get-max-bytes"`
+	// PeekMaxScan bounds the messages one peek tests for its filters
+	// before it answers with what it found and where to continue; at
+	// least 1.
+	PeekMaxScan int `mapstructure:"peek-max-scan"`
 	// DeadLetterEventsBuffer is how many dead-letter events (and gap
 	// markers) one subscriber's buffer holds before it loses events; at
 	// least 1. DeadLetterEventsMaxSubscribers bounds the subscribers (AMQP
@@ -478,6 +483,7 @@ func Default() Config {
 		AuthFailureDelay:        3 * time.Second,
 		AuthFailureSources:      10000,
 		HTTPGetMaxCount:         10000,
+		PeekMaxScan:             10000,
 		HTTPGetMaxBytes:         16 << 20,
 
 		DeadLetterEventsBuffer:         1024,
@@ -552,6 +558,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyAuthFailureDelay, d.AuthFailureDelay, "wait this `duration` before answering a failed authentication, times the recent failures from the same address up to 10 (0: no wait)")
 	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
 	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
+	fs.Int(KeyPeekMaxScan, d.PeekMaxScan, "most messages one peek tests for its filters before it answers with where to continue")
 	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
 	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
@@ -667,6 +674,7 @@ func Load(args []string) (*Config, error) {
 		KeyAuthFailureSources: d.AuthFailureSources,
 
 		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
+		KeyPeekMaxScan:            d.PeekMaxScan,
 		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
 		KeyManagementPendingBytes: d.ManagementPendingBytes,
 		KeyFilterSQLMaxLength:     d.FilterSQLMaxLength,
@@ -827,6 +835,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPGetMaxCount < 1 {
 		return invalid(KeyHTTPGetMaxCount, c.HTTPGetMaxCount, "want 1 or more")
+	}
+	if c.PeekMaxScan < 1 {
+		return invalid(KeyPeekMaxScan, c.PeekMaxScan, "want 1 or more")
 	}
 	if c.HTTPGetMaxBytes < 1 {
 		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")

@@ -133,6 +133,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyOAuthVerifyAud:               "off",
 		KeyOAuthLeeway:                  "no leeway",
 		KeyOAuthMaxScopes:               "no limit",
+		KeyPeekMaxScan:                  "refused",
 	}
 	d := Default()
 	n := len(settings(t, &d))

@@ -264,6 +264,9 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 			consumer.Filter = set
 		}
 	}
+	if src != nil && src.DistributionMode == "copy" {
+		return s.attachBrowser(a, q, src, inForce, consumer.Filter)
+	}
 	l := &senderLink{s: s, handle: a.Handle, name: a.Name, filters: inForce,
 		preSettled:     a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled,
 		maxMessageSize: a.MaxMessageSize}

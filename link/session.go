@@ -544,6 +544,8 @@ func (s *session) flushPending() {
 			}
 		case *eventsLink:
 			l.flush()
+		case *browseLink:
+			l.flush()
 		}
 	}
 	n := 0

@@ -110,6 +110,9 @@ func (c *conn) sessionInfos() []SessionInfo {
 					li.Queue = l.sub.Queue().Name()
 				}
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
+			case *browseLink:
+				si.OutgoingLinks = append(si.OutgoingLinks, LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
+					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: true, Queue: l.q.Name()})
 			case *eventsLink:
 				si.OutgoingLinks = append(si.OutgoingLinks, LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
 					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: true})

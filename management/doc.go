@@ -27,7 +27,12 @@
 // dead-letter events, a web console), belong here as Operator methods, so
 // every front end exposes the same behaviour.
 //
-// The front ends import this package, auth, router (and router/ratelog),
+// Peeking and redriving live in the sub-package dlops (they need filter,
+// annotations and the router's browse and move), which both front ends
+// use; the broker gives it a tracer over package telemetry through its
+// Tracer interface.
+//
+// The front ends import this package, dlops, auth, router (and router/ratelog),
 // deadletter, annotations and amqp10; this package imports only auth and router, and
 // neither front end imports the other.
 package management

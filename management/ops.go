@@ -125,3 +125,15 @@ func destinationKind(toExchange bool) string {
 	}
 	return auth.ResourceQueue
 }
+
+// MayWriteQueue is needed to put messages straight into a queue (a
+// redrive's target queue).
+func (o Operator) MayWriteQueue(queue string) error {
+	return o.authorize(auth.ResourceQueue, queue, auth.Write)
+}
+
+// MayWriteExchange is needed to publish to an exchange (a redrive to the
+// messages' original exchange).
+func (o Operator) MayWriteExchange(exchange string) error {
+	return o.authorize(auth.ResourceExchange, exchange, auth.Write)
+}

@@ -71,6 +71,16 @@ rabbitmqadmin-style commands:
   delete binding source=X destination=D [destination_type=queue] [properties_key=K]
   get queue=Q [count=N]         (peeks: messages stay, delivery counts unchanged)
 
+Dead letters:
+  peek_queue queue=Q [position=P] [count=N] [FILTER=VALUE...]
+                                (browse: nothing acquired; FILTER: reason, source_queue, exchange, death_after,
+                                death_before, error_condition, min_count, sql)
+  start_redrive queue=DLQ target=first_death_queue|last_death_queue|original_exchange|queue [target_queue=Q]
+                [rate=N] [max=N] [dry_run=true] [FILTER=VALUE...]
+  list_redrives
+  redrive_status ID
+  cancel_redrive ID
+
 Streams:
   watch_dead_letters [-p VHOST] [--queue Q] [--count N]
                                 (each message that dies, as it dies; --formatter json: one JSON event per line)
@@ -167,6 +177,16 @@ func (c *cli) dispatch(cmd string, args []string) error {
 		return c.delete(args)
 	case "get":
 		return c.get(args)
+	case "peek_queue":
+		return c.peekQueue(args)
+	case "start_redrive":
+		return c.startRedrive(args)
+	case "list_redrives":
+		return c.listRedrives(args)
+	case "redrive_status":
+		return c.redriveStatus(args)
+	case "cancel_redrive":
+		return c.cancelRedrive(args)
 	case "watch_dead_letters":
 		return c.watchDeadLetters(args)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/management/dlops"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
@@ -27,6 +28,8 @@ type Options struct {
 	// Node is the node name reported as a queue's leader and only replica;
 	// "" means management.NodeName().
 	Node string
+	// Redrives runs redrive tasks (/redrives); nil answers 404 there.
+	Redrives *dlops.Manager
 }
 
 // TokenConnection is what the management node needs of a connection whose
@@ -47,11 +50,13 @@ type Node struct {
 	log  *slog.Logger
 	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
+
+	redrive *dlops.Manager
 }
 
 // New returns a management node serving opts.Router.
 func New(opts Options) *Node {
-	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node}
+	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node, redrive: opts.Redrives}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -275,6 +280,8 @@ func (n *Node) dispatch(r *request) (string, any, error) {
 			return n.unbind(r, r.raw[1])
 		}
 		return "", nil, allowed("DELETE")
+	case (len(seg) == 1 || len(seg) == 2) && seg[0] == "redrives":
+		return n.redrives(r, seg)
 	case len(seg) == 2 && seg[0] == "auth" && seg[1] == "tokens":
 		if r.method == "PUT" {
 			return n.refreshToken(r)

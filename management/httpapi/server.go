@@ -17,7 +17,9 @@ import (
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/dlevents"
+	"github.com/epitaph-mq/epitaph/filter"
 	"github.com/epitaph-mq/epitaph/management"
+	"github.com/epitaph-mq/epitaph/management/dlops"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 )
@@ -59,6 +61,14 @@ type Options struct {
 	Events             *dlevents.Hub
 	EventsHeartbeat    time.Duration
 	EventsWriteTimeout time.Duration
+	// Redrives runs the redrive tasks behind /api/redrives; nil answers
+	// 404 there (and lists none).
+	Redrives *dlops.Manager
+	// PeekMaxScan bounds the messages one peek tests (0 means
+	// dlops.DefaultPeekMaxScan); FilterLimits bound its SQL filter (zero:
+	// the filter package's defaults).
+	PeekMaxScan  int
+	FilterLimits filter.Limits
 }
 
 // rabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -87,6 +97,10 @@ type server struct {
 	events             *dlevents.Hub
 	eventsHeartbeat    time.Duration
 	eventsWriteTimeout time.Duration
+
+	redrives     *dlops.Manager
+	peekMaxScan  int
+	filterLimits filter.Limits
 }
 
 // handlerFunc handles one matched request; a returned error is written
@@ -148,7 +162,11 @@ func errorf(status int, format string, a ...any) *apiError {
 func NewHandler(opts Options) http.Handler {
 	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node,
-		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout}
+		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout,
+		redrives: opts.Redrives, peekMaxScan: cmpOrPositive(opts.PeekMaxScan, dlops.DefaultPeekMaxScan), filterLimits: opts.FilterLimits}
+	if s.filterLimits == (filter.Limits{}) {
+		s.filterLimits = filter.DefaultLimits()
+	}
 	if s.eventsHeartbeat <= 0 {
 		s.eventsHeartbeat = DefaultEventsHeartbeat
 	}
@@ -210,6 +228,9 @@ func (s *server) routeTable() []route {
 		r("queues/*/*", m{"GET": s.getQueue, "PUT": s.putQueue, "DELETE": s.deleteQueue}),
 		r("queues/*/*/contents", m{"DELETE": s.purgeQueue}),
 		r("queues/*/*/get", m{"POST": s.getMessages}),
+		r("queues/*/*/peek", m{"GET": s.peekQueue}),
+		r("redrives", m{"GET": s.listRedrives, "POST": s.startRedrive}),
+		r("redrives/*", m{"GET": s.getRedrive, "DELETE": s.cancelRedrive}),
 		r("queues/*/*/bindings", m{"GET": s.queueBindings}),
 
 		r("exchanges", m{"GET": s.listExchanges}),

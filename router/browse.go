@@ -1,0 +1,327 @@
+package router
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/epitaph-mq/epitaph/router/store"
+)
+
+// Browsing and moving single ready messages, for the management plane's
+// peek and redrive. Nothing here acquires a message or changes its delivery
+// state: a browsed message stays where it is, and a moved one leaves its
+// queue only in the same step that puts it into its targets.
+
+// BrowsedMessage is a ready message seen by Browse or BrowseAfter.
+type BrowsedMessage struct {
+	PeekedMessage
+	// Position is the message's place in delivery order when it was seen
+	// (0: the next one a consumer would get).
+	Position int
+	// Seq identifies the message within its queue (MoveReady).
+	Seq uint64
+
+	delivery Delivery
+}
+
+// Delivery is the message as a consumer would receive it now (header and
+// annotations), for a browsing link to send a copy of.
+func (bm *BrowsedMessage) Delivery() *Delivery { return &bm.delivery }
+
+// browsed describes e for Browse and BrowseAfter; the decoded
+// annotations (PeekedMessage.Annotations, the costly part) only for a
+// peek.
+func (q *Queue) browsed(e *entry, pos, remaining int, withAnns bool) BrowsedMessage {
+	h := e.msg.Header
+	h.DeliveryCount = e.dc
+	h.FirstAcquirer = e.acquired == 0 && e.dc == 0 && !hasDeaths(e.anns())
+	var pm PeekedMessage
+	if withAnns {
+		pm = q.peekedLocked(e, remaining)
+	} else {
+		pm = PeekedMessage{Msg: e.msg.withState(e.dc, e.anns()), DeliveryCount: e.dc, AcquiredCount: e.acquired,
+			Redelivered: e.acquired > 0 || e.dc > 0, FirstAcquirer: h.FirstAcquirer, Remaining: remaining}
+	}
+	return BrowsedMessage{PeekedMessage: pm, Position: pos, Seq: e.seq,
+		delivery: Delivery{Msg: e.msg, Header: h, anns: e.anns(), acquired: e.acquired, quorum: q.typ == Quorum}}
+}
+
+// Browse returns up to limit ready messages that match (nil: every one),
+// in delivery order, starting at position pos, testing at most scan
+// messages. next is the position after the last message tested (where a
+// further page starts), depth the number of ready messages. The cost is
+// the positions skipped (pointer steps, whole chunks at a time while the
+// queue holds no tombstones) plus the messages tested, never the queue.
+// match is called with the queue's lock held (as MessageFilter says).
+func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []BrowsedMessage, next, depth int) {
+	if pos < 0 {
+		pos = 0
+	}
+	q.mu.Lock()
+	if q.deleted {
+		q.unlock()
+		return nil, pos, 0
+	}
+	q.expireLocked(q.nowNano())
+	depth = q.readyCount
+	next = pos
+	i := 0
+	visit := func(e *entry) bool {
+		if len(out) >= limit || scan <= 0 {
+			return false
+		}
+		scan--
+		next = i + 1
+		if match == nil || match.Match(e.msg, e.anns()) {
+			out = append(out, q.browsed(e, i, q.readyCount-i-1, true))
+		}
+		i++
+		return true
+	}
+	skip := pos
+	cont := true
+	for _, l := range []*readyList{&q.returns, &q.main} {
+		if !cont {
+			break
+		}
+		skipped := l.skip(skip)
+		i += skipped
+		skip -= skipped
+		if skip > 0 {
+			continue
+		}
+		for e := range l.from(skipped) {
+			if !visit(e) {
+				cont = false
+				break
+			}
+		}
+	}
+	q.unlock()
+	q.flushDead()
+	return out, next, depth
+}
+
+// BrowseAfter returns up to limit ready messages with a Seq above seq that
+// match (nil: every one), testing at most scan messages: the quorum
+// returns first, then the main list in Seq order. last is the highest Seq
+// tested of the main list (seq when none), so that a caller walking the
+// queue with it never sees a message twice; done reports that the main
+// list has nothing after last. Position and Annotations are not set.
+func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (out []BrowsedMessage, last uint64, done bool) {
+	last = seq
+	q.mu.Lock()
+	if q.deleted {
+		q.unlock()
+		return nil, last, true
+	}
+	q.expireLocked(q.nowNano())
+	done = true
+	for e := range q.main.after(seq) {
+		if len(out) >= limit || scan <= 0 {
+			done = false
+			break
+		}
+		scan--
+		last = e.seq
+		if match == nil || match.Match(e.msg, e.anns()) {
+			out = append(out, q.browsed(e, 0, 0, false))
+		}
+	}
+	// Returned messages (quorum) are few and out of Seq order: those within
+	// the range just walked go with it.
+	for e := range q.returns.all() {
+		if e.seq > seq && (done || e.seq <= last) && (match == nil || match.Match(e.msg, e.anns())) {
+			out = append(out, q.browsed(e, 0, 0, false))
+		}
+	}
+	slices.SortFunc(out, func(a, b BrowsedMessage) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	q.unlock()
+	q.flushDead()
+	return out, last, done
+}
+
+// skip returns how many ready entries (at most n) there are to pass over
+// to start n ready entries in: at once while the list has no tombstones,
+// else by walking it.
+func (l *readyList) skip(n int) int {
+	if l.holes == 0 {
+		return min(n, l.n)
+	}
+	live := 0
+	for range l.all() {
+		if live >= n {
+			break
+		}
+		live++
+	}
+	return live
+}
+
+// from yields the ready entries after the first k ready ones.
+func (l *readyList) from(k int) func(func(*entry) bool) {
+	return func(yield func(*entry) bool) {
+		if l.holes == 0 {
+			// Index straight into the chunks.
+			idx := l.head + k
+			for _, c := range l.chunks[l.first:] {
+				if idx >= len(c) {
+					idx -= len(c)
+					continue
+				}
+				for _, e := range c[idx:] {
+					if !yield(e) {
+						return
+					}
+				}
+				idx = 0
+			}
+			return
+		}
+		i := 0
+		for e := range l.all() {
+			if i >= k && !yield(e) {
+				return
+			}
+			i++
+		}
+	}
+}
+
+// ErrNotReady is returned by MoveReady when the message is no longer ready
+// in its queue (taken by a consumer, expired, moved or purged meanwhile).
+var ErrNotReady = errors.New("message no longer ready")
+
+// MoveResult is what MoveReady did.
+type MoveResult struct {
+	// Outcomes are the targets' outcomes, as Queue.Enqueue's.
+	Outcomes []Outcome
+	// Moved reports that at least one target took the message, so it left
+	// its source queue.
+	Moved bool
+}
+
+// MoveReady moves the ready message seq of q into targets, as m (a copy
+// carrying the annotations the move gives it): the copies appended to
+// durable targets, the removal of the stored original from q and, when
+// metaKey is not empty, the metadata record metaKey=metaValue are one
+// atomic store batch, so after a crash either all of them happened or none
+// did. The message leaves q only when at least one target accepts it.
+// done is called once the batch is durable (at once when nothing was
+// stored), with the store's error if it failed; the in-memory move is then
+// undone where the messages are still ready.
+func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey string, metaValue []byte, done func(MoveResult, error)) {
+	var enc []byte
+	st := q.b.st
+	if m.Header.Durable && st != nil && slices.ContainsFunc(targets, func(t *Queue) bool { return t.persist }) {
+		enc = q.b.encode(m)
+	}
+	lockSet := append(slices.Clone(targets), q)
+	if slices.Contains(targets, q) {
+		lockSet = slices.Clone(targets)
+	}
+	ls := lockQueues(lockSet)
+	e := q.readyBySeqLocked(seq)
+	if e == nil || q.deleted {
+		unlockQueues(ls)
+		done(MoveResult{}, ErrNotReady)
+		return
+	}
+	var recs []store.Record
+	res := MoveResult{Outcomes: make([]Outcome, len(targets))}
+	for i, t := range targets {
+		switch t.enqueueLocked(m, enc, &recs) {
+		case enqueued:
+			res.Outcomes[i] = Outcome{Kind: Accepted}
+			res.Moved = true
+		case enqueueRejected:
+			res.Outcomes[i] = Outcome{Kind: Rejected, Error: maxLenError(t.name)}
+		default:
+			res.Outcomes[i] = Outcome{Kind: Released}
+		}
+	}
+	if !res.Moved {
+		unlockQueues(ls)
+		done(res, nil)
+		return
+	}
+	var placedCopies []placed
+	for _, r := range recs {
+		for _, t := range targets {
+			if t.id == r.Queue {
+				placedCopies = append(placedCopies, placed{t, t.entryBySeqLocked(r.Seq)})
+			}
+		}
+	}
+	inReturns := e.inReturns
+	q.takeReadyLocked(e)
+	if inReturns {
+		q.returns.hole()
+	} else {
+		q.main.hole()
+	}
+	batch := new(store.Batch).Append(recs...)
+	if e.stored && !e.forwarded {
+		batch.Settle(q.id, e.seq)
+	}
+	if metaKey != "" && st != nil {
+		batch.PutMeta(metaKey, metaValue)
+	}
+	if batch.Len() == 0 || st == nil {
+		unlockQueues(ls)
+		done(res, nil)
+		return
+	}
+	wasStored := e.stored
+	e.stored, e.forwarded = false, wasStored
+	st.Commit(batch, func(err error) {
+		if err != nil {
+			q.b.logStoreErr(err)
+			go func() {
+				withdraw(placedCopies)
+				q.mu.Lock()
+				if !q.deleted && !e.ready {
+					e.stored, e.forwarded = wasStored, false
+					e.ready = true
+					q.readyCount++
+					q.readyBytes += e.size()
+					q.ttl.add(e)
+					q.main.insertBySeq(e)
+					q.filtersSeeRequeueLocked(e)
+				}
+				q.unlock()
+				done(res, err)
+			}()
+			return
+		}
+		done(res, nil)
+	})
+	unlockQueues(ls)
+}
+
+// readyBySeqLocked finds the ready entry seq: binary search in the main
+// list, a walk of the (short) returns list.
+func (q *Queue) readyBySeqLocked(seq uint64) *entry {
+	if seq > 0 {
+		for e := range q.main.after(seq - 1) {
+			if e.seq == seq {
+				return e
+			}
+			break
+		}
+	}
+	for e := range q.returns.all() {
+		if e.seq == seq {
+			return e
+		}
+	}
+	return nil
+}
