@@ -97,6 +97,12 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 			}
 		}
 	}
+	if cont {
+		// Behind the window: the paged messages, after the window's in
+		// seq order.
+		i += min(skip, q.paged.n) // the positions passed over come first
+		q.visitPagedLocked(0, skip, visit)
+	}
 	q.unlock()
 	q.flushDead()
 	return out, next, depth
@@ -127,6 +133,22 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 		if match == nil || match.Match(e.msg, e.anns()) {
 			out = append(out, q.browsed(e, 0, 0, false))
 		}
+	}
+	if done && q.paged.n > 0 {
+		// Behind the window: the paged messages, whose seqs are above the
+		// window's.
+		q.visitPagedLocked(last, 0, func(e *entry) bool {
+			if len(out) >= limit || scan <= 0 {
+				done = false
+				return false
+			}
+			scan--
+			last = e.seq
+			if match == nil || match.Match(e.msg, e.anns()) {
+				out = append(out, q.browsed(e, 0, 0, false))
+			}
+			return true
+		})
 	}
 	// Returned messages (quorum) are few and out of Seq order: those within
 	// the range just walked go with it.
@@ -230,6 +252,11 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 	}
 	ls := lockQueues(lockSet)
 	e := q.readyBySeqLocked(seq)
+	fromPaged := false
+	if e == nil && !q.deleted {
+		e = q.takePagedBySeqLocked(seq)
+		fromPaged = e != nil
+	}
 	if e == nil || q.deleted {
 		unlockQueues(ls)
 		done(MoveResult{}, ErrNotReady)
@@ -249,6 +276,9 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 		}
 	}
 	if !res.Moved {
+		if fromPaged {
+			q.restoreReadyLocked(e)
+		}
 		unlockQueues(ls)
 		done(res, nil)
 		return
@@ -261,12 +291,14 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 			}
 		}
 	}
-	inReturns := e.inReturns
-	q.takeReadyLocked(e)
-	if inReturns {
-		q.returns.hole()
-	} else {
-		q.main.hole()
+	if !fromPaged {
+		inReturns := e.inReturns
+		q.takeReadyLocked(e)
+		if inReturns {
+			q.returns.hole()
+		} else {
+			q.main.hole()
+		}
 	}
 	batch := new(store.Batch).Append(recs...)
 	if e.stored && !e.forwarded {
@@ -290,12 +322,7 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 				q.mu.Lock()
 				if !q.deleted && !e.ready {
 					e.stored, e.forwarded = wasStored, false
-					e.ready = true
-					q.readyCount++
-					q.readyBytes += e.size()
-					q.ttl.add(e)
-					q.main.insertBySeq(e)
-					q.filtersSeeRequeueLocked(e)
+					q.restoreReadyLocked(e)
 				}
 				q.unlock()
 				done(res, err)
@@ -324,4 +351,72 @@ func (q *Queue) readyBySeqLocked(seq uint64) *entry {
 		}
 	}
 	return nil
+}
+
+// restoreReadyLocked makes e, taken for a move that did not happen, ready
+// again at its place in the window. A message taken from behind the
+// window comes back into the window, so it may be delivered before older
+// messages still paged.
+func (q *Queue) restoreReadyLocked(e *entry) {
+	e.ready = true
+	q.readyCount++
+	q.readyBytes += e.size()
+	q.ttl.add(e)
+	q.main.insertBySeq(e)
+	q.filtersSeeRequeueLocked(e)
+}
+
+// takePagedBySeqLocked takes the paged message seq out of the paged list,
+// reading it back from the store; nil when it is not a paged ready
+// message or cannot be read.
+func (q *Queue) takePagedBySeqLocked(seq uint64) *entry {
+	p, i, ok := q.paged.find(seq)
+	if !ok {
+		return nil
+	}
+	sl := slot{seq: seq, size: int64(p.sizes[i] - 1)}
+	if p.pinned != nil {
+		sl.e = p.pinned[i]
+	}
+	es := q.loadSlotsLocked([]slot{sl}, false)
+	if len(es) == 0 {
+		return nil
+	}
+	sl = q.paged.take(p, i)
+	e := es[0]
+	e.ready = false
+	q.readyCount--
+	q.readyBytes -= sl.size
+	return e
+}
+
+// visitPagedLocked calls visit for the paged messages with a seq above
+// after, in seq order, passing over the first skip of them, reading their
+// bodies from the store in batches (they stay paged), until visit returns
+// false. It returns how many it passed over.
+func (q *Queue) visitPagedLocked(after uint64, skip int, visit func(e *entry) bool) (skipped int) {
+	for {
+		var slots []slot
+		q.paged.eachAfter(after, func(p *indexPage, i int) bool {
+			after = p.base + uint64(i)
+			if skipped < skip {
+				skipped++
+				return true
+			}
+			sl := slot{seq: after, size: int64(p.sizes[i] - 1)}
+			if p.pinned != nil {
+				sl.e = p.pinned[i]
+			}
+			slots = append(slots, sl)
+			return len(slots) < filterReadBatch
+		})
+		if len(slots) == 0 {
+			return skipped
+		}
+		for _, e := range q.loadSlotsLocked(slots, false) {
+			if !visit(e) {
+				return skipped
+			}
+		}
+	}
 }

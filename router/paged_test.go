@@ -533,3 +533,49 @@ func TestPagedFilteredConsumerReachesBehindTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// Peek, browse and redrive's moves reach the paged messages behind the
+// window, not only the window.
+func TestPagedBrowseAndMoveReachBehindTheWindow(t *testing.T) {
+	d := openDurable(t, t.TempDir(), withWindow(2000))
+	q := d.queue(t, "q", Classic)
+	target := d.queue(t, "target", Classic)
+	publishDurableN(t, d, "q", "m", 3000, nil)
+	require.Equal(t, 3000, q.Len())
+	q.mu.Lock()
+	paged := q.paged.n
+	q.mu.Unlock()
+	require.Greater(t, paged, 2000, "most messages are paged out")
+
+	page, next, depth := q.Browse(2900, 5, 1000, nil)
+	require.Equal(t, 3000, depth)
+	require.Equal(t, 2905, next)
+	require.Len(t, page, 5)
+	for k, bm := range page {
+		require.Equal(t, 2900+k, bm.Position)
+		require.Equal(t, uint64(2901+k), bm.Seq)
+	}
+
+	var seqs []uint64
+	last, done := uint64(0), false
+	for !done {
+		var out []BrowsedMessage
+		out, last, done = q.BrowseAfter(last, 700, 700, nil)
+		for _, bm := range out {
+			seqs = append(seqs, bm.Seq)
+		}
+	}
+	require.Len(t, seqs, 3000, "a walk by seq sees every message once")
+	require.True(t, slices.IsSorted(seqs))
+
+	moved := make(chan error, 1)
+	q.MoveReady(2999, page[0].Msg, []*Queue{target}, "", nil, func(res MoveResult, err error) {
+		if err == nil && !res.Moved {
+			err = ErrNotReady
+		}
+		moved <- err
+	})
+	require.NoError(t, <-moved)
+	require.Equal(t, 2999, q.Len())
+	require.Equal(t, 1, target.Len())
+}
