@@ -28,6 +28,10 @@ type senderLink struct {
 	limit         uint32 // receiver's delivery-count + link-credit
 	detached      bool
 	qc            *QueueCounters // nil when counting is off
+
+	// volatile is set, and sub nil, on a direct reply-to consumer: its
+	// messages come from publishers through volatile, not from a queue.
+	volatile *volatileSource
 }
 
 // Deliver implements router.Consumer.
@@ -49,7 +53,11 @@ func (l *senderLink) handleFlow(f *amqp10.Flow) error {
 		dc = 0 // the initial-delivery-count we sent
 	}
 	l.limit = dc + f.LinkCredit
-	l.sub.Flow(dc, f.LinkCredit, f.Drain)
+	if l.volatile != nil {
+		l.volatile.flow(l.limit, f.Drain)
+	} else {
+		l.sub.Flow(dc, f.LinkCredit, f.Drain)
+	}
 	if f.Echo {
 		l.sendFlow(false)
 	}
@@ -81,6 +89,10 @@ func (l *senderLink) release(reason router.CancelReason) {
 		return
 	}
 	l.detached = true
+	if l.volatile != nil {
+		l.volatile.close() // what it took and did not send yet is dropped
+		return
+	}
 	l.sub.Cancel(reason)
 }
 
@@ -89,7 +101,7 @@ func (l *senderLink) release(reason router.CancelReason) {
 func (l *senderLink) send(d *router.Delivery) bool {
 	s, c := l.s, l.s.c
 	var span trace.Span
-	if tr := c.srv.opts.Tracer; tr != nil {
+	if tr := c.srv.opts.Tracer; tr != nil && l.sub != nil {
 		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
 	}
 	extra := c.annBuf[:0]
@@ -102,6 +114,10 @@ func (l *senderLink) send(d *router.Delivery) bool {
 	clear(extra) // keep no message's values reachable from the scratch map
 	c.annBuf = extra[:0]
 	if err != nil {
+		if l.volatile != nil {
+			c.log.Error("cannot encode direct reply-to delivery; dropping it", "err", err)
+			return true
+		}
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
 		_ = l.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
 		return true

@@ -100,6 +100,8 @@ func (c *conn) sessionInfos() []SessionInfo {
 					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: l.preSettled}
 				if l.sub != nil {
 					li.Queue = l.sub.Queue().Name()
+				} else if l.volatile != nil {
+					li.Queue = l.volatile.name
 				}
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
 			case *mgmtLink:

@@ -38,6 +38,9 @@ type VHost struct {
 	// after the deletion, with no vhost or queue lock held.
 	watchMu          sync.Mutex
 	deletionWatchers map[*queueDeletionWatcher]struct{}
+
+	// volatile are the direct reply-to queues (volatile.go).
+	volatile volatileQueues
 }
 
 // queueDeletionWatcher is one OnQueueDeleted registration.
@@ -639,13 +642,19 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 	if err != nil {
 		return PublishResult{}, err
 	}
-	if len(queues) == 0 {
-		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
-	}
 	if m.Exchange != exchange {
 		c := *m
 		c.Exchange = exchange
 		m = &c
+	}
+	// The default exchange also routes to the volatile queues its keys
+	// name; a message they took (or dropped, at most once) is accepted.
+	volatile := exchange == "" && v.routeVolatile(m)
+	if len(queues) == 0 {
+		if volatile {
+			return PublishResult{Outcome: Outcome{Kind: Accepted}, Queues: queues}, nil
+		}
+		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
 	}
 	if m.Header.Durable && v.b.st != nil && slices.ContainsFunc(queues, func(q *Queue) bool { return q.persist }) {
 		if prepare != nil {
@@ -655,7 +664,7 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 		return PublishResult{Outcome: o, Queues: queues, Pending: pending}, nil
 	}
 	var rejectedBy *Queue
-	accepted := false
+	accepted := volatile
 	for _, q := range queues {
 		switch q.enqueue(m) {
 		case enqueued:

@@ -54,10 +54,6 @@ LEFT_OUT=(
 	# declares a stream (x-queue-type stream is refused); its filter specs are
 	# stream filters, property filters and SQL filters on that stream.
 	'Consumer stream test '
-
-	# Not implemented yet: direct reply-to (a dynamic source with the
-	# rabbitmq:volatile-queue capability).
-	'Consumer direct reply to Queue address should be the dynamic name containing amq\.rabbitmq\.reply-to$'
 )
 
 source scripts/lib-epitaph.sh
