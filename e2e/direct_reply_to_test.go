@@ -106,7 +106,8 @@ func TestDirectReplyTo(t *testing.T) {
 // one (which a buffering queue would deliver first).
 func TestDirectReplyToDropsWithoutCredit(t *testing.T) {
 	b := startBroker(t, "", withHTTP)
-	cs := session(t, dial(t, b, nil))
+	cc := dial(t, b, nil)
+	cs := session(t, cc)
 	r := volatileReceiver(t, cs, -1) // no credit until the test issues it
 	addr := r.Address()
 	ps := session(t, dial(t, b, nil))
@@ -118,6 +119,25 @@ func TestDirectReplyToDropsWithoutCredit(t *testing.T) {
 	assert.Equal(t, &amqp.StateAccepted{}, send(t, snd, msg("kept")))
 	assert.Equal(t, "kept", body(recv(t, r)))
 	assert.Equal(t, uint64(1), rootVHost(t, b).VolatileDropped(), "the dropped message is counted")
+
+	// A drain takes the credit left: the broker answers it, and what comes
+	// after is dropped.
+	require.NoError(t, r.IssueCredit(3))
+	require.NoError(t, r.DrainCredit(ctxT(t), nil))
+	assert.Equal(t, &amqp.StateAccepted{}, send(t, snd, msg("after the drain")))
+	assert.Equal(t, uint64(2), rootVHost(t, b).VolatileDropped())
+	require.NoError(t, r.IssueCredit(1))
+	waitReaderCredit(t, apiServer(t, b), 1)
+	assert.Equal(t, &amqp.StateAccepted{}, send(t, snd, msg("credit again")))
+	assert.Equal(t, "credit again", body(recv(t, r)))
+
+	// The consumer's connection closed, its queue is gone: the publisher's
+	// link gets released.
+	require.NoError(t, cc.Close())
+	eventually(t, "the volatile queue to go with its connection", func() bool {
+		return !rootVHost(t, b).HasVolatile(strings.TrimPrefix(addr, "/queues/"))
+	})
+	assert.Equal(t, &amqp.StateReleased{}, send(t, snd, msg("nobody")))
 }
 
 // A dynamic source asking for a volatile queue must be pre-settled with
