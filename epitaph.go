@@ -20,6 +20,7 @@ import (
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/deadletter"
+	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/internal/testhooks"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management/amqpnode"
@@ -102,6 +103,7 @@ type Broker struct {
 	auth   *auth.Registry
 	store  *store.Pebble // nil in memory mode
 	dl     *deadletter.DeadLetterer
+	events *dlevents.Hub
 	log    *slog.Logger
 	opts   Options
 
@@ -187,8 +189,9 @@ func Start(opts Options) (*Broker, error) {
 	if err := b.setupTelemetry(&opts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	b.events = dlevents.New(dlevents.Options{Buffer: opts.DeadLetterEventsBuffer, MaxSubscribers: opts.DeadLetterEventsMaxSubscribers})
 	dl := deadletter.New(deadletter.Options{Logger: opts.Logger.With("component", "deadletter"), Strict: opts.StrictParity,
-		Tracer: b.tracer})
+		Tracer: b.tracer, Events: b.events})
 	ropts := router.Options{Logger: opts.Logger.With("component", "router"),
 		AutoCreateQueues: opts.AutoCreateQueues, DeadLetterer: dl,
 		DeadLetterRetryInterval: opts.DeadLetterRetryInterval, MemoryHighWatermark: opts.MemoryHighWatermark,
@@ -287,6 +290,7 @@ func Start(opts Options) (*Broker, error) {
 		Version:  Version,
 		Tracer:   b.tracer,
 		Counters: b.counters,
+		Events:   b.events,
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {
@@ -309,7 +313,7 @@ func Start(opts Options) (*Broker, error) {
 			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, Auth: users, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes,
-				Connections: connectionRegistry{srv}}),
+				Connections: connectionRegistry{srv}, Events: b.events, EventsHeartbeat: opts.DeadLetterEventsHeartbeat, EventsWriteTimeout: opts.WriteTimeout}),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 
@@ -409,6 +413,10 @@ func (b *Broker) Auth() *auth.Registry { return b.auth }
 // died where and what was dropped.
 func (b *Broker) DeadLetters() *deadletter.DeadLetterer { return b.dl }
 
+// DeadLetterEvents returns the dead-letter event stream: subscribe to see
+// every death as it happens.
+func (b *Broker) DeadLetterEvents() *dlevents.Hub { return b.events }
+
 // Close stops accepting, sends close(amqp:connection:forced) to every
 // connection, waits for their goroutines, and stops the router. Idempotent.
 func (b *Broker) Close() error {
@@ -422,6 +430,9 @@ func (b *Broker) Close() error {
 		if b.tlsLn != nil {
 			lnErr = errors.Join(lnErr, b.tlsLn.Close())
 		}
+		// The dead-letter event streams end first: an HTTP stream returns
+		// at once, so Shutdown does not wait for it.
+		b.events.Close()
 		var httpErr error
 		b.httpCancel()
 		if b.httpS != nil {

@@ -183,6 +183,10 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		"Records and table entries dropped by store-recovery salvage at start-up")
 	storeDiskFull := counter("epitaph_store_disk_full_total",
 		"Store commits refused because the disk is full (publishes rejected with amqp:resource-limit-exceeded)")
+	evLost := counter("epitaph_dead_letter_events_lost_total",
+		"Dead-letter events lost because a subscriber's buffer was full (each subscriber that lost one counts it)")
+	evSubscribers := gauge("epitaph_dead_letter_event_subscribers",
+		"Open dead-letter event subscriptions (AMQP links and HTTP streams)")
 	if err != nil {
 		return err
 	}
@@ -212,6 +216,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			o.ObserveInt64(storeSalvaged, int64(st.Salvaged))
 			o.ObserveInt64(storeDiskFull, int64(st.DiskFull))
 		}
+		o.ObserveInt64(evLost, int64(b.events.Lost()))
+		o.ObserveInt64(evSubscribers, int64(b.events.Subscribers()))
 
 		// Per queue: link counters (including queues since deleted) and
 		// the live queues' depths.

@@ -85,6 +85,17 @@ func (r *Registry) Authorize(user, vhost, kind, name string, a Access) error {
 		router.ErrAccessRefused, a, kind, name, vhost, user)
 }
 
+// GrantsRead reports whether user's read permission in vhost can match
+// any name: a permission entry with a non-empty read pattern (the empty
+// pattern grants nothing). Streams that show only what the user may read
+// (the vhost's dead-letter events) are refused when it cannot.
+func (r *Registry) GrantsRead(user, vhost string) bool {
+	r.mu.RLock()
+	p, ok := r.perms[user][vhost]
+	r.mu.RUnlock()
+	return ok && p.Read != "" && r.vhostExists(vhost)
+}
+
 // CanAccessVHost reports whether user may use vhost: the user has a
 // permission entry for it. No entry grants nothing, even when the
 // permission table is empty (the first-start default is a real entry:

@@ -390,6 +390,12 @@ func (t *Token) CanAccessVHost(vhost string) bool {
 	return slices.ContainsFunc(t.grants, func(g scopeGrant) bool { return wildcardMatch(vhost, g.vhost) })
 }
 
+// GrantsRead is Registry.GrantsRead for a token: some read scope's vhost
+// pattern matches vhost.
+func (t *Token) GrantsRead(vhost string) bool {
+	return slices.ContainsFunc(t.grants, func(g scopeGrant) bool { return g.access == Read && wildcardMatch(vhost, g.vhost) })
+}
+
 // Authorize is Registry.Authorize for a token's scopes (RabbitMQ's
 // resource_access): a scope of access a whose vhost and name patterns
 // match. A refusal wraps router.ErrAccessRefused.

@@ -77,6 +77,10 @@ const (
 	KeyHTTPGetMaxCount        = "http-get-max-count"
 	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
 	KeyManagementPendingBytes = "management-pending-bytes"
+
+	KeyDLEventsBuffer         = "dead-letter-events-buffer"
+	KeyDLEventsMaxSubscribers = "dead-letter-events-max-subscribers"
+	KeyDLEventsHeartbeat      = "dead-letter-events-heartbeat"
 	KeyInitialFrameMax        = "initial-frame-max"
 	KeyMaxLinksPerConnection  = "max-links-per-connection"
 	KeyMaxUnfinishedBytes     = "max-unfinished-bytes"
@@ -227,6 +231,15 @@ type Config struct {
 	// messages, and the X-Epitaph-Get-Truncated header).
 	HTTPGetMaxCount int `mapstructure:"http-get-max-count"`
 	HTTPGetMaxBytes int `mapstructure:"http-get-max-bytes"`
+	// DeadLetterEventsBuffer is how many dead-letter events (and gap
+	// markers) one subscriber's buffer holds before it loses events; at
+	// least 1. DeadLetterEventsMaxSubscribers bounds the subscribers (AMQP
+	// links and HTTP streams) open at once; 0 means no bound.
+	// DeadLetterEventsHeartbeat is how often an idle Server-Sent Events
+	// stream gets a comment line; positive.
+	DeadLetterEventsBuffer         int           `mapstructure:"dead-letter-events-buffer"`
+	DeadLetterEventsMaxSubscribers int           `mapstructure:"dead-letter-events-max-subscribers"`
+	DeadLetterEventsHeartbeat      time.Duration `mapstructure:"dead-letter-events-heartbeat"`
 
 	// AMQP is what the AMQP 1.0 front end (package link) needs.
 	AMQP `mapstructure:",squash"`
@@ -437,6 +450,10 @@ func Default() Config {
 		AuthFailureSources:      10000,
 		HTTPGetMaxCount:         10000,
 		HTTPGetMaxBytes:         16 << 20,
+
+		DeadLetterEventsBuffer:         1024,
+		DeadLetterEventsMaxSubscribers: 100,
+		DeadLetterEventsHeartbeat:      15 * time.Second,
 		AMQP: AMQP{
 			Anonymous:              AnonymousLoopback,
 			PlainWithoutTLS:        PlainWithoutTLSLoopback,
@@ -499,6 +516,9 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
 	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
 	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
+	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
+	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
+	fs.Duration(KeyDLEventsHeartbeat, d.DeadLetterEventsHeartbeat, "how often an idle dead-letter event stream over HTTP gets a heartbeat comment")
 	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
@@ -606,6 +626,9 @@ func Load(args []string) (*Config, error) {
 		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
 		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
 		KeyManagementPendingBytes: d.ManagementPendingBytes,
+		KeyDLEventsBuffer:         d.DeadLetterEventsBuffer,
+		KeyDLEventsMaxSubscribers: d.DeadLetterEventsMaxSubscribers,
+		KeyDLEventsHeartbeat:      d.DeadLetterEventsHeartbeat,
 		KeyInitialFrameMax:        d.InitialFrameMax,
 		KeyMaxLinksPerConnection:  d.MaxLinksPerConnection,
 		KeyMaxUnfinishedBytes:     d.MaxUnfinishedBytes,
@@ -760,6 +783,15 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPGetMaxBytes < 1 {
 		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")
+	}
+	if c.DeadLetterEventsBuffer < 1 {
+		return invalid(KeyDLEventsBuffer, c.DeadLetterEventsBuffer, "want 1 or more")
+	}
+	if c.DeadLetterEventsMaxSubscribers < 0 {
+		return invalid(KeyDLEventsMaxSubscribers, c.DeadLetterEventsMaxSubscribers, "want 0 (no limit) or more")
+	}
+	if c.DeadLetterEventsHeartbeat <= 0 {
+		return invalid(KeyDLEventsHeartbeat, c.DeadLetterEventsHeartbeat, "want a positive duration")
 	}
 	if c.ManagementPendingBytes < 1 {
 		return invalid(KeyManagementPendingBytes, c.ManagementPendingBytes, "want 1 or more")

@@ -97,6 +97,9 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyMaxUnfinishedBytes:     "refused",
 		KeyMaxUnsettledIncoming:   "refused",
 		KeyManagementPendingBytes: "refused",
+		KeyDLEventsBuffer:         "refused",
+		KeyDLEventsMaxSubscribers: "no limit",
+		KeyDLEventsHeartbeat:      "refused",
 		KeyTLSListen:              "refused", // without a certificate: only the default is accepted
 		KeyTLSCertFile:            "no TLS",
 		KeyTLSKeyFile:             "no TLS",

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -26,11 +27,15 @@ type dlPath struct {
 	n            uint32
 	dlQueue      *router.Queue
 	deadLettered func() uint64
+	events       *dlevents.Hub
 }
 
+// newDLPath builds the path with a dead-letter event hub, as the broker
+// wires it; nobody subscribes to it unless a test does.
 func newDLPath(tb testing.TB) *dlPath {
 	tb.Helper()
-	dl := New(Options{})
+	hub := dlevents.New(dlevents.Options{})
+	dl := New(Options{Events: hub})
 	b := router.New(router.Options{DeadLetterer: dl})
 	tb.Cleanup(b.Close)
 	vh, _ := b.VHost("/")
@@ -41,7 +46,7 @@ func newDLPath(tb testing.TB) *dlPath {
 	d, _, err := vh.DeclareQueue(router.QueueSpec{Name: "dlq"})
 	require.NoError(tb, err)
 	require.NoError(tb, vh.Bind(router.Binding{Source: "dlx", Destination: "dlq"}))
-	p := &dlPath{vh: vh, cw: &lastConsumer{}, cd: &lastConsumer{}, keys: []string{"work"}, dlQueue: d}
+	p := &dlPath{vh: vh, cw: &lastConsumer{}, cd: &lastConsumer{}, keys: []string{"work"}, dlQueue: d, events: hub}
 	p.work, err = w.Subscribe(p.cw, router.ConsumerOptions{})
 	require.NoError(tb, err)
 	p.dlq, err = d.Subscribe(p.cd, router.ConsumerOptions{})
@@ -88,6 +93,23 @@ func BenchmarkDeadLetterPath(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.one(b)
+	}
+}
+
+// BenchmarkDeadLetterPathSubscribed is BenchmarkDeadLetterPath with one
+// subscriber to the dead-letter events, which reads every event: the cost
+// of the event stream while someone listens.
+func BenchmarkDeadLetterPathSubscribed(b *testing.B) {
+	p := newDLPath(b)
+	sub, err := p.events.Subscribe(dlevents.Filter{}, nil)
+	require.NoError(b, err)
+	defer sub.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.one(b)
+		if _, ok := sub.Next(); !ok {
+			b.Fatal("no event")
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/epitaph-mq/epitaph/annotations"
+	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
 	"github.com/epitaph-mq/epitaph/value"
@@ -36,6 +37,9 @@ type Options struct {
 	// Tracer records a span per dead-letter hop and writes its context into
 	// the copy's x-opt-traceparent annotation; nil is tracing off.
 	Tracer *telemetry.Tracer
+	// Events receives an event per death (package dlevents); nil
+	// publishes none.
+	Events *dlevents.Hub
 }
 
 // Counts are what happened to the messages that died in one queue for one reason.
@@ -85,6 +89,7 @@ type DeadLetterer struct {
 	now    func() time.Time
 	strict bool
 	tr     *telemetry.Tracer
+	events *dlevents.Hub
 
 	mu     sync.Mutex
 	counts map[Key]*Counts
@@ -102,7 +107,7 @@ func New(opts Options) *DeadLetterer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, tr: opts.Tracer,
+	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, tr: opts.Tracer, events: opts.Events,
 		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64), retained: make(map[Key]uint64)}
 }
 
@@ -293,6 +298,16 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		hop  *telemetry.DeadLetter
 	)
 	dlx, ok := src.DeadLetterExchange()
+	// ev is this death's event, built only while someone listens.
+	var ev *dlevents.Event
+	if d.events.Active() {
+		at := b.now
+		if dm.Retained && !dm.Time.IsZero() {
+			at = dm.Time
+		}
+		ev = newEvent(src, dm, at)
+		ev.Exchange, ev.HasExchange = dlx, ok
+	}
 	// Retained (at-least-once) attempts get no span yet; the README lists
 	// this among the gaps.
 	if d.tr != nil && !dm.Retained {
@@ -305,7 +320,13 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		}
 	}
 	if !ok {
-		b.notForwarded(ctx, dm, telemetry.DropNoDLX, dlx, nil)
+		if ev != nil {
+			ev.Count = deathCount(dm.Msg.Anns, src.Name(), dm.Reason)
+			if !dm.Retained {
+				ev.Strategy = StrategyDisabled
+			}
+		}
+		b.notForwarded(ctx, dm, telemetry.DropNoDLX, dlx, nil, ev)
 		if span != nil {
 			telemetry.EndDeadLetter(span, nil, nil, telemetry.DropNoDLX, nil)
 		}
@@ -320,6 +341,12 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		}
 	}
 	cp, h := d.copyAt(src, dm, dlx, at)
+	if ev != nil {
+		ev.RoutingKeys = cp.RoutingKeys
+		if len(h.Deaths) > 0 {
+			ev.Count = h.Deaths[0].Count
+		}
+	}
 	if hop != nil {
 		hop.RoutingKeys = cp.RoutingKeys
 		if len(h.Deaths) > 0 {
@@ -333,7 +360,7 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 	targets, err := src.VHost().RouteAppend(b.targets, dlx, cp)
 	b.targets = targets
 	if err != nil || len(targets) == 0 {
-		b.notForwarded(ctx, dm, telemetry.DropNoRoute, dlx, err)
+		b.notForwarded(ctx, dm, telemetry.DropNoRoute, dlx, err, ev)
 		if span != nil {
 			if err == nil {
 				err = errors.New("the dead-letter exchange routed the message to no queue")
@@ -343,9 +370,12 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		return
 	}
 	// §2.6: drop targets that would be a cycle; the others still get it.
-	targets, cycles := dropCycles(h, targets, span != nil)
+	targets, cycles := dropCycles(h, targets, span != nil || ev != nil)
+	if ev != nil {
+		ev.CycleQueues = queueNames(cycles)
+	}
 	if len(targets) == 0 {
-		b.notForwarded(ctx, dm, telemetry.DropCycle, dlx, nil)
+		b.notForwarded(ctx, dm, telemetry.DropCycle, dlx, nil, ev)
 		if span != nil {
 			telemetry.EndDeadLetter(span, nil, cycles, telemetry.DropCycle, errors.New("dead-letter cycle"))
 		}
@@ -358,23 +388,39 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		// and for a retained message only if a target took the copy.
 		b.flushCopies()
 		states, moved := src.ForwardDead(dm, cp, targets)
+		if ev != nil {
+			ev.TargetQueues, ev.RefusedQueues = outcomesSplit(targets, states)
+		}
 		if dm.Retained {
 			if !moved {
 				// nil states: no longer retained (already moved, or
 				// dropped by a switch to at-most-once); nothing to count.
 				if states != nil {
-					b.notForwarded(ctx, dm, whyRejected, dlx, nil)
+					b.notForwarded(ctx, dm, whyRejected, dlx, nil, ev)
 				}
 				return
 			}
 			strategy = StrategyAtLeastOnce
 		}
+	} else if ev != nil {
+		// Someone listens: enqueue one by one to learn which target
+		// refused the copy (the batch would not tell).
+		b.flushCopies()
+		ev.TargetQueues, ev.RefusedQueues = enqueueReporting(cp, targets)
 	} else {
 		for _, q := range targets {
 			b.enqueue(q, cp)
 		}
 	}
 	b.tally(dm.Reason, strategy, "")
+	if ev != nil {
+		ev.Outcome = dlevents.OutcomeDeadLettered
+		if len(ev.TargetQueues) == 0 {
+			// At most once, every target refused the copy: it is lost.
+			ev.Outcome, ev.DropCause = dlevents.OutcomeDropped, dlevents.CauseRejected
+		}
+		d.events.Publish(ev)
+	}
 	if span != nil {
 		b.flushCopies() // the span covers the enqueue
 		telemetry.EndDeadLetter(span, targets, cycles, "", nil)
@@ -384,8 +430,16 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 // notForwarded counts and logs a dead message that reached no target for
 // cause (a telemetry.Drop* value, or whyRejected): at most once it is
 // dropped; at least once it stays retained in its source for the next retry.
-func (b *batch) notForwarded(ctx context.Context, dm *router.Dead, cause, dlx string, err error) {
+// ev, when someone listens, is the death's event, published here.
+func (b *batch) notForwarded(ctx context.Context, dm *router.Dead, cause, dlx string, err error, ev *dlevents.Event) {
 	d, src := b.d, b.src
+	if ev != nil {
+		ev.Outcome, ev.DropCause = dlevents.OutcomeDropped, eventCause(cause)
+		if dm.Retained {
+			ev.Outcome = dlevents.OutcomeRetained
+		}
+		d.events.Publish(ev)
+	}
 	if dm.Retained {
 		d.countRetained(ctx, src, dm, retainedWhy(cause))
 		return

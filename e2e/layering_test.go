@@ -32,14 +32,15 @@ var allowed = map[string][]string{
 	"alarm":       nil,
 	"annotations": {"amqp10", "value"},
 	"config":      nil,
+	"dlevents":    nil, // the dead-letter event stream: standard library only, below its publisher and its front ends
 	"internal":    nil, // test hooks only this module can reach (internal/testhooks)
 	"router":      {"amqp10", "annotations", "alarm", "value"},
 	"auth":        {"amqp10", "router", "value"},
 	"telemetry":   {"amqp10", "router", "value"},
-	"deadletter":  {"amqp10", "annotations", "router", "telemetry", "value"},
-	"link":        {"amqp10", "auth", "config", "router", "telemetry", "value"},
-	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "value"},
-	root:          {"amqp10", "annotations", "auth", "config", "internal", "router", "deadletter", "link", "management", "telemetry", "value"},
+	"deadletter":  {"amqp10", "annotations", "dlevents", "router", "telemetry", "value"},
+	"link":        {"amqp10", "auth", "config", "dlevents", "router", "telemetry", "value"},
+	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "dlevents", "value"},
+	root:          {"amqp10", "annotations", "auth", "config", "dlevents", "internal", "router", "deadletter", "link", "management", "telemetry", "value"},
 }
 
 // apart lists groups of sub-packages of one layer that must not import each
@@ -80,16 +81,17 @@ var anything = []string{"cmd", "e2e"}
 // thirdParty restricts the non-standard-library imports of non-test files.
 // A package missing from this map is not restricted.
 var thirdParty = map[string][]string{
-	"value":   nil, // standard library only
-	"amqp10":  nil, // standard library only
-	"amqp091": nil, // standard library only
-	"alarm":   nil, // standard library only
-	"config":  {"github.com/spf13/viper", "github.com/spf13/pflag"},
+	"value":    nil, // standard library only
+	"amqp10":   nil, // standard library only
+	"amqp091":  nil, // standard library only
+	"alarm":    nil, // standard library only
+	"dlevents": nil, // standard library only
+	"config":   {"github.com/spf13/viper", "github.com/spf13/pflag"},
 }
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "link", "management", "config", "internal", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "dlevents", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {

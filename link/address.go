@@ -16,6 +16,7 @@ const (
 	addrQueue      addrKind = iota // a queue, through the default exchange
 	addrExchange                   // an exchange, with an optional routing key
 	addrManagement                 // the /management node
+	addrEvents                     // the dead-letter event stream (queue: "" for the whole vhost)
 )
 
 // address is a parsed RabbitMQ address (v2 "/queues/{q}", "/exchanges/{x}[/{key}]",
@@ -31,6 +32,11 @@ type address struct {
 
 var errBadAddress = errors.New("link: bad address")
 
+// eventsAddress is the source of the dead-letter event stream of the
+// connection's vhost; eventsAddress/{queue} (percent-encoded, as in
+// /queues/{queue}) is that of one queue.
+const eventsAddress = "/events/dead-letters"
+
 // parseAddress parses a terminus or properties.to address. Path segments are
 // percent-decoded as RabbitMQ's rabbit_uri:urldecode does.
 func parseAddress(s string) (address, error) {
@@ -40,7 +46,7 @@ func parseAddress(s string) (address, error) {
 	}
 	// Names are checked as every other way in checks them, so that a name
 	// no declaration could create is refused as an address, not looked up.
-	if a.kind == addrQueue {
+	if a.kind == addrQueue || (a.kind == addrEvents && a.queue != "") {
 		err = router.ValidateName("queue", a.queue)
 	} else if a.kind == addrExchange {
 		err = router.ValidateName("exchange", a.exchange)
@@ -55,6 +61,14 @@ func parseAddressForm(s string) (address, error) {
 	switch {
 	case s == "/management":
 		return address{kind: addrManagement}, nil
+	case s == eventsAddress:
+		return address{kind: addrEvents}, nil
+	case strings.HasPrefix(s, eventsAddress+"/"):
+		q, err := segment(s[len(eventsAddress)+1:], false)
+		if err != nil {
+			return address{}, fmt.Errorf("%w %q: %w", errBadAddress, s, err)
+		}
+		return address{kind: addrEvents, queue: q}, nil
 	case strings.HasPrefix(s, "/queues/"):
 		q, err := segment(s[len("/queues/"):], false)
 		if err != nil {

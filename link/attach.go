@@ -171,6 +171,9 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 				return s.refuse(a, routerError(err))
 			}
 			l.exchange, l.key = ad.exchange, ad.key
+		case addrEvents:
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField,
+				"cannot publish to %q: the dead-letter event stream is a source", a.Target.Address))
 		}
 	}
 	l.deliveryCount = a.InitialDeliveryCount
@@ -222,6 +225,8 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 				return s.refuse(a, amqp10.Errorf(amqp10.ErrCondNotFound, "no /management node"))
 			}
 			return s.attachMgmtSender(a)
+		case addrEvents:
+			return s.attachEventsSender(a, ad)
 		default:
 			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField,
 				"cannot consume from exchange address %q: consume from a queue", src.Address))

@@ -985,6 +985,8 @@ type mailItem struct {
 	count   uint32
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
+	// ev: dead-letter events wait for this link (l is nil then).
+	ev      *eventsLink
 	outcome router.Outcome
 	// gone: a deleted queue. With l set, l's subscription to it ended;
 	// with l nil, the links publishing to it are to be detached.
@@ -1041,6 +1043,14 @@ func (c *conn) deliverMail() {
 			}
 		}
 		it := &c.mail[c.mailNext]
+		if it.ev != nil {
+			// flush stops by itself at full output; what it leaves waits
+			// in the subscription for resumeOutput.
+			c.mailNext++
+			it.ev.flush()
+			*it = mailItem{}
+			continue
+		}
 		if it.confirm == nil && it.gone == nil && !it.l.detached && c.holdBack() {
 			return
 		}

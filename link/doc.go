@@ -10,6 +10,9 @@
 //
 // Queues hand deliveries to a link through the connection's mailbox; a queue
 // never hands out more than the link's credit, so credit bounds the mailbox.
+// The dead-letter event source (events.go) is pulled instead: events wait
+// in the link's bounded dlevents subscription, whose hub only posts a
+// wake-up to the mailbox, and the loop takes one per credit.
 //
 // link is the AMQP 1.0 front end of the protocol-neutral router: a
 // transfer becomes a router.Message with a router.AMQP10 container (the

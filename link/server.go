@@ -15,6 +15,7 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
+	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/telemetry"
 )
@@ -59,6 +60,9 @@ type Options struct {
 	Tracer *telemetry.Tracer
 	// Counters receive message and connection counts; nil counts nothing.
 	Counters *Counters
+	// Events is the dead-letter event stream behind the
+	// /events/dead-letters source; nil refuses attaches to it.
+	Events *dlevents.Hub
 }
 
 func (o *Options) setDefaults() {

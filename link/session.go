@@ -536,8 +536,13 @@ func (s *session) sendItem(it pendingItem) {
 
 func (s *session) flushPending() {
 	for _, l := range s.links {
-		if ml, ok := l.(*mgmtLink); ok && len(ml.pending) > 0 {
-			ml.flush()
+		switch l := l.(type) {
+		case *mgmtLink:
+			if len(l.pending) > 0 {
+				l.flush()
+			}
+		case *eventsLink:
+			l.flush()
 		}
 	}
 	n := 0

@@ -104,6 +104,9 @@ func (c *conn) sessionInfos() []SessionInfo {
 					li.Queue = l.volatile.name
 				}
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
+			case *eventsLink:
+				si.OutgoingLinks = append(si.OutgoingLinks, LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
+					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: true})
 			case *mgmtLink:
 				li := LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
 					Credit: creditLeft(l.limit, l.deliveryCount), Management: true, SendSettled: true}

@@ -1,6 +1,8 @@
 package management
 
 import (
+	"fmt"
+
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
 )
@@ -50,6 +52,25 @@ func (o Operator) MayConfigureQueue(queue string) error {
 // MayReadQueue is needed to purge a queue or to get messages from it.
 func (o Operator) MayReadQueue(queue string) error {
 	return o.authorize(auth.ResourceQueue, queue, auth.Read)
+}
+
+// MayWatchDeadLetters is needed to read the dead-letter events of o's
+// whole vhost: a read permission there that can match some queue (the
+// stream then carries only the events of the queues MayReadQueue allows;
+// one queue's events need MayReadQueue).
+func (o Operator) MayWatchDeadLetters() error {
+	vhost := o.VHost.Name()
+	grants := false
+	if o.Token != nil {
+		grants = o.Token.GrantsRead(vhost)
+	} else {
+		grants = o.Auth.GrantsRead(o.User, vhost)
+	}
+	if !grants {
+		return fmt.Errorf("%w: read access to the dead-letter events of vhost '%s' refused for user '%s'",
+			router.ErrAccessRefused, vhost, o.User)
+	}
+	return nil
 }
 
 // MayDeadLetterTo is needed, on top of configure, to declare queue with

@@ -40,6 +40,8 @@ type cli struct {
 	priority  int
 	applyTo   string
 	quiet     bool
+	queue     string // watch_dead_letters --queue
+	count     int    // watch_dead_letters --count
 	stdin     io.Reader
 	stdout    io.Writer
 }
@@ -69,6 +71,10 @@ rabbitmqadmin-style commands:
   delete binding source=X destination=D [destination_type=queue] [properties_key=K]
   get queue=Q [count=N]         (peeks: messages stay, delivery counts unchanged)
 
+Streams:
+  watch_dead_letters [-p VHOST] [--queue Q] [--count N]
+                                (each message that dies, as it dies; --formatter json: one JSON event per line)
+
 Flags:
 `
 
@@ -88,6 +94,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.priority, "priority", 0, "set_policy: policy priority")
 	fs.StringVar(&c.applyTo, "apply-to", "all", "set_policy: queues, exchanges, all, classic_queues or quorum_queues")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no informational messages")
+	fs.StringVar(&c.queue, "queue", "", "watch_dead_letters: only this queue's events")
+	fs.IntVar(&c.count, "count", 0, "watch_dead_letters: stop after this many events (0: until the broker ends the stream)")
 	timeout := fs.Duration("timeout", 30*time.Second, "HTTP request timeout")
 	help := fs.BoolP("help", "h", false, "show this help")
 	if err := fs.Parse(args); err != nil {
@@ -159,6 +167,8 @@ func (c *cli) dispatch(cmd string, args []string) error {
 		return c.delete(args)
 	case "get":
 		return c.get(args)
+	case "watch_dead_letters":
+		return c.watchDeadLetters(args)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 }

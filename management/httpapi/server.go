@@ -16,6 +16,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/deadletter"
+	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
@@ -50,6 +51,14 @@ type Options struct {
 	// Node is the node name the API reports (overview, alarms, queues,
 	// connections); "" means management.NodeName().
 	Node string
+	// Events is the dead-letter event stream behind
+	// /api/events/dead-letters; nil answers 404 there. EventsHeartbeat is
+	// how often an idle stream gets a comment line (0 means
+	// DefaultEventsHeartbeat); EventsWriteTimeout ends a stream whose
+	// client takes nothing for that long (0: no time-out).
+	Events             *dlevents.Hub
+	EventsHeartbeat    time.Duration
+	EventsWriteTimeout time.Duration
 }
 
 // rabbitVersion is the RabbitMQ version the API reports (and mirrors).
@@ -74,6 +83,10 @@ type server struct {
 	conns Connections
 	rates rateSampler
 	node  string
+
+	events             *dlevents.Hub
+	eventsHeartbeat    time.Duration
+	eventsWriteTimeout time.Duration
 }
 
 // handlerFunc handles one matched request; a returned error is written
@@ -123,6 +136,8 @@ func errorf(status int, format string, a ...any) *apiError {
 		kind = "precondition_failed"
 	case http.StatusInternalServerError:
 		kind = "internal_error"
+	case http.StatusServiceUnavailable:
+		kind = "service_unavailable"
 	}
 	return &apiError{status: status, err: kind, reason: fmt.Sprintf(format, a...)}
 }
@@ -132,7 +147,11 @@ func errorf(status int, format string, a ...any) *apiError {
 // shapes and statuses follow RabbitMQ 4.3's management plugin.
 func NewHandler(opts Options) http.Handler {
 	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
-		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node}
+		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node,
+		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout}
+	if s.eventsHeartbeat <= 0 {
+		s.eventsHeartbeat = DefaultEventsHeartbeat
+	}
 	if s.node == "" {
 		s.node = management.NodeName()
 	}
@@ -172,6 +191,7 @@ func (s *server) routeTable() []route {
 		open("health/checks/ready", m{"GET": s.health}),
 		open("health/checks/virtual-hosts", m{"GET": s.health}),
 		r("overview", m{"GET": s.overview}),
+		r("events/dead-letters", m{"GET": s.deadLetterEvents}),
 		r("whoami", m{"GET": s.whoami}),
 
 		r("vhosts", m{"GET": s.listVHosts}),
