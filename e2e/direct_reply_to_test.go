@@ -12,6 +12,8 @@ import (
 	rmq "github.com/rabbitmq/rabbitmq-amqp-go-client/pkg/rabbitmqamqp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/epitaph-mq/epitaph"
 )
 
 // Direct reply-to over AMQP 1.0, as RabbitMQ 4.2+ has it: a consumer
@@ -208,5 +210,30 @@ func TestRabbitMQClientDirectReplyTo(t *testing.T) {
 		case <-ctxT(t).Done():
 			t.Fatalf("no reply to %q", s)
 		}
+	}
+}
+
+// A message a direct reply-to queue takes is routed, as RabbitMQ counts it
+// (rabbitmq_global_messages_routed_total), not unroutable.
+func TestDirectReplyToCountsRouted(t *testing.T) {
+	b := startBroker(t, "", func(o *epitaph.Options) {
+		o.HTTPListen = "127.0.0.1:0"
+		o.Telemetry.Metrics = true
+	})
+	r := volatileReceiver(t, session(t, dial(t, b, nil)), 1)
+	addr := r.Address()
+	waitReaderCredit(t, apiServer(t, b), 1)
+	anon := sender(t, session(t, dial(t, b, nil)), "", nil)
+	m := msg("reply")
+	m.Properties = &amqp.MessageProperties{To: &addr}
+	assert.Equal(t, &amqp.StateAccepted{}, send(t, anon, m))
+	assert.Equal(t, "reply", body(recv(t, r)))
+	text := scrape(t, b)
+	for _, line := range []string{
+		`rabbitmq_global_messages_routed_total{protocol="amqp10"} 1`,
+		`rabbitmq_global_messages_unroutable_returned_total{protocol="amqp10"} 0`,
+		`rabbitmq_global_messages_confirmed_total{protocol="amqp10"} 1`,
+	} {
+		assert.Contains(t, text, line+"\n")
 	}
 }

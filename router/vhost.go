@@ -602,6 +602,9 @@ type PublishResult struct {
 	Queues []*Queue
 	// Pending: the outcome comes later, through Publish.Confirm.
 	Pending bool
+	// Volatile is the number of volatile (direct reply-to) queues the
+	// message was routed to, which Queues does not hold.
+	Volatile int
 }
 
 // Publish routes p.Msg through p.Exchange and enqueues it. It fails with
@@ -649,10 +652,13 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 	}
 	// The default exchange also routes to the volatile queues its keys
 	// name; a message they took (or dropped, at most once) is accepted.
-	volatile := exchange == "" && v.routeVolatile(m)
+	volatile := 0
+	if exchange == "" {
+		volatile = v.routeVolatile(m)
+	}
 	if len(queues) == 0 {
-		if volatile {
-			return PublishResult{Outcome: Outcome{Kind: Accepted}, Queues: queues}, nil
+		if volatile > 0 {
+			return PublishResult{Outcome: Outcome{Kind: Accepted}, Queues: queues, Volatile: volatile}, nil
 		}
 		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
 	}
@@ -661,10 +667,10 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 			prepare()
 		}
 		o, pending := v.b.publishDurable(m, queues, confirm)
-		return PublishResult{Outcome: o, Queues: queues, Pending: pending}, nil
+		return PublishResult{Outcome: o, Queues: queues, Pending: pending, Volatile: volatile}, nil
 	}
 	var rejectedBy *Queue
-	accepted := volatile
+	accepted := volatile > 0
 	for _, q := range queues {
 		switch q.enqueue(m) {
 		case enqueued:
@@ -676,7 +682,7 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(
 		case enqueueGone:
 		}
 	}
-	return PublishResult{Outcome: publishOutcome(rejectedBy, accepted), Queues: queues}, nil
+	return PublishResult{Outcome: publishOutcome(rejectedBy, accepted), Queues: queues, Volatile: volatile}, nil
 }
 
 func publishOutcome(rejectedBy *Queue, accepted bool) Outcome {

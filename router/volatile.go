@@ -81,15 +81,15 @@ func (v *VHost) HasVolatile(name string) bool {
 func (v *VHost) VolatileDropped() uint64 { return v.volatile.dropped.Load() }
 
 // routeVolatile hands m, published to the default exchange, to the
-// volatile queues its routing keys name (each at most once) and reports
-// whether any key named one: the message was routed there, whether its
-// consumer took it or it was dropped.
-func (v *VHost) routeVolatile(m *Message) bool {
+// volatile queues its routing keys name (each at most once) and returns
+// how many they are: the message was routed to each, whether its consumer
+// took it or it was dropped.
+func (v *VHost) routeVolatile(m *Message) int {
 	vq := &v.volatile
 	if vq.count.Load() == 0 {
-		return false
+		return 0
 	}
-	routed := false
+	routed := 0
 	for i, key := range m.RoutingKeys {
 		if !strings.HasPrefix(key, ReplyToPrefix) || slices.Contains(m.RoutingKeys[:i], key) {
 			continue
@@ -100,7 +100,7 @@ func (v *VHost) routeVolatile(m *Message) bool {
 		if !ok {
 			continue
 		}
-		routed = true
+		routed++
 		h := m.Header
 		h.DeliveryCount, h.FirstAcquirer = 0, !hasDeaths(m.Anns)
 		if !c.DeliverVolatile(Delivery{Msg: m, Header: h, anns: m.Anns}) {
