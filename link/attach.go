@@ -183,10 +183,40 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 	return nil
 }
 
+// consumerProperties reads a consumer's attach properties: RabbitMQ's
+// rabbitmq:priority (the consumer priority; RabbitMQ 4.3 takes only an
+// int and silently ignores other types, epitaph takes any integer and
+// refuses the rest) and rabbitmq:consumer-timeout, which epitaph does not
+// implement and refuses rather than ignore. Other properties carry no
+// meaning for the broker.
+func consumerProperties(props amqp10.Map) (router.ConsumerOptions, *amqp10.Error) {
+	var o router.ConsumerOptions
+	for _, kv := range props {
+		k, _ := kv.Key.(amqp10.Symbol)
+		switch k {
+		case "rabbitmq:priority":
+			p, err := router.ConsumerPriority(string(k), kv.Value)
+			if err != nil {
+				return o, routerError(err)
+			}
+			o.Priority = p
+		case "rabbitmq:consumer-timeout":
+			return o, amqp10.Errorf(amqp10.ErrCondPreconditionFailed,
+				"link property 'rabbitmq:consumer-timeout': consumer timeouts are not supported by epitaph")
+		}
+	}
+	return o, nil
+}
+
 // attachSender attaches a link on which the broker sends (a consumer).
 func (s *session) attachSender(a *amqp10.Attach) error {
 	src := a.Source
 	var q *router.Queue
+	// Before a dynamic source declares its queue.
+	opts, perr := consumerProperties(a.Properties)
+	if perr != nil {
+		return s.refuse(a, perr)
+	}
 	switch {
 	case src != nil && src.Dynamic && hasCapability(src.Capabilities, capVolatileQueue):
 		return s.attachVolatile(a)
@@ -233,8 +263,10 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 		}
 	}
 	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
-		preSettled: a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled}
-	sub, err := q.Subscribe(l, router.ConsumerOptions{PreSettled: l.preSettled, Owner: s.c})
+		preSettled:     a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled,
+		maxMessageSize: a.MaxMessageSize}
+	opts.PreSettled, opts.Owner = l.preSettled, s.c
+	sub, err := q.Subscribe(l, opts)
 	if err != nil {
 		return s.refuse(a, routerError(err))
 	}
@@ -244,9 +276,10 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	}
 	s.addLink(a.Handle, l)
 	r := s.reply(a)
-	r.Source = withFiltersInForce(src)
+	r.Source = withMoveDistribution(withFiltersInForce(src))
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
-	r.MaxMessageSize = 0
+	// Echoed, as RabbitMQ does: the broker sends nothing larger (send).
+	r.MaxMessageSize = a.MaxMessageSize
 	s.c.write(s.local, r, nil)
 	return nil
 }
@@ -267,6 +300,20 @@ func withFiltersInForce(src *amqp10.Source) *amqp10.Source {
 	}
 	cp := *src
 	cp.Filter = nil
+	return &cp
+}
+
+// withMoveDistribution returns the source for a queue consumer's attach
+// reply with the distribution mode in force: classic and quorum queues
+// move messages to their consumer, so a consumer that asked for copy
+// (browsing) reads move and knows it does not browse. RabbitMQ 4.3 sets
+// the mode of these queues, move, in every consumer's reply.
+func withMoveDistribution(src *amqp10.Source) *amqp10.Source {
+	if src == nil {
+		return nil
+	}
+	cp := *src
+	cp.DistributionMode = "move"
 	return &cp
 }
 

@@ -983,6 +983,12 @@ type mailItem struct {
 	d       router.Delivery
 	drained bool
 	count   uint32
+	// activity: a quorum queue told l whether it is active (single active
+	// consumer): activeState or waitingState.
+	activity uint8
+	// detachErr: detach l with this error (posted by the loop itself, so
+	// that the detach does not run inside the sending of pending work).
+	detachErr *amqp10.Error
 	// A store confirmation for a durable publish (l is nil then).
 	confirm *pendingConfirm
 	// ev: dead-letter events wait for this link (l is nil then).
@@ -1051,7 +1057,7 @@ func (c *conn) deliverMail() {
 			*it = mailItem{}
 			continue
 		}
-		if it.confirm == nil && it.gone == nil && !it.l.detached && c.holdBack() {
+		if it.confirm == nil && it.gone == nil && it.detachErr == nil && !it.l.detached && c.holdBack() {
 			return
 		}
 		c.mailNext++
@@ -1062,10 +1068,12 @@ func (c *conn) deliverMail() {
 			c.detachPublishersTo(it.gone)
 		case it.l.detached:
 			// The subscription was cancelled; the queue took these back.
+		case it.detachErr != nil:
+			it.l.s.detachWithError(it.l.handle, it.detachErr)
 		case it.gone != nil:
 			it.l.s.detachWithError(it.l.handle, &amqp10.Error{Condition: amqp10.ErrCondResourceDeleted})
 		default:
-			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count})
+			it.l.s.sendItem(pendingItem{l: it.l, d: it.d, drained: it.drained, count: it.count, activity: it.activity})
 		}
 		*it = mailItem{} // keep no message reachable from the buffer
 	}

@@ -2,6 +2,8 @@ package link
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,10 +30,61 @@ type senderLink struct {
 	limit         uint32 // receiver's delivery-count + link-credit
 	detached      bool
 	qc            *QueueCounters // nil when counting is off
+	// reported is the activity last sent in a flow's rabbitmq:active
+	// (0: none yet).
+	reported uint8
+	// maxMessageSize is the consumer's max-message-size from its attach
+	// (0: no limit): a larger delivery detaches the link (send).
+	maxMessageSize uint64
 
 	// volatile is set, and sub nil, on a direct reply-to consumer: its
 	// messages come from publishers through volatile, not from a queue.
 	volatile *volatileSource
+}
+
+// sizeError: a delivery is larger than the consumer's max-message-size.
+type sizeError struct{ size uint64 }
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("message of %d bytes larger than the link's max-message-size", e.size)
+}
+
+// A quorum queue consumer's activity (single active consumer).
+const (
+	activeState  uint8 = 1
+	waitingState uint8 = 2
+)
+
+// ActiveChanged implements router.ActivityNotifier.
+func (l *senderLink) ActiveChanged(active bool) {
+	state := waitingState
+	if active {
+		state = activeState
+	}
+	l.s.c.mbox.push(mailItem{l: l, activity: state})
+}
+
+// reportActivity sends a flow with the link state and the rabbitmq:active
+// property when the activity differs from the last one reported, as
+// RabbitMQ 4.3's session does with its queues' credit replies: the
+// official clients read it (a single active consumer's standby and
+// promotion).
+func (l *senderLink) reportActivity(state uint8) {
+	if state == l.reported {
+		return
+	}
+	l.reported = state
+	active := state == activeState
+	credit := l.limit - l.deliveryCount
+	if int32(credit) < 0 {
+		credit = 0
+	}
+	l.s.sendFlow(func(f *amqp10.Flow) {
+		f.Handle, f.HasHandle = l.handle, true
+		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
+		f.LinkCredit, f.HasLinkCredit = credit, true
+		f.Properties = amqp10.Map{{Key: amqp10.Symbol("rabbitmq:active"), Value: active}}
+	})
 }
 
 // Deliver implements router.Consumer.
@@ -96,6 +149,14 @@ func (l *senderLink) release(reason router.CancelReason) {
 	l.sub.Cancel(reason)
 }
 
+// queueName is the name of the queue the link consumes from.
+func (l *senderLink) queueName() string {
+	if l.volatile != nil {
+		return l.volatile.name
+	}
+	return l.sub.Queue().Name()
+}
+
 // send writes d as one or more transfer frames; false means the peer's
 // session window is too small for it now.
 func (l *senderLink) send(d *router.Delivery) bool {
@@ -110,9 +171,26 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		// dead-letter consumer's, continue the producer's trace.
 		extra = telemetry.Inject(extra, span.SpanContext())
 	}
-	id, ok, err := s.sendDelivery(l.handle, d, extra, l.preSettled)
+	id, ok, err := s.sendDelivery(l.handle, d, extra, l.preSettled, l.maxMessageSize)
 	clear(extra) // keep no message's values reachable from the scratch map
 	c.annBuf = extra[:0]
+	var tooLarge *sizeError
+	if errors.As(err, &tooLarge) {
+		// "Any attempt to deliver a message larger than this results in a
+		// message-size-exceeded link-error" (AMQP 1.0 section 2.7.3). The
+		// link is detached from the loop (not from inside the sending of
+		// its session's pending work), and its unsettled deliveries, this
+		// one included, return to the queue. RabbitMQ 4.3 ends the session
+		// with this error instead. A pre-settled delivery was already taken
+		// from the queue: it is lost, as in RabbitMQ, and logged.
+		if l.preSettled {
+			c.log.Warn("pre-settled delivery dropped: larger than the consumer's max-message-size",
+				"link", l.name, "queue", l.queueName(), "size", tooLarge.size, "max_message_size", l.maxMessageSize)
+		}
+		c.mbox.push(mailItem{l: l, detachErr: amqp10.Errorf(amqp10.ErrCondMessageSizeExceeded,
+			"message size (%d bytes) > maximum message size (%d bytes)", tooLarge.size, l.maxMessageSize)})
+		return true
+	}
 	if err != nil {
 		if l.volatile != nil {
 			c.log.Error("cannot encode direct reply-to delivery; dropping it", "err", err)
@@ -154,7 +232,10 @@ func (l *senderLink) send(d *router.Delivery) bool {
 // into the connection's output behind its transfer; a larger one is
 // encoded aside and split by sendMessage. ok is false when the peer's
 // session window is too small for it now (nothing is written then).
-func (s *session) sendDelivery(handle uint32, d *router.Delivery, extra amqp10.Map, settled bool) (id uint32, ok bool, err error) {
+//
+// A message larger than maxSize (when not 0) is not written: the error is
+// a *sizeError.
+func (s *session) sendDelivery(handle uint32, d *router.Delivery, extra amqp10.Map, settled bool, maxSize uint64) (id uint32, ok bool, err error) {
 	if s.remoteIncomingWindow == 0 {
 		return 0, false, nil // no frame may go now, one or many
 	}
@@ -168,6 +249,10 @@ func (s *session) sendDelivery(handle uint32, d *router.Delivery, extra amqp10.M
 	if err != nil {
 		c.wbuf = b[:mark]
 		return 0, false, err
+	}
+	if size := uint64(len(b) - bodyAt); maxSize > 0 && size > maxSize {
+		c.wbuf = b[:mark]
+		return 0, false, &sizeError{size: size}
 	}
 	if len(b)-start <= int(c.peerMaxFrame) {
 		c.wbuf = amqp10.EndFrame(b, start)

@@ -36,10 +36,11 @@ type outDelivery struct {
 // pendingItem is outgoing work held back by the peer's incoming window, or
 // behind such work; or by the connection's output bound (outHighWater).
 type pendingItem struct {
-	l       *senderLink
-	d       router.Delivery
-	drained bool
-	count   uint32
+	l        *senderLink
+	d        router.Delivery
+	drained  bool
+	count    uint32
+	activity uint8 // activeState or waitingState: report it (senderLink.reportActivity)
 }
 
 // session is one AMQP session. Owned by the connection loop.
@@ -563,6 +564,10 @@ func (s *session) sendNow(it *pendingItem) bool {
 	}
 	if it.drained {
 		it.l.drained(it.count)
+		return true
+	}
+	if it.activity != 0 {
+		it.l.reportActivity(it.activity)
 		return true
 	}
 	return it.l.send(&it.d)

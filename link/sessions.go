@@ -98,11 +98,7 @@ func (c *conn) sessionInfos() []SessionInfo {
 			case *senderLink:
 				li := LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
 					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: l.preSettled}
-				if l.sub != nil {
-					li.Queue = l.sub.Queue().Name()
-				} else if l.volatile != nil {
-					li.Queue = l.volatile.name
-				}
+				li.Queue = l.queueName()
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
 			case *eventsLink:
 				si.OutgoingLinks = append(si.OutgoingLinks, LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,

@@ -96,7 +96,7 @@ func (s *session) attachVolatile(a *amqp10.Attach) error {
 			"dynamic source with capability %s needs snd-settle-mode settled, expiry-policy link-detach, durable none and timeout 0",
 			capVolatileQueue))
 	}
-	l := &senderLink{s: s, handle: a.Handle, name: a.Name, preSettled: true}
+	l := &senderLink{s: s, handle: a.Handle, name: a.Name, preSettled: true, maxMessageSize: a.MaxMessageSize}
 	v := &volatileSource{l: l}
 	v.name, v.remove = s.c.vhost.DeclareVolatile(v)
 	l.volatile = v
@@ -113,7 +113,7 @@ func (s *session) attachVolatile(a *amqp10.Attach) error {
 		Capabilities:     []amqp10.Symbol{capVolatileQueue},
 	}
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
-	r.MaxMessageSize = 0
+	r.MaxMessageSize = a.MaxMessageSize // echoed, as for any consumer: nothing larger is sent
 	s.c.write(s.local, r, nil)
 	return nil
 }

@@ -44,17 +44,70 @@ type queueConfig struct {
 	policy        string // the applied policy's name; "" when none
 }
 
+// streamType names RabbitMQ's stream queue type, which epitaph does not
+// have: its arguments are refused on classic and quorum queues as RabbitMQ
+// refuses them there.
+const streamType QueueType = "stream"
+
 // typeOnlyArgs lists declare arguments valid for one queue type only.
 var typeOnlyArgs = map[string]QueueType{
-	"x-delivery-limit":            Quorum,
-	"x-dead-letter-strategy":      Quorum,
-	"x-quorum-initial-group-size": Quorum,
-	"x-quorum-target-group-size":  Quorum,
-	"x-max-in-memory-length":      Quorum,
-	"x-max-in-memory-bytes":       Quorum,
-	"x-queue-mode":                Classic,
-	"x-queue-version":             Classic,
-	"x-queue-master-locator":      Classic,
+	"x-delivery-limit":                Quorum,
+	"x-dead-letter-strategy":          Quorum,
+	"x-quorum-initial-group-size":     Quorum,
+	"x-quorum-target-group-size":      Quorum,
+	"x-max-in-memory-length":          Quorum,
+	"x-max-in-memory-bytes":           Quorum,
+	"x-member-placement-tag":          Quorum,
+	"x-consumer-timeout":              Quorum,
+	"x-consumer-disconnected-timeout": Quorum,
+	"x-delayed-retry-type":            Quorum,
+	"x-delayed-retry-min":             Quorum,
+	"x-delayed-retry-max":             Quorum,
+	"x-queue-mode":                    Classic,
+	"x-queue-version":                 Classic,
+	"x-queue-master-locator":          Classic,
+	"x-max-priority":                  Classic,
+	"x-max-age":                       streamType,
+	"x-stream-max-segment-size-bytes": streamType,
+	"x-stream-filter-size-bytes":      streamType,
+	"x-initial-cluster-size":          streamType,
+}
+
+// unsupportedArgs are RabbitMQ 4.3 arguments of classic or quorum queues
+// that epitaph does not implement. They are refused rather than accepted
+// without their effect: a client relying on one must learn that it does
+// not hold here. A queue stored by an earlier epitaph, which accepted
+// them, is recovered with a warning instead (see DeclareQueue).
+//
+// x-delayed-retry-type is refused unless it is "disabled", which is what
+// epitaph does; without an enabling type x-delayed-retry-min and -max have
+// no effect in RabbitMQ either (and no policy can enable it here: the
+// policy types are refused too), so they are accepted.
+var unsupportedArgs = map[string]string{
+	"x-max-priority":       "priority queues are not supported",
+	"x-delayed-retry-type": "delayed retry is not supported (only 'disabled' is)",
+	"x-consumer-timeout":   "consumer timeouts are not supported",
+}
+
+// unsupportedArg returns the first argument of args that epitaph does not
+// implement, with the reason, as an error wrapping ErrPreconditionFailed
+// (RabbitMQ's condition for an argument it will not take).
+// The first in name order is named, whatever the order of args.
+func unsupportedArg(queue string, args value.Map) error {
+	first := ""
+	for _, kv := range args {
+		k, _ := keyString(kv.Key)
+		if s, _ := toString(kv.Value); k == "x-delayed-retry-type" && s == "disabled" {
+			continue
+		}
+		if _, ok := unsupportedArgs[k]; ok && (first == "" || k < first) {
+			first = k
+		}
+	}
+	if first == "" {
+		return nil
+	}
+	return argErr(queue, first, "%s by epitaph", unsupportedArgs[first])
 }
 
 // equivalenceArgs are the arguments compared when a queue is redeclared
@@ -195,6 +248,33 @@ func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, va
 			if _, ok := v.(bool); !ok {
 				return cfg, nil, argErr(name, k, "must be a boolean, got %T", v)
 			}
+		case "x-max-in-memory-length", "x-max-in-memory-bytes", "x-consumer-disconnected-timeout":
+			n, err := intArg(name, k, v, 0)
+			if err != nil {
+				return cfg, nil, err
+			}
+			v = n
+		case "x-quorum-initial-group-size":
+			n, err := intArg(name, k, v, 1)
+			if err != nil {
+				return cfg, nil, err
+			}
+			v = n
+		case "x-queue-version":
+			n, err := intArg(name, k, v, 0)
+			if err != nil {
+				return cfg, nil, err
+			}
+			if n != 2 {
+				return cfg, nil, argErr(name, k, "unsupported queue version '%d'", n)
+			}
+			v = n
+		case "x-queue-leader-locator":
+			s, ok := toString(v)
+			if !ok || (s != "client-local" && s != "balanced") {
+				return cfg, nil, argErr(name, k, "invalid_queue_locator_arg %v (client-local or balanced)", v)
+			}
+			v = s
 		default:
 			if n, ok := toInt64(v); ok {
 				v = n

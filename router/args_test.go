@@ -48,6 +48,23 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"type mismatch", Classic, []any{"x-queue-type", "quorum"}, "x-queue-type"},
 		{"unknown type", "", []any{"x-queue-type", "stream"}, "x-queue-type"},
 		{"sac not bool", Classic, []any{"x-single-active-consumer", "yes"}, "x-single-active-consumer"},
+		// Arguments epitaph does not implement are refused, never accepted
+		// without their effect.
+		{"max-priority (classic)", Classic, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q': priority queues are not supported"},
+		{"max-priority over 255", Classic, []any{"x-max-priority", int64(256)}, "x-max-priority"},
+		{"max-priority (quorum)", Quorum, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q' of queue type quorum"},
+		{"delayed-retry-type all", Quorum, []any{"x-delayed-retry-type", "all", "x-delayed-retry-min", int64(1000)}, "invalid arg 'x-delayed-retry-type' for queue 'q': delayed retry is not supported"},
+		{"delayed-retry-type failed", Quorum, []any{"x-delayed-retry-type", "failed"}, "'x-delayed-retry-type'"},
+		{"delayed-retry-type returned", Quorum, []any{"x-delayed-retry-type", "returned", "x-delayed-retry-min", uint64(1000), "x-delayed-retry-max", uint64(5000)}, "'x-delayed-retry-type'"},
+		{"first by name", Quorum, []any{"x-delayed-retry-type", "all", "x-consumer-timeout", int64(1)}, "'x-consumer-timeout'"},
+		{"delayed-retry on classic", Classic, []any{"x-delayed-retry-type", "all"}, "invalid arg 'x-delayed-retry-type' for queue 'q' of queue type classic"},
+		{"consumer-timeout", Quorum, []any{"x-consumer-timeout", int64(60000)}, "consumer timeouts are not supported"},
+		{"consumer-timeout on classic", Classic, []any{"x-consumer-timeout", int64(60000)}, "of queue type classic"},
+		{"stream max-age", Classic, []any{"x-max-age", "1D"}, "invalid arg 'x-max-age' for queue 'q' of queue type classic"},
+		{"stream segment size", Quorum, []any{"x-stream-max-segment-size-bytes", int64(1)}, "x-stream-max-segment-size-bytes"},
+		{"queue version 1", Classic, []any{"x-queue-version", int64(1)}, "unsupported queue version '1'"},
+		{"leader locator", Quorum, []any{"x-queue-leader-locator", "nearest"}, "x-queue-leader-locator"},
+		{"initial group size 0", Quorum, []any{"x-quorum-initial-group-size", int64(0)}, "x-quorum-initial-group-size"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +88,14 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"ints of every width", Classic, []any{"x-message-ttl", uint32(0), "x-expires", int16(10), "x-max-length", uint8(3), "x-max-length-bytes", uint64(1000)}},
 		{"json float numbers", Classic, []any{"x-message-ttl", float64(60000), "x-max-length", json.Number("5")}},
 		{"reject-publish-dlx quorum (treated as drop-head)", Quorum, []any{"x-overflow", "reject-publish-dlx"}},
-		{"tolerated extras", Classic, []any{"x-single-active-consumer", true, "x-max-priority", int64(10), "x-queue-mode", "lazy", "x-custom", "v"}},
+		{"tolerated extras", Classic, []any{"x-single-active-consumer", true, "x-queue-mode", "lazy", "x-custom", "v"}},
+		{"no effect on one node", Quorum, []any{"x-quorum-initial-group-size", int64(3), "x-queue-leader-locator", "balanced",
+			"x-max-in-memory-length", int64(0), "x-consumer-disconnected-timeout", int64(60000), "x-member-placement-tag", "t"}},
+		{"queue version 2", Classic, []any{"x-queue-version", int64(2), "x-queue-leader-locator", "client-local"}},
+		// What epitaph does: no delayed retry (RabbitMQ ignores min and max
+		// without an enabling type, too).
+		{"delayed retry disabled", Quorum, []any{"x-delayed-retry-type", "disabled", "x-delayed-retry-min", int64(1000), "x-delayed-retry-max", int64(2000)}},
+		{"delayed retry bounds alone", Quorum, []any{"x-delayed-retry-min", uint64(1000)}},
 		{"quorum by argument", "", []any{"x-queue-type", "quorum"}},
 	}
 	for i, tt := range good {

@@ -52,6 +52,11 @@ type ConsumerOptions struct {
 	// InitialDeliveryCount is the sender's initial delivery-count (the
 	// attach's initial-delivery-count); zero is fine for most links.
 	InitialDeliveryCount uint32
+	// Priority is the consumer priority (AMQP 1.0's rabbitmq:priority
+	// attach property, AMQP 0.9.1's x-priority consume argument; see
+	// ConsumerPriority): consumers of a higher priority with credit get
+	// messages first (consumer_select.go). Default 0.
+	Priority int64
 }
 
 // CancelReason says why a subscription ends; it decides the delivery-count
@@ -86,6 +91,11 @@ type Subscription struct {
 	nextTag       uint64
 	unsettled     seqwin.Window[uint64, *entry] // by tag
 	cancelled     bool
+
+	priority   int64  // consumer priority (immutable)
+	order      uint64 // attach order within the queue (immutable)
+	lastServed uint64 // when the queue last picked it (consumer_select.go)
+	told       uint8  // the activity it was last told (quorum: activityActive, ...)
 }
 
 // Subscribe adds a consumer. It starts with no credit: call Flow.
@@ -102,8 +112,9 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		q: q, c: c, preSettled: opts.PreSettled, owner: opts.Owner,
 		deliveryCount: opts.InitialDeliveryCount,
 		handedOut:     opts.InitialDeliveryCount,
+		priority:      opts.Priority,
 	}
-	q.subs = append(q.subs, s)
+	q.addSubLocked(s)
 	q.hadConsumer = true
 	q.armTimerLocked(q.nowNano()) // no x-expires while consumed
 	return s, nil
@@ -148,6 +159,9 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 	now := q.clockLocked()
 	q.expireLocked(now)
 	q.dispatchLocked()
+	// As RabbitMQ's credit reply, which tells the session whether the
+	// consumer is active.
+	q.notifyActive(s, q.isActiveLocked(s))
 	if drain {
 		// 2.6.7 Flow Control: "the sender MUST (after sending all available
 		// messages) advance the delivery-count as much as possible,
@@ -255,6 +269,9 @@ func (s *Subscription) SettleBatch(tags []uint64, o Settlement, errs []error) {
 	if requeued {
 		q.afterRequeueLocked(now)
 	}
+	if q.settledLocked(s) {
+		q.dispatchLocked()
+	}
 	q.armTimerLocked(now)
 	q.unlock()
 	q.flushDead()
@@ -288,12 +305,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		return
 	}
 	s.cancelled = true
-	if i := slices.Index(q.subs, s); i >= 0 {
-		q.subs = slices.Delete(q.subs, i, i+1)
-		if q.rr > i {
-			q.rr--
-		}
-	}
+	promoted := q.removeSubLocked(s)
 	tags := make([]uint64, 0, s.unsettled.Len())
 	for t := range s.unsettled.All() {
 		tags = append(tags, t)
@@ -319,6 +331,8 @@ func (s *Subscription) Cancel(reason CancelReason) {
 	now := q.nowNano()
 	if requeued {
 		q.afterRequeueLocked(now)
+	} else if promoted {
+		q.dispatchLocked()
 	}
 	autoDelete := q.autoDelete && q.hadConsumer && len(q.subs) == 0
 	if len(q.subs) == 0 {
@@ -342,19 +356,6 @@ func (q *Queue) failedOnCancel(reason CancelReason) bool {
 }
 
 // ---- dispatch ----
-
-// nextSubLocked picks the next consumer with credit, round robin.
-func (q *Queue) nextSubLocked() *Subscription {
-	n := len(q.subs)
-	for i := range n {
-		idx := (q.rr + i) % n
-		if s := q.subs[idx]; s.credit() > 0 {
-			q.rr = (idx + 1) % n
-			return s
-		}
-	}
-	return nil
-}
 
 // dispatchLocked hands ready messages to consumers with credit.
 func (q *Queue) dispatchLocked() {

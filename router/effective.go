@@ -29,6 +29,7 @@ func some[T any](v T) opt[T] { return opt[T]{v: v, ok: true} }
 // knobs are the policy-controllable queue settings from one source.
 type knobs struct {
 	dlx, dlrk, strategy, overflow                        opt[string]
+	alternateExchange                                    opt[string] // exchanges
 	messageTTL, expires, maxLen, maxBytes, deliveryLimit opt[int64]
 }
 
@@ -62,12 +63,68 @@ func argKnobs(args value.Map) knobs {
 // maxPolicyPattern bounds a policy's pattern length.
 const maxPolicyPattern = 1000
 
+// noEffectPolicyKeys are RabbitMQ 4.3 policy keys that have no effect on
+// a single node's classic and quorum queues, in RabbitMQ as here: cluster
+// placement, settings RabbitMQ 4 no longer uses, and stream settings
+// (epitaph has no streams, and on other queues RabbitMQ ignores them).
+// They are validated and accepted, so that definitions exported from
+// RabbitMQ load. The value is the check (nil: any value).
+var noEffectPolicyKeys = map[string]func(v any) bool{
+	"queue-mode":                    func(v any) bool { s, ok := toString(v); return ok && (s == "default" || s == "lazy") },
+	"queue-version":                 func(v any) bool { n, ok := toInt64(v); return ok && (n == 1 || n == 2) },
+	"queue-leader-locator":          func(v any) bool { s, ok := toString(v); return ok && (s == "client-local" || s == "balanced") },
+	"queue-master-locator":          func(v any) bool { _, ok := toString(v); return ok },
+	"max-in-memory-length":          nonNegative,
+	"max-in-memory-bytes":           nonNegative,
+	"consumer-disconnected-timeout": nonNegative,
+	"initial-cluster-size":          positive,
+	"target-group-size":             positive,
+	"member-placement-tag":          nil,
+	"max-age":                       func(v any) bool { _, ok := toString(v); return ok },
+	"stream-max-segment-size-bytes": nonNegative,
+	"stream-filter-size-bytes":      func(v any) bool { n, ok := toInt64(v); return ok && n >= 16 && n <= 255 },
+	"delayed-retry-min":             positive, // no effect without an enabling delayed-retry-type
+	"delayed-retry-max":             positive,
+}
+
+func nonNegative(v any) bool { n, ok := toInt64(v); return ok && n >= 0 }
+func positive(v any) bool    { n, ok := toInt64(v); return ok && n > 0 }
+
+// unsupportedPolicyKeys are RabbitMQ 4.3 policy keys with an effect epitaph
+// does not implement: refused, never accepted without their effect.
+// delayed-retry-type is checked on its own (delayedRetryType): "disabled"
+// is accepted, and then delayed-retry-min and -max have no effect.
+var unsupportedPolicyKeys = map[string]string{
+	"consumer-timeout": "consumer timeouts are not supported",
+}
+
+// delayedRetryType validates a policy's delayed-retry-type as RabbitMQ 4.3
+// does, then refuses the types that enable delayed retry, which epitaph
+// does not implement.
+func delayedRetryType(v any) error {
+	s, _ := toString(v)
+	switch s {
+	case "disabled":
+		return nil
+	case "all", "failed", "returned":
+		return fmt.Errorf("delayed retry is not supported by epitaph (only 'disabled' is)")
+	}
+	return fmt.Errorf("%v is not a valid delayed retry type. Must be one of: all, failed, returned, disabled", v)
+}
+
 // parsePolicyDefinition validates the keys epitaph applies (as
 // rabbit_policies:validate_policy0/2 does) and returns them with the keys
-// it accepts without applying (ha-mode, queue-mode, max-age, ...).
-func parsePolicyDefinition(policy string, def value.Map) (knobs, []string, error) {
+// it accepts although they have no effect (noEffectPolicyKeys). Keys
+// epitaph does not implement are refused, and so are keys RabbitMQ 4.3
+// does not know (ha-mode and the other mirroring keys, plugin keys), with
+// RabbitMQ's text.
+//
+// lenient (recovering a policy stored by an earlier epitaph, which took
+// any key) lists the refused keys with the others instead: the policy
+// comes back, and they still have no effect.
+func parsePolicyDefinition(policy string, def value.Map, lenient bool) (knobs, []string, error) {
 	var k knobs
-	var other []string
+	var other, unknown []string
 	bad := func(key string, format string, a ...any) error {
 		return fmt.Errorf("%w: policy '%s': invalid value for '%s': %s", ErrInvalidArgument, policy, key, fmt.Sprintf(format, a...))
 	}
@@ -125,11 +182,49 @@ func parsePolicyDefinition(policy string, def value.Map) (knobs, []string, error
 			k.maxBytes, err = num(key, v, 0, maxInt)
 		case "delivery-limit":
 			k.deliveryLimit, err = num(key, v, minInt, maxInt)
+		case "alternate-exchange":
+			k.alternateExchange, err = str(key, v)
+		case "delayed-retry-type":
+			if e := delayedRetryType(v); e != nil {
+				if !lenient {
+					return k, nil, bad(key, "%v", e)
+				}
+			}
+			other = append(other, key)
 		default:
+			if why, ok := unsupportedPolicyKeys[key]; ok {
+				if lenient {
+					other = append(other, key)
+					continue
+				}
+				return k, nil, bad(key, "%s by epitaph", why)
+			}
+			check, ok := noEffectPolicyKeys[key]
+			if !ok {
+				if lenient {
+					other = append(other, key)
+				} else {
+					unknown = append(unknown, key)
+				}
+				continue
+			}
+			if check != nil && !check(v) {
+				return k, nil, bad(key, "%v is not a valid value", v)
+			}
 			other = append(other, key)
 		}
 		if err != nil {
 			return k, nil, err
+		}
+	}
+	if len(unknown) > 0 {
+		return k, nil, fmt.Errorf("%w: policy '%s': %q are not recognised policy settings", ErrInvalidArgument, policy, unknown)
+	}
+	minV, hasMin := lookupKey(def, "delayed-retry-min")
+	maxV, hasMax := lookupKey(def, "delayed-retry-max")
+	if lo, _ := toInt64(minV); hasMin && hasMax && !lenient {
+		if hi, _ := toInt64(maxV); hi < lo {
+			return k, nil, fmt.Errorf("%w: policy '%s': delayed-retry-max (%d) must not be smaller than delayed-retry-min (%d)", ErrInvalidArgument, policy, hi, lo)
 		}
 	}
 	return k, other, nil
@@ -279,6 +374,9 @@ func (v *VHost) effectiveConfigLocked(name string, typ QueueType, args value.Map
 // changed, with their notes; the caller flushes their dead messages and logs
 // after releasing v.mu.
 func (v *VHost) reconfigureLocked() []reconfigured {
+	for _, x := range v.exchanges {
+		v.applyExchangePolicyLocked(x)
+	}
 	var out []reconfigured
 	for _, q := range v.queues {
 		cfg, def, notes := v.effectiveConfigLocked(q.name, q.typ, q.args)
@@ -290,6 +388,18 @@ func (v *VHost) reconfigureLocked() []reconfigured {
 		}
 	}
 	return out
+}
+
+// applyExchangePolicyLocked sets x's policy settings from its effective
+// policy (v.mu write-locked): the alternate-exchange key.
+func (v *VHost) applyExchangePolicyLocked(x *exchange) {
+	x.policyAE, x.hasPolicyAE = "", false
+	if x.spec.Name == "" {
+		return // the default exchange takes no policy
+	}
+	if p := v.effectivePolicyLocked(x.spec.Name, true, ""); p != nil && p.knobs != nil && p.knobs.alternateExchange.ok {
+		x.policyAE, x.hasPolicyAE = p.knobs.alternateExchange.v, true
+	}
 }
 
 type reconfigured struct {

@@ -97,7 +97,20 @@ type exchange struct {
 	spec      ExchangeSpec
 	alternate string
 	hasAE     bool
-	bindings  []*binding
+	// The alternate-exchange of the exchange's effective policy, used when
+	// the argument is absent (the argument wins, as in RabbitMQ). Set under
+	// the vhost's write lock (applyExchangePolicyLocked).
+	policyAE    string
+	hasPolicyAE bool
+	bindings    []*binding
+}
+
+// alternateExchange returns the exchange's effective alternate exchange.
+func (x *exchange) alternateExchange() (string, bool) {
+	if x.hasAE {
+		return x.alternate, true
+	}
+	return x.policyAE, x.hasPolicyAE
 }
 
 type binding struct {

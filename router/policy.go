@@ -2,7 +2,9 @@ package router
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -25,8 +27,12 @@ const (
 // queues or exchanges whose names match Pattern (a regular expression,
 // unanchored as in RabbitMQ). The matching policy with the highest Priority
 // applies to a queue; its effect combines with the queue's arguments
-// (effective.go). Keys epitaph does not apply (ha-mode, queue-mode,
-// max-age, ...) are accepted and ignored.
+// (effective.go); alternate-exchange applies to exchanges without the
+// argument. Keys that have no effect on one node's classic and quorum
+// queues in RabbitMQ either (queue-mode, queue-leader-locator, max-age, ...)
+// are accepted; keys epitaph does not implement (delayed-retry-*,
+// consumer-timeout) and keys RabbitMQ 4.3 does not recognise (ha-mode, ...)
+// are refused.
 type Policy struct {
 	VHost      string
 	Name       string
@@ -36,8 +42,8 @@ type Policy struct {
 	Definition value.Map
 
 	re    *regexp.Regexp
-	knobs *knobs // the validated keys epitaph applies to queues
-	other []string
+	knobs *knobs   // the validated keys epitaph applies
+	other []string // the keys that have no effect
 }
 
 // Matches reports whether the policy applies to a resource: an exchange
@@ -73,7 +79,7 @@ func (p Policy) Matches(name string, isExchange bool, typ QueueType) bool {
 	return re.MatchString(name)
 }
 
-func (p *Policy) validate() error {
+func (p *Policy) validate(lenient bool) error {
 	if p.Name == "" {
 		return fmt.Errorf("%w: policy name is empty", ErrInvalidArgument)
 	}
@@ -96,7 +102,7 @@ func (p *Policy) validate() error {
 		return fmt.Errorf("%w: policy '%s': empty definition", ErrInvalidArgument, p.Name)
 	}
 	p.Definition = stringKeys(p.Definition)
-	k, other, err := parsePolicyDefinition(p.Name, p.Definition)
+	k, other, err := parsePolicyDefinition(p.Name, p.Definition, lenient)
 	if err != nil {
 		return err
 	}
@@ -116,15 +122,26 @@ func (p *Policy) validate() error {
 // does not compile or is longer than 1000 characters, an empty definition,
 // or a bad value for a key epitaph applies (dead-letter-exchange,
 // dead-letter-routing-key, dead-letter-strategy, message-ttl, expires,
-// max-length, max-length-bytes, overflow, delivery-limit). Other keys are
-// accepted and ignored.
-func (v *VHost) PutPolicy(p Policy) error {
+// max-length, max-length-bytes, overflow, delivery-limit,
+// alternate-exchange), a key epitaph does not implement (delayed-retry-type,
+// -min, -max, consumer-timeout), a key RabbitMQ 4.3 does not recognise, or a
+// bad value for a key accepted without effect (noEffectPolicyKeys).
+func (v *VHost) PutPolicy(p Policy) error { return v.putPolicy(p, false) }
+
+// putPolicy is PutPolicy; recovering takes back a stored policy whose keys
+// an earlier epitaph accepted although they are now refused, with a
+// warning (they have no effect, as before).
+func (v *VHost) putPolicy(p Policy, recovering bool) error {
 	p.VHost = v.name
-	if err := p.validate(); err != nil {
+	if err := p.validate(recovering); err != nil {
 		return err
 	}
 	if len(p.other) > 0 {
-		v.b.log.Debug("policy keys accepted but not applied", "policy", p.Name, "vhost", v.name, "keys", p.other)
+		level := slog.LevelDebug
+		if recovering {
+			level = slog.LevelWarn
+		}
+		v.b.log.Log(context.Background(), level, "policy keys accepted without effect", "policy", p.Name, "vhost", v.name, "keys", p.other)
 	}
 	v.mu.Lock()
 	v.policies[p.Name] = p

@@ -367,28 +367,110 @@ func TestPolicyDefinitionValidation(t *testing.T) {
 	})
 }
 
-func TestPolicyUnknownKeysAccepted(t *testing.T) {
+func TestPolicyNoEffectKeysAccepted(t *testing.T) {
 	logs := &logRecorder{}
 	e := newEnv(t, withLogger(logs))
 	q := e.queue(t, "q", Classic)
-	require.NoError(t, e.v.PutPolicy(Policy{Name: "ha", Pattern: ".*", Definition: def(
-		"ha-mode", "all", "ha-sync-mode", "automatic", "queue-mode", "lazy", "max-age", "1D",
-		"queue-leader-locator", "balanced", "federation-upstream-set", "all", "some-flag", true,
+	// Keys that have no effect on one node's classic and quorum queues in
+	// RabbitMQ 4.3 either: accepted, so that RabbitMQ's exports load.
+	require.NoError(t, e.v.PutPolicy(Policy{Name: "p", Pattern: ".*", Definition: def(
+		"queue-mode", "lazy", "queue-version", int64(2), "max-age", "1D",
+		"queue-leader-locator", "balanced", "initial-cluster-size", int64(3),
+		"max-in-memory-length", int64(10), "consumer-disconnected-timeout", int64(60000),
+		"delayed-retry-type", "disabled", "delayed-retry-min", int64(1000), "delayed-retry-max", int64(2000),
 		"max-length", int64(5),
 	)}))
-	assert.Equal(t, int64(5), q.config().maxLen, "the known keys still apply")
+	assert.Equal(t, int64(5), q.config().maxLen, "the applied keys still apply")
 	name, ok := q.EffectivePolicy()
 	assert.True(t, ok)
-	assert.Equal(t, "ha", name)
-	assert.Equal(t, 1, logs.count(slog.LevelDebug, "policy keys accepted but not applied"))
+	assert.Equal(t, "p", name)
+	assert.Equal(t, 1, logs.count(slog.LevelDebug, "policy keys accepted without effect"))
 	assert.Zero(t, logs.count(slog.LevelWarn, ""))
 	assert.Zero(t, logs.count(slog.LevelError, ""))
 
-	// A policy made only of unknown keys matches but changes nothing.
-	require.NoError(t, e.v.PutPolicy(Policy{Name: "ha", Pattern: ".*", Definition: def("ha-mode", "all")}))
+	// A policy made only of such keys matches but changes nothing.
+	require.NoError(t, e.v.PutPolicy(Policy{Name: "p", Pattern: ".*", Definition: def("queue-mode", "lazy")}))
 	assert.Equal(t, int64(-1), q.config().maxLen)
 	name, _ = q.EffectivePolicy()
-	assert.Equal(t, "ha", name)
+	assert.Equal(t, "p", name)
+}
+
+// Policy keys that would be accepted without their effect are refused:
+// the ones epitaph does not implement, and the ones RabbitMQ 4.3 does not
+// recognise (with its text).
+func TestPolicyRefusedKeys(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue(t, "q", Quorum)
+	cases := []struct {
+		name string
+		def  value.Map
+		want string
+	}{
+		{"delayed-retry-type all", def("delayed-retry-type", "all", "delayed-retry-min", int64(1000)), "invalid value for 'delayed-retry-type': delayed retry is not supported"},
+		{"delayed-retry-type failed", def("delayed-retry-type", "failed", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
+		{"delayed-retry-type returned", def("delayed-retry-type", "returned", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
+		{"bad delayed-retry-type", def("delayed-retry-type", "sometimes"), "sometimes is not a valid delayed retry type. Must be one of: all, failed, returned, disabled"},
+		{"bad delayed-retry-min", def("delayed-retry-min", int64(0)), "'delayed-retry-min'"},
+		{"delayed-retry-max below min", def("delayed-retry-type", "disabled", "delayed-retry-min", int64(2000), "delayed-retry-max", int64(1000)),
+			"delayed-retry-max (1000) must not be smaller than delayed-retry-min (2000)"},
+		{"consumer-timeout", def("consumer-timeout", int64(60000)), "'consumer-timeout': consumer timeouts are not supported"},
+		{"ha-mode", def("ha-mode", "all", "max-length", int64(5)), `["ha-mode"] are not recognised policy settings`},
+		{"plugin keys", def("federation-upstream-set", "all", "some-flag", true), `["federation-upstream-set" "some-flag"] are not recognised policy settings`},
+		{"bad queue-mode", def("queue-mode", "fast"), "'queue-mode'"},
+		{"bad queue-version", def("queue-version", int64(3)), "'queue-version'"},
+		{"bad alternate-exchange", def("alternate-exchange", int64(1)), "'alternate-exchange'"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			err := e.v.PutPolicy(Policy{Name: "p", Pattern: ".*", Definition: tt.def})
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tt.want)
+			_, ok := e.v.Policy("p")
+			assert.False(t, ok)
+			assert.Equal(t, int64(-1), q.config().maxLen)
+		})
+	}
+}
+
+// A policy with alternate-exchange gives exchanges without the argument
+// their alternate exchange; the argument wins.
+func TestPolicyAlternateExchange(t *testing.T) {
+	e := newEnv(t)
+	for _, x := range []ExchangeSpec{
+		{Name: "x", Type: ExchangeDirect},
+		{Name: "y", Type: ExchangeDirect, Arguments: value.Map{{Key: "alternate-exchange", Value: "ae2"}}},
+		{Name: "ae", Type: ExchangeFanout},
+		{Name: "ae2", Type: ExchangeFanout},
+	} {
+		_, err := e.v.DeclareExchange(x)
+		require.NoError(t, err)
+	}
+	unrouted := e.queue(t, "unrouted", Classic)
+	unrouted2 := e.queue(t, "unrouted2", Classic)
+	require.NoError(t, e.v.Bind(Binding{Source: "ae", Destination: "unrouted"}))
+	require.NoError(t, e.v.Bind(Binding{Source: "ae2", Destination: "unrouted2"}))
+
+	assert.Equal(t, Released, e.publish(t, "x", msg("before", "k")), "no alternate exchange yet")
+	e.policy(t, "ae", "^[xy]$", ApplyToExchanges, 0, "alternate-exchange", "ae")
+	assert.Equal(t, Accepted, e.publish(t, "x", msg("m1", "k")))
+	assert.Equal(t, 1, unrouted.Len())
+	assert.Equal(t, Accepted, e.publish(t, "y", msg("m2", "k")))
+	assert.Equal(t, 1, unrouted2.Len(), "the argument wins over the policy")
+	assert.Equal(t, 1, unrouted.Len())
+
+	// An exchange declared after the policy gets it too; deleting the
+	// policy takes it away.
+	_, err := e.v.DeclareExchange(ExchangeSpec{Name: "x2", Type: ExchangeTopic})
+	require.NoError(t, err)
+	e.policy(t, "ae", "^x", ApplyToExchanges, 0, "alternate-exchange", "ae")
+	assert.Equal(t, Accepted, e.publish(t, "x2", msg("m3", "k")))
+	assert.Equal(t, 2, unrouted.Len())
+	require.NoError(t, e.v.DeletePolicy("ae"))
+	assert.Equal(t, Released, e.publish(t, "x", msg("m4", "k")))
+
+	// A queue policy does not touch exchanges.
+	e.policy(t, "qonly", ".*", ApplyToQueues, 0, "alternate-exchange", "ae")
+	assert.Equal(t, Released, e.publish(t, "x", msg("m5", "k")))
 }
 
 // ---- matching ----
@@ -683,7 +765,7 @@ func TestLoadDefinitionsAppliesPolicies(t *testing.T) {
   ],
   "policies": [
     {"vhost": "/", "name": "app", "pattern": "^app\\.", "apply-to": "queues", "priority": 1,
-     "definition": {"dead-letter-exchange": "dlx", "max-length": 100, "delivery-limit": -1, "ha-mode": "all", "queue-mode": "lazy"}}
+     "definition": {"dead-letter-exchange": "dlx", "max-length": 100, "delivery-limit": -1, "queue-mode": "lazy"}}
   ],
   "exchanges": [{"name": "dlx", "vhost": "/", "type": "fanout", "durable": true}]
 }`
@@ -707,7 +789,7 @@ func TestLoadDefinitionsAppliesPolicies(t *testing.T) {
 	// The export still carries the policy and the declared arguments only.
 	out, err := e.b.ExportDefinitions()
 	require.NoError(t, err)
-	assert.Contains(t, string(out), `"ha-mode": "all"`)
+	assert.Contains(t, string(out), `"queue-mode": "lazy"`)
 	assert.NotContains(t, string(out), `"x-dead-letter-exchange"`)
 }
 

@@ -89,8 +89,9 @@ type Queue struct {
 	readyCount  int
 	readyBytes  int64
 	ttl         ttlHeap
-	subs        []*Subscription
+	subs        []*Subscription // by priority, then attach order (consumer_select.go)
 	rr          int
+	sel         selection
 	hadConsumer bool
 	blocked     bool  // quorum reject-publish: publishers refused until <= 80 %
 	lastUsed    int64 // unix ns: creation, redeclare or last consumer gone (x-expires)
@@ -230,7 +231,9 @@ func (q *Queue) Info() QueueInfo {
 func (q *Queue) creditLocked() int64 {
 	var n int64
 	for _, s := range q.subs {
-		n += int64(s.credit())
+		if q.isActiveLocked(s) {
+			n += int64(s.credit())
+		}
 	}
 	return n
 }

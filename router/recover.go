@@ -109,7 +109,7 @@ func (b *Broker) recover() error {
 		}
 		v, _ := vhost(vh)
 		p := Policy{Name: name, Pattern: listStr(l[0]), ApplyTo: listStr(l[1]), Priority: int(listInt(l[2])), Definition: listMap(l[3])}
-		if err := v.PutPolicy(p); err != nil {
+		if err := v.putPolicy(p, true); err != nil {
 			b.log.Error("recover: policy not restored", "vhost", vh, "policy", name, "err", err)
 		}
 	}

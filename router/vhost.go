@@ -156,6 +156,14 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
+	if err := unsupportedArg(s.Name, args); err != nil {
+		if s.recoverID == 0 {
+			return nil, false, err
+		}
+		// Stored by an earlier epitaph, which accepted it: the queue and its
+		// messages come back, and the argument still has no effect.
+		v.b.log.Warn("recover: queue argument not supported; it has no effect", "vhost", v.name, "queue", s.Name, "err", err)
+	}
 	if s.Type == Quorum {
 		switch {
 		case s.Exclusive:
@@ -171,6 +179,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
 		owner: s.Owner, args: args,
 		persist: v.b.st != nil && s.Durable && !s.Exclusive,
+		sel:     selection{singleActive: singleActiveArg(args)},
 	}
 	q.id = s.recoverID
 	if q.id == 0 {
@@ -204,6 +213,9 @@ func (q *Queue) equivalent(s QueueSpec) error {
 	}
 	_, args, err := parseQueueArgs(s.Name, q.typ, s.Arguments)
 	if err != nil {
+		return err
+	}
+	if err := unsupportedArg(s.Name, args); err != nil {
 		return err
 	}
 	switch {
@@ -371,6 +383,7 @@ func (v *VHost) DeclareExchange(s ExchangeSpec) (created bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	v.applyExchangePolicyLocked(x)
 	v.exchanges[s.Name] = x
 	if s.Durable && v.b.metaOn() {
 		v.meta.PutMeta(joinKey(metaExchange, v.name, s.Name), encodeList(value.List{
@@ -838,9 +851,11 @@ func (r *router) routeLocked(x *exchange) {
 			r.addQueue(q)
 		}
 	}
-	if len(matched) == 0 && x.hasAE {
-		if ax, ok := r.v.exchanges[x.alternate]; ok {
-			r.routeLocked(ax)
+	if len(matched) == 0 {
+		if ae, ok := x.alternateExchange(); ok {
+			if ax, ok := r.v.exchanges[ae]; ok {
+				r.routeLocked(ax)
+			}
 		}
 	}
 }
