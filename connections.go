@@ -40,7 +40,7 @@ func (r connectionRegistry) Sessions(ctx context.Context, name string) ([]httpap
 		for i, l := range ls {
 			out[i] = httpapi.SessionLink{Handle: l.Handle, Name: l.Name, DeliveryCount: l.DeliveryCount, Credit: l.Credit,
 				Management: l.Management, SndSettleMode: l.SndSettleMode, Unconfirmed: l.Unconfirmed,
-				Queue: l.Queue, SendSettled: l.SendSettled}
+				Queue: l.Queue, SendSettled: l.SendSettled, Filters: l.Filters}
 		}
 		return out
 	}

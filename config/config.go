@@ -98,6 +98,11 @@ const (
 	KeyHTTPTLS                = "http-tls"
 	KeyPlainWithoutTLS        = "plain-without-tls"
 
+	KeyFilterSQLMaxLength = "filter-sql-max-length"
+	KeyFilterSQLMaxTokens = "filter-sql-max-tokens"
+	KeyFilterSQLMaxDepth  = "filter-sql-max-depth"
+	KeyFilterMaxFields    = "filter-max-fields"
+
 	KeyOAuthResourceServerID = "oauth-resource-server-id"
 	KeyOAuthJWKSFile         = "oauth-jwks-file"
 	KeyOAuthJWKSURL          = "oauth-jwks-url"
@@ -308,6 +313,16 @@ type AMQP struct {
 	// holds for a client that does not take them; beyond it the request
 	// link is detached with amqp:resource-limit-exceeded.
 	ManagementPendingBytes int `mapstructure:"management-pending-bytes"`
+
+	// Limits on the filter expressions a consumer attaches with (an attach
+	// beyond one is refused with amqp:invalid-field): the characters, the
+	// tokens and the nesting depth of an SQL expression, and the fields of
+	// a property filter. The defaults are RabbitMQ's (its depth is bounded
+	// by its token limit only).
+	FilterSQLMaxLength int `mapstructure:"filter-sql-max-length"`
+	FilterSQLMaxTokens int `mapstructure:"filter-sql-max-tokens"`
+	FilterSQLMaxDepth  int `mapstructure:"filter-sql-max-depth"`
+	FilterMaxFields    int `mapstructure:"filter-max-fields"`
 }
 
 // TLS is the amqps listener's and the HTTPS API's settings, with the
@@ -470,6 +485,11 @@ func Default() Config {
 			MaxUnfinishedBytes:     64 << 20,
 			MaxUnsettledIncoming:   8192,
 			ManagementPendingBytes: 1 << 20,
+
+			FilterSQLMaxLength: 4096,
+			FilterSQLMaxTokens: 200,
+			FilterSQLMaxDepth:  64,
+			FilterMaxFields:    16,
 		},
 		OAuth: OAuth{
 			OAuthVerifyAud: true,
@@ -520,6 +540,10 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
 	fs.Duration(KeyDLEventsHeartbeat, d.DeadLetterEventsHeartbeat, "how often an idle dead-letter event stream over HTTP gets a heartbeat comment")
 	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
+	fs.Int(KeyFilterSQLMaxLength, d.FilterSQLMaxLength, "most characters of an SQL filter expression on attach")
+	fs.Int(KeyFilterSQLMaxTokens, d.FilterSQLMaxTokens, "most tokens of an SQL filter expression on attach")
+	fs.Int(KeyFilterSQLMaxDepth, d.FilterSQLMaxDepth, "deepest nesting (parentheses, NOT, signs) of an SQL filter expression on attach")
+	fs.Int(KeyFilterMaxFields, d.FilterMaxFields, "most fields of a properties or application-properties filter on attach")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String(KeyLogFormat, d.LogFormat, "log `format`: text or json")
@@ -626,6 +650,10 @@ func Load(args []string) (*Config, error) {
 		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
 		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
 		KeyManagementPendingBytes: d.ManagementPendingBytes,
+		KeyFilterSQLMaxLength:     d.FilterSQLMaxLength,
+		KeyFilterSQLMaxTokens:     d.FilterSQLMaxTokens,
+		KeyFilterSQLMaxDepth:      d.FilterSQLMaxDepth,
+		KeyFilterMaxFields:        d.FilterMaxFields,
 		KeyDLEventsBuffer:         d.DeadLetterEventsBuffer,
 		KeyDLEventsMaxSubscribers: d.DeadLetterEventsMaxSubscribers,
 		KeyDLEventsHeartbeat:      d.DeadLetterEventsHeartbeat,
@@ -795,6 +823,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ManagementPendingBytes < 1 {
 		return invalid(KeyManagementPendingBytes, c.ManagementPendingBytes, "want 1 or more")
+	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{KeyFilterSQLMaxLength, c.FilterSQLMaxLength}, {KeyFilterSQLMaxTokens, c.FilterSQLMaxTokens},
+		{KeyFilterSQLMaxDepth, c.FilterSQLMaxDepth}, {KeyFilterMaxFields, c.FilterMaxFields}} {
+		if l.v < 1 {
+			return invalid(l.key, l.v, "want 1 or more")
+		}
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

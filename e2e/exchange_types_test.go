@@ -185,10 +185,10 @@ func TestUnknownExchangeTypeRefusedAtDeclare(t *testing.T) {
 }
 
 // The attach reply's source carries only the filters in force (AMQP 1.0
-// section 3.5.3). epitaph applies none on its queues, so a JMS selector
-// (as Proton and Qpid JMS send it), a property filter expression and a
-// filter of unknown name all come back absent, and the consumer gets every
-// message.
+// section 3.5.3). A JMS selector (as Proton and Qpid JMS send it), a stream
+// filter and a filter of unknown name are not applied on queues, so they
+// all come back absent, and the consumer gets every message. (The filter
+// expressions epitaph applies are in filters_test.go.)
 func TestAttachReplyCarriesOnlyFiltersInForce(t *testing.T) {
 	b := startBroker(t, "")
 	declareQueue(t, b, "q", router.Classic, nil)
@@ -200,7 +200,7 @@ func TestAttachReplyCarriesOnlyFiltersInForce(t *testing.T) {
 	}
 	filters := map[string]amqp.LinkFilter{
 		"apache.org:selector-filter:string": amqp.NewSelectorFilter("colour = 'red'"),
-		"props":                             amqp.NewLinkFilter("props", 0x173, map[string]any{"subject": "red"}),
+		"rabbitmq:stream-filter":            amqp.NewLinkFilter("rabbitmq:stream-filter", 0, "red"),
 		"mine":                              amqp.NewLinkFilter("mine", 0x0000_468C_0000_00FF, "whatever"),
 	}
 	var opts amqp.ReceiverOptions

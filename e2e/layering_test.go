@@ -35,12 +35,13 @@ var allowed = map[string][]string{
 	"dlevents":    nil, // the dead-letter event stream: standard library only, below its publisher and its front ends
 	"internal":    nil, // test hooks only this module can reach (internal/testhooks)
 	"router":      {"amqp10", "annotations", "alarm", "value"},
+	"filter":      {"amqp10", "annotations", "router", "value"}, // amqp10 in tests only (TestProtocolNeutralCore)
 	"auth":        {"amqp10", "router", "value"},
 	"telemetry":   {"amqp10", "router", "value"},
 	"deadletter":  {"amqp10", "annotations", "dlevents", "router", "telemetry", "value"},
-	"link":        {"amqp10", "auth", "config", "dlevents", "router", "telemetry", "value"},
-	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "dlevents", "value"},
-	root:          {"amqp10", "annotations", "auth", "config", "dlevents", "internal", "router", "deadletter", "link", "management", "telemetry", "value"},
+	"link":        {"amqp10", "auth", "config", "dlevents", "filter", "router", "telemetry", "value"},
+	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "dlevents", "filter", "value"},
+	root:          {"amqp10", "annotations", "auth", "config", "dlevents", "internal", "router", "deadletter", "filter", "link", "management", "telemetry", "value"},
 }
 
 // apart lists groups of sub-packages of one layer that must not import each
@@ -91,7 +92,7 @@ var thirdParty = map[string][]string{
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "dlevents", "link", "management", "config", "internal", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "dlevents", "filter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {
@@ -247,13 +248,15 @@ func TestProtocolNeutralCore(t *testing.T) {
 	const amqp10Path = module + "/amqp10"
 	var sawContainer bool
 	for _, f := range parseModule(t) {
-		if f.test || (f.pkg != "router" && f.pkg != "deadletter") {
+		if f.test || (f.pkg != "router" && f.pkg != "deadletter" && f.pkg != "filter") {
 			continue
 		}
 		imports := slices.Contains(importPaths(f.ast), amqp10Path)
 		switch {
 		case f.pkg == "deadletter" && imports:
 			t.Errorf("%s: deadletter imports amqp10; it works on router.Message's neutral form", f.path)
+		case f.pkg == "filter" && imports:
+			t.Errorf("%s: filter imports amqp10; it reads messages through router.FieldReader", f.path)
 		case f.pkg == "router" && imports && !(amqp10File(f.path) && filepath.Dir(f.path) == "router"):
 			t.Errorf("%s: router imports amqp10 outside its AMQP 1.0 container files (router/amqp10*.go)", f.path)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/filter"
 	"github.com/epitaph-mq/epitaph/router"
 )
 
@@ -262,11 +263,24 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 				"cannot consume from exchange address %q: consume from a queue", src.Address))
 		}
 	}
-	l := &senderLink{s: s, handle: a.Handle, name: a.Name,
+	var inForce amqp10.Map
+	consumer := opts
+	consumer.Owner = s.c
+	if src != nil && src.Filter != nil {
+		var set *filter.Set
+		var err error
+		if inForce, set, err = filter.Parse(src.Filter, s.c.srv.filterLimits()); err != nil {
+			return s.refuse(a, amqp10.Errorf(amqp10.ErrCondInvalidField, "%v", err))
+		}
+		if set != nil {
+			consumer.Filter = set
+		}
+	}
+	l := &senderLink{s: s, handle: a.Handle, name: a.Name, filters: inForce,
 		preSettled:     a.HasSndSettleMode && a.SndSettleMode == amqp10.SndSettled,
 		maxMessageSize: a.MaxMessageSize}
-	opts.PreSettled, opts.Owner = l.preSettled, s.c
-	sub, err := q.Subscribe(l, opts)
+	consumer.PreSettled = l.preSettled
+	sub, err := q.Subscribe(l, consumer)
 	if err != nil {
 		return s.refuse(a, routerError(err))
 	}
@@ -276,7 +290,7 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	}
 	s.addLink(a.Handle, l)
 	r := s.reply(a)
-	r.Source = withMoveDistribution(withFiltersInForce(src))
+	r.Source = withMoveDistribution(withFilters(src, inForce))
 	r.InitialDeliveryCount, r.HasInitialDeliveryCount = 0, true
 	// Echoed, as RabbitMQ does: the broker sends nothing larger (send).
 	r.MaxMessageSize = a.MaxMessageSize
@@ -284,22 +298,25 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 	return nil
 }
 
-// withFiltersInForce returns the source for a consumer's attach reply:
-// "the sending endpoint sets the filter actually in place" (AMQP 1.0
-// section 3.5.3), so the reply carries only the filters the consumer gets.
-// epitaph applies no filter on its queues, so the reply has none, whatever
-// was asked: a JMS selector, a property or SQL filter expression, a stream
-// filter, or a filter of unknown name. RabbitMQ 4.3 omits the selector and
-// unknown filters on classic and quorum queues too; it echoes filter
-// expressions and stream filters there although those queues ignore them.
-// The client sees, as the specification has it, that its filter is not in
-// force, and may detach.
-func withFiltersInForce(src *amqp10.Source) *amqp10.Source {
+// withFiltersInForce returns src without its filters, for an attach reply
+// before any filter is known to be in force (withFilters).
+func withFiltersInForce(src *amqp10.Source) *amqp10.Source { return withFilters(src, nil) }
+
+// withFilters returns the source for a consumer's attach reply: "the
+// sending endpoint sets the filter actually in place" (AMQP 1.0 section
+// 3.5.3), so the reply carries only the filters the consumer gets, inForce
+// (filter.Parse's): the AMQP filter expressions epitaph applies. A JMS
+// selector, a stream filter or a filter of unknown name is not applied and
+// not echoed. RabbitMQ 4.3 omits the selector and unknown filters on
+// classic and quorum queues too; it echoes filter expressions and stream
+// filters there although those queues do not apply them. The client sees,
+// as the specification has it, which of its filters are in force.
+func withFilters(src *amqp10.Source, inForce amqp10.Map) *amqp10.Source {
 	if src == nil || src.Filter == nil {
 		return src
 	}
 	cp := *src
-	cp.Filter = nil
+	cp.Filter = inForce
 	return &cp
 }
 
@@ -330,4 +347,11 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// filterLimits are the limits on a consumer's filter expressions.
+func (srv *Server) filterLimits() filter.Limits {
+	o := &srv.opts.AMQP
+	return filter.Limits{SQLMaxLength: o.FilterSQLMaxLength, SQLMaxTokens: o.FilterSQLMaxTokens,
+		SQLMaxDepth: o.FilterSQLMaxDepth, MaxFields: o.FilterMaxFields}
 }

@@ -37,6 +37,8 @@ type senderLink struct {
 	// (0: no limit): a larger delivery detaches the link (send).
 	maxMessageSize uint64
 
+	filters amqp10.Map // the filters in force, as the attach gave them
+
 	// volatile is set, and sub nil, on a direct reply-to consumer: its
 	// messages come from publishers through volatile, not from a queue.
 	volatile *volatileSource

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // SessionInfo is a point-in-time view of one session, as RabbitMQ 4.3
@@ -36,6 +38,9 @@ type LinkInfo struct {
 	// whether deliveries go out settled.
 	Queue       string
 	SendSettled bool
+	// Filters are an outgoing link's filters in force: its attach's
+	// filter-set entries the broker applies (nil when none).
+	Filters value.Map
 }
 
 // Sessions returns the sessions of the open connection named name, asked
@@ -97,7 +102,7 @@ func (c *conn) sessionInfos() []SessionInfo {
 					SndSettleMode: sndModeName(l.sndMode), Unconfirmed: l.unconfirmed})
 			case *senderLink:
 				li := LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
-					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: l.preSettled}
+					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: l.preSettled, Filters: l.filters}
 				li.Queue = l.queueName()
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
 			case *eventsLink:

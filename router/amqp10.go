@@ -469,3 +469,29 @@ func boxString(c *boxedString, s string) any {
 	}
 	return c.v
 }
+
+// Property implements FieldReader: one field of the properties section,
+// read in place.
+func (c AMQP10) Property(f PropertyField) (value.Scalar, error) {
+	if c.Wire == nil {
+		return value.Scalar{}, nil
+	}
+	return c.Wire.PropertyScalar(int(f))
+}
+
+// ApplicationProperty implements FieldReader.
+func (c AMQP10) ApplicationProperty(key string) (value.Scalar, error) {
+	if c.Wire == nil {
+		return value.Scalar{}, nil
+	}
+	return c.Wire.ApplicationPropertyScalar(key)
+}
+
+// Annotation implements FieldReader: the publisher's message annotation
+// (the broker's are the Message's Anns).
+func (c AMQP10) Annotation(key string) (value.Scalar, error) {
+	if c.Wire == nil {
+		return value.Scalar{}, nil
+	}
+	return c.Wire.AnnotationScalar(key)
+}

@@ -57,6 +57,9 @@ type ConsumerOptions struct {
 	// ConsumerPriority): consumers of a higher priority with credit get
 	// messages first (consumer_select.go). Default 0.
 	Priority int64
+	// Filter, when set, selects the messages the consumer gets; the others
+	// stay in the queue for other consumers (consumerfilter.go).
+	Filter MessageFilter
 }
 
 // CancelReason says why a subscription ends; it decides the delivery-count
@@ -92,10 +95,12 @@ type Subscription struct {
 	unsettled     seqwin.Window[uint64, *entry] // by tag
 	cancelled     bool
 
-	priority   int64  // consumer priority (immutable)
-	order      uint64 // attach order within the queue (immutable)
-	lastServed uint64 // when the queue last picked it (consumer_select.go)
-	told       uint8  // the activity it was last told (quorum: activityActive, ...)
+	priority   int64         // consumer priority (immutable)
+	order      uint64        // attach order within the queue (immutable)
+	lastServed uint64        // when the queue last picked it (consumer_select.go)
+	told       uint8         // the activity it was last told (quorum: activityActive, ...)
+	filter     MessageFilter // nil: every message
+	scan       filterScan    // with a filter: what it has tested
 }
 
 // Subscribe adds a consumer. It starts with no credit: call Flow.
@@ -113,6 +118,11 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		deliveryCount: opts.InitialDeliveryCount,
 		handedOut:     opts.InitialDeliveryCount,
 		priority:      opts.Priority,
+		filter:        opts.Filter,
+	}
+	if s.filter != nil {
+		s.scan.returnsDirty = true
+		q.filteredSubs++
 	}
 	q.addSubLocked(s)
 	q.hadConsumer = true
@@ -305,6 +315,9 @@ func (s *Subscription) Cancel(reason CancelReason) {
 		return
 	}
 	s.cancelled = true
+	if s.filter != nil {
+		q.filteredSubs--
+	}
 	promoted := q.removeSubLocked(s)
 	tags := make([]uint64, 0, s.unsettled.Len())
 	for t := range s.unsettled.All() {
@@ -363,6 +376,14 @@ func (q *Queue) dispatchLocked() {
 		s := q.nextSubLocked()
 		if s == nil {
 			return
+		}
+		if s.filter != nil {
+			// Its first match, wherever it is; none: it has no work left
+			// and the next pick passes it over.
+			if e := q.takeMatchLocked(s); e != nil {
+				q.deliverLocked(s, e)
+			}
+			continue
 		}
 		e := q.popHeadLocked()
 		if e == nil {

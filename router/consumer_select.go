@@ -227,7 +227,7 @@ const (
 func (q *Queue) nextSubLocked() *Subscription {
 	if q.sel.singleActive {
 		s := q.sel.active
-		if s == nil || q.sel.quiescing || s.credit() == 0 {
+		if s == nil || q.sel.quiescing || s.credit() == 0 || !s.filterHasWorkLocked() {
 			return nil
 		}
 		return s
@@ -241,7 +241,7 @@ func (q *Queue) nextSubLocked() *Subscription {
 		// the least recently served order without a scan.
 		for i := range n {
 			idx := (q.rr + i) % n
-			if s := q.subs[idx]; s.credit() > 0 {
+			if s := q.subs[idx]; s.credit() > 0 && s.filterHasWorkLocked() {
 				q.rr = (idx + 1) % n
 				q.served(s)
 				return s
@@ -253,7 +253,7 @@ func (q *Queue) nextSubLocked() *Subscription {
 		var best *Subscription
 		hi := lo
 		for ; hi < n && q.subs[hi].priority == q.subs[lo].priority; hi++ {
-			if s := q.subs[hi]; s.credit() > 0 && (best == nil || s.lastServed < best.lastServed) {
+			if s := q.subs[hi]; s.credit() > 0 && s.filterHasWorkLocked() && (best == nil || s.lastServed < best.lastServed) {
 				best = s
 			}
 		}

@@ -101,6 +101,9 @@ type Queue struct {
 	outbox      []Dead
 	flushing    bool
 
+	// filteredSubs counts the subscriptions with a filter (consumerfilter.go).
+	filteredSubs int
+
 	// Persistence (persist.go, store.go). id names the queue in the store
 	// and orders multi-queue locking (lower id first); persist: durable
 	// messages are stored (a durable queue with a broker store). pend
@@ -352,7 +355,7 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			// consumer has credit, otherwise expired at publish.
 			var s *Subscription
 			if q.readyCount == 0 {
-				s = q.nextSubLocked()
+				s = q.nextSubForLocked(e)
 			}
 			if s != nil {
 				e.stored = persist && !s.preSettled
@@ -501,9 +504,10 @@ func (q *Queue) requeueLocked(e *entry) {
 	if q.typ == Quorum {
 		e.inReturns = true
 		q.returns.pushBack(e)
-		return
+	} else {
+		q.main.insertBySeq(e)
 	}
-	q.main.insertBySeq(e)
+	q.filtersSeeRequeueLocked(e)
 }
 
 func (q *Queue) takeReadyLocked(e *entry) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp10"
+	"github.com/epitaph-mq/epitaph/value"
 )
 
 // Connection is one open AMQP connection as the API shows it.
@@ -64,6 +66,9 @@ type SessionLink struct {
 	Unconfirmed           uint32 // incoming links
 	Queue                 string // outgoing links
 	SendSettled           bool   // outgoing links
+	// Filters are an outgoing link's filters in force, as the attach
+	// gave them (filter-set entries whose values are described).
+	Filters value.Map
 }
 
 // defaultCloseReason is RabbitMQ's reason when DELETE has no X-Reason header.
@@ -322,7 +327,7 @@ func (s *server) connectionSessions(req *request) error {
 		outLinks := make([]map[string]any, 0, len(ss.OutgoingLinks))
 		for _, l := range ss.OutgoingLinks {
 			row := map[string]any{"handle": l.Handle, "link_name": l.Name, "send_settled": l.SendSettled,
-				"delivery_count": l.DeliveryCount, "credit": l.Credit, "filter": []any{}}
+				"delivery_count": l.DeliveryCount, "credit": l.Credit, "filter": filterJSON(l.Filters)}
 			if l.Management {
 				row["source_address"], row["queue_name"] = "/management", ""
 			} else {
@@ -339,4 +344,58 @@ func (s *server) connectionSessions(req *request) error {
 		})
 	}
 	return req.ok(out)
+}
+
+// filterJSON shows a link's filters in force as RabbitMQ 4.3 does
+// (format_filter): one object per filter with its name, its descriptor
+// (symbol or code) and its value, a map value as a list of key and value
+// objects (string and symbol keys only).
+func filterJSON(filters value.Map) []any {
+	out := []any{}
+	for _, kv := range filters {
+		d, ok := kv.Value.(*value.Described)
+		if !ok || d == nil {
+			continue
+		}
+		out = append(out, map[string]any{"name": jsonScalar(kv.Key), "descriptor": jsonScalar(d.Descriptor),
+			"value": filterValueJSON(d.Value)})
+	}
+	return out
+}
+
+func filterValueJSON(v any) any {
+	switch x := v.(type) {
+	case value.List:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = filterValueJSON(e)
+		}
+		return out
+	case value.Map:
+		out := []any{}
+		for _, kv := range x {
+			switch kv.Key.(type) {
+			case string, value.Symbol:
+				out = append(out, map[string]any{"key": jsonScalar(kv.Key), "value": filterValueJSON(kv.Value)})
+			}
+		}
+		return out
+	}
+	return jsonScalar(v)
+}
+
+// jsonScalar is a simple value as JSON shows it: symbols as strings,
+// binaries as strings (RabbitMQ shows Erlang binaries), others as they are.
+func jsonScalar(v any) any {
+	switch x := v.(type) {
+	case value.Symbol:
+		return string(x)
+	case []byte:
+		return string(x)
+	case value.Timestamp:
+		return int64(x)
+	case value.UUID, value.Char, *value.Array, *value.Described, value.Decimal32, value.Decimal64, value.Decimal128:
+		return fmt.Sprint(x)
+	}
+	return v
 }
