@@ -20,7 +20,7 @@ func (r connectionRegistry) List() []httpapi.Connection {
 			ClientProperties: c.ClientProperties, Peer: c.Peer, Local: c.Local, TLS: c.TLS,
 			ChannelMax: c.ChannelMax, FrameMax: c.FrameMax, IdleTimeout: c.IdleTimeout, ConnectedAt: c.ConnectedAt,
 			Sessions: c.Sessions, RecvOctets: c.RecvOctets, SendOctets: c.SendOctets,
-			RecvCount: c.RecvCount, SendCount: c.SendCount,
+			RecvCount: c.RecvCount, SendCount: c.SendCount, Protocol: c.Protocol,
 		}
 	}
 	return out

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/channel"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/deadletter"
 	"github.com/epitaph-mq/epitaph/dlevents"
@@ -110,6 +111,8 @@ type Broker struct {
 	providers *telemetry.Providers
 	tracer    *telemetry.Tracer
 	counters  *link.Counters
+	// counters091 count the AMQP 0-9-1 front end (protocol="amqp091").
+	counters091 *link.Counters
 
 	httpCtx    context.Context // the HTTP requests' base, cancelled by Close
 	httpCancel context.CancelFunc
@@ -291,6 +294,9 @@ func Start(opts Options) (*Broker, error) {
 		Tracer:   b.tracer,
 		Counters: b.counters,
 		Events:   b.events,
+		AMQP091: channel.NewServer(channel.Options{AMQP: opts.AMQP, Logger: opts.Logger.With("component", "amqp091"),
+			Router: rt, Auth: users, PermitTransientNonExclQueues: opts.PermitTransientNonExclQueues,
+			Product: "epitaph", Version: Version, Counters: b.counters091, Tracer: b.tracer}),
 	})
 	b.ln, b.srv, b.router, b.dl, b.log, b.opts = ln, srv, rt, dl, opts.Logger, opts
 	if err := b.registerMetrics(&opts); err != nil {

@@ -44,6 +44,7 @@ func (b *Broker) setupTelemetry(opts *Options) error {
 	}
 	if p.MeterProvider != nil || opts.MeterProvider != nil {
 		b.counters = link.NewCounters()
+		b.counters091 = link.NewCounters()
 	}
 	return nil
 }
@@ -62,7 +63,10 @@ func (b *Broker) registerMetrics(opts *Options) error {
 	return nil
 }
 
-const protocol = "amqp10"
+const (
+	protocol    = "amqp10"
+	protocol091 = "amqp091" // RabbitMQ's label for AMQP 0-9-1
+)
 
 // rabbitQueueType is RabbitMQ's queue_type label value.
 func rabbitQueueType(t router.QueueType) string {
@@ -193,22 +197,34 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 
 	proto := attribute.String("protocol", protocol)
 	protoSet := metric.WithAttributes(proto)
+	proto091 := attribute.String("protocol", protocol091)
+	proto091Set := metric.WithAttributes(proto091)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		var snap link.Snapshot
+		var snap, snap091 link.Snapshot
 		if b.counters != nil {
 			snap = b.counters.Snapshot()
 		}
-		o.ObserveInt64(received, int64(snap.Received), protoSet)
-		o.ObserveInt64(receivedConfirm, int64(snap.ReceivedConfirm), protoSet)
-		o.ObserveInt64(routed, int64(snap.Routed), protoSet)
-		o.ObserveInt64(unroutableDropped, int64(snap.UnroutableDropped), protoSet)
-		o.ObserveInt64(unroutableReturned, int64(snap.UnroutableReturned), protoSet)
-		o.ObserveInt64(confirmed, int64(snap.Confirmed), protoSet)
-		o.ObserveInt64(publishers, snap.Publishers, protoSet)
-		o.ObserveInt64(consumers, snap.Consumers, protoSet)
-		o.ObserveInt64(connections, snap.Connections)
-		o.ObserveInt64(sessions, snap.Sessions)
-		o.ObserveInt64(links, snap.Links)
+		if b.counters091 != nil {
+			snap091 = b.counters091.Snapshot()
+		}
+		for _, ps := range []struct {
+			s   *link.Snapshot
+			set metric.MeasurementOption
+		}{{&snap, protoSet}, {&snap091, proto091Set}} {
+			o.ObserveInt64(received, int64(ps.s.Received), ps.set)
+			o.ObserveInt64(receivedConfirm, int64(ps.s.ReceivedConfirm), ps.set)
+			o.ObserveInt64(routed, int64(ps.s.Routed), ps.set)
+			o.ObserveInt64(unroutableDropped, int64(ps.s.UnroutableDropped), ps.set)
+			o.ObserveInt64(unroutableReturned, int64(ps.s.UnroutableReturned), ps.set)
+			o.ObserveInt64(confirmed, int64(ps.s.Confirmed), ps.set)
+			o.ObserveInt64(publishers, ps.s.Publishers, ps.set)
+			o.ObserveInt64(consumers, ps.s.Consumers, ps.set)
+		}
+		// epitaph's gauges count both protocols (a 0-9-1 channel is a
+		// session, a consumer a link).
+		o.ObserveInt64(connections, snap.Connections+snap091.Connections)
+		o.ObserveInt64(sessions, snap.Sessions+snap091.Sessions)
+		o.ObserveInt64(links, snap.Links+snap091.Links)
 		o.ObserveInt64(authFailures, int64(b.auth.LoginFailures()))
 		if b.store != nil {
 			st := b.store.Stats()
@@ -230,6 +246,19 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		for _, qs := range snap.Queues {
 			queues[qs.QueueKey] = &qstate{QueueSnapshot: qs, hasCtr: true}
 		}
+		for _, qs := range snap091.Queues {
+			st := queues[qs.QueueKey]
+			if st == nil {
+				queues[qs.QueueKey] = &qstate{QueueSnapshot: qs, hasCtr: true}
+				continue
+			}
+			st.Routed += qs.Routed
+			st.Delivered += qs.Delivered
+			st.DeliveredAutoAck += qs.DeliveredAutoAck
+			st.Acknowledged += qs.Acknowledged
+			st.Requeued += qs.Requeued
+			st.Rejected += qs.Rejected
+		}
 		for _, vn := range b.router.VHosts() {
 			vh, ok := b.router.VHost(vn)
 			if !ok {
@@ -247,7 +276,6 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			}
 		}
 		type typeTotals struct{ delivered, auto, acked int64 }
-		byType := map[string]*typeTotals{"rabbit_classic_queue": {}, "rabbit_quorum_queue": {}}
 		for k, st := range queues {
 			attrs := metric.WithAttributes(attribute.String("vhost", k.VHost), attribute.String("queue", k.Queue))
 			if st.info != nil {
@@ -262,20 +290,29 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			o.ObserveInt64(qAcked, int64(st.Acknowledged), attrs)
 			o.ObserveInt64(qRequeued, int64(st.Requeued), attrs)
 			o.ObserveInt64(qRejected, int64(st.Rejected), attrs)
-			t := byType[rabbitQueueType(st.Type)]
-			t.delivered += int64(st.Delivered)
-			t.auto += int64(st.DeliveredAutoAck)
-			t.acked += int64(st.Acknowledged)
 		}
-		for qt, t := range byType {
-			attrs := metric.WithAttributes(proto, attribute.String("queue_type", qt))
-			o.ObserveInt64(delivered, t.delivered, attrs)
-			o.ObserveInt64(deliveredManual, t.delivered-t.auto, attrs)
-			o.ObserveInt64(deliveredAuto, t.auto, attrs)
-			o.ObserveInt64(getManual, 0, attrs) // AMQP 1.0 has no basic.get
-			o.ObserveInt64(getAuto, 0, attrs)
-			o.ObserveInt64(getEmpty, 0, attrs)
-			o.ObserveInt64(acknowledged, t.acked, attrs)
+		for _, ps := range []struct {
+			s     *link.Snapshot
+			proto attribute.KeyValue
+		}{{&snap, proto}, {&snap091, proto091}} {
+			byType := map[string]*typeTotals{"rabbit_classic_queue": {}, "rabbit_quorum_queue": {}}
+			for _, qs := range ps.s.Queues {
+				t := byType[rabbitQueueType(qs.Type)]
+				t.delivered += int64(qs.Delivered)
+				t.auto += int64(qs.DeliveredAutoAck)
+				t.acked += int64(qs.Acknowledged)
+			}
+			for qt, t := range byType {
+				attrs := metric.WithAttributes(ps.proto, attribute.String("queue_type", qt))
+				o.ObserveInt64(delivered, t.delivered, attrs)
+				// basic.get is counted with basic.consume (by acknowledgement mode).
+				o.ObserveInt64(deliveredManual, t.delivered-t.auto, attrs)
+				o.ObserveInt64(deliveredAuto, t.auto, attrs)
+				o.ObserveInt64(getManual, 0, attrs)
+				o.ObserveInt64(getAuto, 0, attrs)
+				o.ObserveInt64(getEmpty, 0, attrs)
+				o.ObserveInt64(acknowledged, t.acked, attrs)
+			}
 		}
 
 		for k, c := range b.dl.Stats() {

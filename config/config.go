@@ -47,29 +47,32 @@ const (
 	KeyDefinitions      = "definitions"
 	KeyInMemory         = "in-memory"
 	KeyAutoCreateQueues = "auto-create-queues"
-	KeyStrictParity     = "strict-parity"
-	KeyDataDir          = "data-dir"
-	KeyStoreRecovery    = "store-recovery"
-	KeyDiskFreeLimit    = "disk-free-limit"
-	KeyMemoryHigh       = "memory-high-watermark"
-	KeyDLRetryInterval  = "dead-letter-retry-interval"
-	KeyAnonymous        = "anonymous"
-	KeyMaxFrameSize     = "max-frame-size"
-	KeyChannelMax       = "channel-max"
-	KeyHandleMax        = "handle-max"
-	KeyIdleTimeout      = "idle-timeout"
-	KeyMaxMessageSize   = "max-message-size"
-	KeyHandshakeTimeout = "handshake-timeout"
-	KeyMaxConnections   = "max-connections"
-	KeyGCHeapFloor      = "gc-heap-floor"
-	KeyLogLevel         = "log-level"
-	KeyLogFormat        = "log-format"
-	KeyTracing          = "tracing"
-	KeyOTLPEndpoint     = "otlp-endpoint"
-	KeyOTLPProtocol     = "otlp-protocol"
-	KeyMetrics          = "metrics"
-	KeyOTLPMetrics      = "otlp-metrics"
-	KeyWriteTimeout     = "write-timeout"
+	// KeyPermitTransientNonExclQueues lets AMQP 0-9-1 clients declare
+	// non-durable, non-exclusive queues.
+	KeyPermitTransientNonExclQueues = "permit-transient-nonexcl-queues"
+	KeyStrictParity                 = "strict-parity"
+	KeyDataDir                      = "data-dir"
+	KeyStoreRecovery                = "store-recovery"
+	KeyDiskFreeLimit                = "disk-free-limit"
+	KeyMemoryHigh                   = "memory-high-watermark"
+	KeyDLRetryInterval              = "dead-letter-retry-interval"
+	KeyAnonymous                    = "anonymous"
+	KeyMaxFrameSize                 = "max-frame-size"
+	KeyChannelMax                   = "channel-max"
+	KeyHandleMax                    = "handle-max"
+	KeyIdleTimeout                  = "idle-timeout"
+	KeyMaxMessageSize               = "max-message-size"
+	KeyHandshakeTimeout             = "handshake-timeout"
+	KeyMaxConnections               = "max-connections"
+	KeyGCHeapFloor                  = "gc-heap-floor"
+	KeyLogLevel                     = "log-level"
+	KeyLogFormat                    = "log-format"
+	KeyTracing                      = "tracing"
+	KeyOTLPEndpoint                 = "otlp-endpoint"
+	KeyOTLPProtocol                 = "otlp-protocol"
+	KeyMetrics                      = "metrics"
+	KeyOTLPMetrics                  = "otlp-metrics"
+	KeyWriteTimeout                 = "write-timeout"
 
 	KeyAuthFailureDelay   = "auth-failure-delay"
 	KeyAuthFailureSources = "auth-failure-sources"
@@ -271,6 +274,10 @@ type AMQP struct {
 	// AutoCreateQueues declares a classic queue when a link attaches to a
 	// bare address that names no existing node.
 	AutoCreateQueues bool `mapstructure:"auto-create-queues"`
+	// PermitTransientNonExclQueues lets AMQP 0-9-1 clients declare
+	// non-durable, non-exclusive queues, which RabbitMQ 4.3 refuses with
+	// 541 (its deprecated feature transient_nonexcl_queues) unless permitted.
+	PermitTransientNonExclQueues bool `mapstructure:"permit-transient-nonexcl-queues"`
 	// MaxFrameSize is advertised in open and enforced; at least 512.
 	MaxFrameSize uint32 `mapstructure:"max-frame-size"`
 	// ChannelMax is advertised in open (highest channel number); at least 1.
@@ -470,21 +477,22 @@ func Default() Config {
 		DeadLetterEventsMaxSubscribers: 100,
 		DeadLetterEventsHeartbeat:      15 * time.Second,
 		AMQP: AMQP{
-			Anonymous:              AnonymousLoopback,
-			PlainWithoutTLS:        PlainWithoutTLSLoopback,
-			MaxFrameSize:           131072,
-			ChannelMax:             255,
-			HandleMax:              255,
-			IdleTimeout:            60 * time.Second,
-			MaxMessageSize:         16 << 20,
-			HandshakeTimeout:       10 * time.Second,
-			WriteTimeout:           30 * time.Second,
-			MaxConnections:         10000,
-			InitialFrameMax:        8192,
-			MaxLinksPerConnection:  4096,
-			MaxUnfinishedBytes:     64 << 20,
-			MaxUnsettledIncoming:   8192,
-			ManagementPendingBytes: 1 << 20,
+			Anonymous:                    AnonymousLoopback,
+			PermitTransientNonExclQueues: true,
+			PlainWithoutTLS:              PlainWithoutTLSLoopback,
+			MaxFrameSize:                 131072,
+			ChannelMax:                   255,
+			HandleMax:                    255,
+			IdleTimeout:                  60 * time.Second,
+			MaxMessageSize:               16 << 20,
+			HandshakeTimeout:             10 * time.Second,
+			WriteTimeout:                 30 * time.Second,
+			MaxConnections:               10000,
+			InitialFrameMax:              8192,
+			MaxLinksPerConnection:        4096,
+			MaxUnfinishedBytes:           64 << 20,
+			MaxUnsettledIncoming:         8192,
+			ManagementPendingBytes:       1 << 20,
 
 			FilterSQLMaxLength: 4096,
 			FilterSQLMaxTokens: 200,
@@ -523,6 +531,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
 	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
+	fs.Bool(KeyPermitTransientNonExclQueues, d.PermitTransientNonExclQueues, "AMQP 0-9-1 clients may declare non-durable, non-exclusive queues (false: refused with 541, as RabbitMQ 4.3)")
 	fs.Bool(KeyStrictParity, d.StrictParity, "write only RabbitMQ 4.3's dead-letter annotations (no x-last-death-error-*)")
 	fs.String(KeyAnonymous, d.Anonymous, "accept ANONYMOUS and no-SASL connections from: loopback, all or none")
 	fs.Uint32(KeyMaxFrameSize, d.MaxFrameSize, "max-frame-size advertised in open, in `bytes` (at least 512)")
@@ -615,34 +624,35 @@ func Load(args []string) (*Config, error) {
 
 	d := Default()
 	defaults := map[string]any{
-		KeyListen:           d.Listen,
-		KeyHTTPListen:       d.HTTPListen,
-		KeyDefinitions:      d.DefinitionsFile,
-		KeyInMemory:         d.InMemory,
-		KeyAutoCreateQueues: d.AutoCreateQueues,
-		KeyStrictParity:     d.StrictParity,
-		KeyDataDir:          d.DataDir,
-		KeyStoreRecovery:    d.StoreRecovery,
-		KeyDiskFreeLimit:    d.DiskFreeLimit,
-		KeyMemoryHigh:       d.MemoryHighWatermark,
-		KeyDLRetryInterval:  d.DeadLetterRetryInterval,
-		KeyAnonymous:        d.Anonymous,
-		KeyMaxFrameSize:     d.MaxFrameSize,
-		KeyChannelMax:       d.ChannelMax,
-		KeyHandleMax:        d.HandleMax,
-		KeyIdleTimeout:      d.IdleTimeout,
-		KeyMaxMessageSize:   d.MaxMessageSize,
-		KeyHandshakeTimeout: d.HandshakeTimeout,
-		KeyMaxConnections:   d.MaxConnections,
-		KeyGCHeapFloor:      d.GCHeapFloor,
-		KeyLogLevel:         d.LogLevel,
-		KeyLogFormat:        d.LogFormat,
-		KeyTracing:          d.Tracing,
-		KeyOTLPEndpoint:     d.OTLPEndpoint,
-		KeyOTLPProtocol:     d.OTLPProtocol,
-		KeyMetrics:          d.Metrics,
-		KeyOTLPMetrics:      d.OTLPMetrics,
-		KeyWriteTimeout:     d.WriteTimeout,
+		KeyListen:                       d.Listen,
+		KeyHTTPListen:                   d.HTTPListen,
+		KeyDefinitions:                  d.DefinitionsFile,
+		KeyInMemory:                     d.InMemory,
+		KeyAutoCreateQueues:             d.AutoCreateQueues,
+		KeyPermitTransientNonExclQueues: d.PermitTransientNonExclQueues,
+		KeyStrictParity:                 d.StrictParity,
+		KeyDataDir:                      d.DataDir,
+		KeyStoreRecovery:                d.StoreRecovery,
+		KeyDiskFreeLimit:                d.DiskFreeLimit,
+		KeyMemoryHigh:                   d.MemoryHighWatermark,
+		KeyDLRetryInterval:              d.DeadLetterRetryInterval,
+		KeyAnonymous:                    d.Anonymous,
+		KeyMaxFrameSize:                 d.MaxFrameSize,
+		KeyChannelMax:                   d.ChannelMax,
+		KeyHandleMax:                    d.HandleMax,
+		KeyIdleTimeout:                  d.IdleTimeout,
+		KeyMaxMessageSize:               d.MaxMessageSize,
+		KeyHandshakeTimeout:             d.HandshakeTimeout,
+		KeyMaxConnections:               d.MaxConnections,
+		KeyGCHeapFloor:                  d.GCHeapFloor,
+		KeyLogLevel:                     d.LogLevel,
+		KeyLogFormat:                    d.LogFormat,
+		KeyTracing:                      d.Tracing,
+		KeyOTLPEndpoint:                 d.OTLPEndpoint,
+		KeyOTLPProtocol:                 d.OTLPProtocol,
+		KeyMetrics:                      d.Metrics,
+		KeyOTLPMetrics:                  d.OTLPMetrics,
+		KeyWriteTimeout:                 d.WriteTimeout,
 
 		KeyAuthFailureDelay:   d.AuthFailureDelay,
 		KeyAuthFailureSources: d.AuthFailureSources,

@@ -182,7 +182,9 @@ func confRows() []confRow {
 		{id: "H1 no SASL where SASL is required", section: "2.2, fig. 2.13", broker: "sasl-only", state: stNone,
 			send: amqp10.ProtoHeaderAMQP[:], scope: scopeHeader},
 		{id: "H2 AMQP 2 1 0 0 (in-band TLS)", section: "2.2", state: stNone, send: []byte("AMQP\x02\x01\x00\x00"), scope: scopeHeader},
-		{id: "H3 AMQP 0 0 9 1", section: "2.2", state: stNone, send: []byte("AMQP\x00\x00\x09\x01"), scope: scopeHeader},
+		// AMQP 0-9-1 itself is served on the port (the 0-9-1 front end);
+		// another 0-9-x is refused with the 0-9-1 header, as RabbitMQ 4.3 does.
+		{id: "H3 AMQP 0 0 9 0", section: "2.2", state: stNone, send: []byte("AMQP\x00\x00\x09\x00"), scope: scopeHeader},
 		{id: "H4 HTTP request", section: "2.2", state: stNone, send: []byte("GET / HTTP/1.1\r\n\r\n"), scope: scopeHeader},
 		{id: "H5 TLS ClientHello on the plain port", section: "2.2", state: stNone, send: tlsHello, scope: scopeHeader},
 		{id: "H6 7 bytes, then silence", section: "2.2", broker: "fast-handshake", state: stNone,

@@ -34,14 +34,15 @@ var allowed = map[string][]string{
 	"config":      nil,
 	"dlevents":    nil, // the dead-letter event stream: standard library only, below its publisher and its front ends
 	"internal":    nil, // test hooks only this module can reach (internal/testhooks)
-	"router":      {"amqp10", "annotations", "alarm", "value"},
+	"router":      {"amqp10", "amqp091", "annotations", "alarm", "value"},
 	"filter":      {"amqp10", "annotations", "router", "value"}, // amqp10 in tests only (TestProtocolNeutralCore)
 	"auth":        {"amqp10", "router", "value"},
 	"telemetry":   {"amqp10", "router", "value"},
 	"deadletter":  {"amqp10", "annotations", "dlevents", "router", "telemetry", "value"},
-	"link":        {"amqp10", "auth", "config", "dlevents", "filter", "router", "telemetry", "value"},
+	"link":        {"amqp10", "amqp091", "auth", "config", "dlevents", "filter", "router", "telemetry", "value"},
+	"channel":     {"amqp091", "annotations", "auth", "config", "link", "router", "telemetry", "value"},
 	"management":  {"amqp10", "annotations", "auth", "router", "deadletter", "dlevents", "filter", "value"},
-	root:          {"amqp10", "annotations", "auth", "config", "dlevents", "internal", "router", "deadletter", "filter", "link", "management", "telemetry", "value"},
+	root:          {"amqp10", "annotations", "auth", "channel", "config", "dlevents", "internal", "router", "deadletter", "filter", "link", "management", "telemetry", "value"},
 }
 
 // apart lists groups of sub-packages of one layer that must not import each
@@ -92,7 +93,7 @@ var thirdParty = map[string][]string{
 
 // noPrint lists the library packages that must not print or exit: only
 // cmd/epitaph writes to stdout and calls os.Exit.
-var noPrint = []string{"value", "amqp10", "amqp091", "alarm", "auth", "annotations", "router", "deadletter", "dlevents", "filter", "link", "management", "config", "internal", "telemetry", root}
+var noPrint = []string{"value", "amqp10", "amqp091", "channel", "alarm", "auth", "annotations", "router", "deadletter", "dlevents", "filter", "link", "management", "config", "internal", "telemetry", root}
 
 // goFile is one parsed Go file (imports and, for non-test files, the body).
 type goFile struct {
@@ -239,11 +240,20 @@ func amqp10File(path string) bool {
 	return strings.HasPrefix(filepath.Base(path), "amqp10")
 }
 
+// amqp091File: the router files that may import amqp091: the AMQP 0-9-1
+// container (router/amqp091*.go) and the conversions between the two
+// protocols (router/amqp10_091*.go).
+func amqp091File(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(base, "amqp091") || strings.HasPrefix(base, "amqp10_091")
+}
+
 // TestProtocolNeutralCore pins the message-container rule: the router's
-// data model names no protocol, except in the AMQP 1.0 container's own
-// files; the dead-letterer works on the neutral model only. Test files may
-// import amqp10: they build AMQP 1.0 messages, the container that the
-// front ends publish today.
+// data model names no protocol, except in the containers' own files (AMQP
+// 1.0: router/amqp10*.go; AMQP 0-9-1: router/amqp091*.go and the
+// conversions, router/amqp10_091.go); the dead-letterer works on the
+// neutral model only. Test files may import the codecs: they build
+// messages in a protocol's container.
 func TestProtocolNeutralCore(t *testing.T) {
 	const amqp10Path = module + "/amqp10"
 	var sawContainer bool
@@ -252,6 +262,13 @@ func TestProtocolNeutralCore(t *testing.T) {
 			continue
 		}
 		imports := slices.Contains(importPaths(f.ast), amqp10Path)
+		imports091 := slices.Contains(importPaths(f.ast), module+"/amqp091")
+		switch {
+		case f.pkg == "deadletter" && imports091:
+			t.Errorf("%s: deadletter imports amqp091; it works on router.Message's neutral form", f.path)
+		case f.pkg == "router" && imports091 && !(amqp091File(f.path) && filepath.Dir(f.path) == "router"):
+			t.Errorf("%s: router imports amqp091 outside its AMQP 0-9-1 container files (router/amqp091*.go, router/amqp10_091.go)", f.path)
+		}
 		switch {
 		case f.pkg == "deadletter" && imports:
 			t.Errorf("%s: deadletter imports amqp10; it works on router.Message's neutral form", f.path)

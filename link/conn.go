@@ -190,6 +190,9 @@ type conn struct {
 	// forceErr, when set before force is closed, is the close error to
 	// send instead of the shutdown's (Server.CloseConnection).
 	forceErr atomic.Pointer[amqp10.Error]
+	// is091: the connection was handed to the AMQP 0-9-1 front end (it has
+	// no loop to ask for its sessions).
+	is091 atomic.Bool
 	// stats is what other goroutines may read (Server.Connections).
 	stats connStats
 	// infoReq takes requests for the sessions' state (Server.Sessions),
@@ -244,6 +247,9 @@ func (c *conn) serve() {
 		return
 	}
 	if err := c.handshake(); err != nil {
+		if errors.Is(err, errHandedOff) {
+			return
+		}
 		c.log.Info("handshake failed", "err", err)
 		return
 	}

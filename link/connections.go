@@ -44,6 +44,9 @@ type ConnectionInfo struct {
 	// included; RecvCount and SendCount its read and write calls that moved
 	// bytes (RabbitMQ reports the socket's packet counts there).
 	RecvOctets, SendOctets, RecvCount, SendCount uint64
+	// Protocol is "AMQP 1-0", or "AMQP 0-9-1" for a connection served by
+	// the 0-9-1 front end.
+	Protocol string
 }
 
 // connIdentity is what a connection's handshake settled, published once by
@@ -146,6 +149,7 @@ func (c *conn) info() (ConnectionInfo, bool) {
 		IdleTimeout: id.idleTimeout, ConnectedAt: id.connectedAt, Sessions: int(c.stats.sessions.Load()),
 		RecvOctets: c.stats.recvOctets.Load(), SendOctets: c.stats.sendOctets.Load(),
 		RecvCount: c.stats.recvCount.Load(), SendCount: c.stats.sendCount.Load(),
+		Protocol: protocolName(c.is091.Load()),
 	}, true
 }
 
@@ -209,4 +213,11 @@ func (c *conn) forcedError() *amqp10.Error {
 		return e
 	}
 	return &amqp10.Error{Condition: amqp10.ErrCondConnectionForced, Description: "broker shutting down"}
+}
+
+func protocolName(amqp091 bool) string {
+	if amqp091 {
+		return "AMQP 0-9-1"
+	}
+	return "AMQP 1-0"
 }

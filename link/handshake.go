@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
@@ -178,8 +179,19 @@ func (c *conn) handshake() error {
 		}
 		c.user, c.authMechanism = "guest", "none"
 	default:
-		_ = c.writeRaw(amqp10.ProtoHeaderSASL[:])
-		return fmt.Errorf("%w: % x", errBadHeader, hdr[:])
+		// Everything else is refused as RabbitMQ 4.3 refuses it (the
+		// header it supports, then close), but for AMQP 0-9-1, which
+		// the 0-9-1 front end serves when there is one.
+		hs := amqp091.Classify(hdr)
+		if hs.Protocol == amqp091.ProtocolAMQP091 && !hs.Refuse && opts.AMQP091 != nil {
+			return c.serveAMQP091(hs.Legacy09)
+		}
+		reply := hs.Reply
+		if !hs.Refuse {
+			reply = amqp091.ProtoHeader10SASL // 0-9-1 without a front end
+		}
+		_ = c.writeRaw(reply[:])
+		return fmt.Errorf("%w: % x (%s)", errBadHeader, hdr[:], hs.Reason)
 	}
 	if err := c.writeRaw(amqp10.ProtoHeaderAMQP[:]); err != nil {
 		return err

@@ -63,6 +63,9 @@ type Options struct {
 	// Events is the dead-letter event stream behind the
 	// /events/dead-letters source; nil refuses attaches to it.
 	Events *dlevents.Hub
+	// AMQP091 serves connections that open with the AMQP 0-9-1 header;
+	// nil refuses them (the AMQP 1.0 SASL header, then close).
+	AMQP091 AMQP091Handler
 }
 
 func (o *Options) setDefaults() {

@@ -51,6 +51,9 @@ func (s *Server) Sessions(ctx context.Context, name string) ([]SessionInfo, bool
 	if c == nil {
 		return nil, false
 	}
+	if c.is091.Load() {
+		return nil, true // AMQP 0-9-1 channels are not AMQP 1.0 sessions
+	}
 	reply := make(chan []SessionInfo, 1) // the loop never waits for the asker
 	select {
 	case c.infoReq <- reply:

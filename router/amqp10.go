@@ -218,13 +218,22 @@ func quorumCounters(quorum bool, acquired, dc uint32) (uint32, bool) {
 // encoded from its neutral form (annotations.AppendHistoryAMQP10), and
 // nothing is boxed. bc must not be nil.
 func AppendAMQP10Delivery(b []byte, d *Delivery, extra value.Map, bc *BoxCache) ([]byte, error) {
+	h := AMQP10Header(&d.Header)
 	c, ok := d.Msg.Container.(AMQP10)
+	if c091, is091 := d.Msg.Container.(AMQP091); is091 && c091.m != nil {
+		// Converted once per message (amqp10_091.go); the header keeps the
+		// publisher's expiration as ttl even after a death, as RabbitMQ 4.3
+		// converts from the stored properties.
+		w, err := c091.amqp10Form()
+		if err != nil {
+			return b, err
+		}
+		c, ok = AMQP10{Wire: w}, true
+		h.TTL, h.HasTTL = w.Header.TTL, w.Header.HasTTL
+	}
 	if !ok || c.Wire == nil {
-		// Only AMQP 1.0 publishes exist so far; converting another
-		// protocol's container is that protocol's front end's addition.
 		return b, fmt.Errorf("router: no AMQP 1.0 form of the message (%T)", d.Msg.Container)
 	}
-	h := AMQP10Header(&d.Header)
 	if !symbolKeysOnly(d.anns, false) || !symbolKeysOnly(extra, true) {
 		// Keys of other types (not written by the broker today), or extra
 		// entries over the history's, take the general path, which sets

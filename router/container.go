@@ -13,13 +13,17 @@ import "github.com/epitaph-mq/epitaph/value"
 //
 // The AMQP 1.0 container is AMQP10 (amqp10.go); its store encoding is in
 // amqp10_store.go. Those are the only router files that know AMQP 1.0.
+// The AMQP 0-9-1 container is AMQP091 (amqp091.go, with its store
+// encoding); the conversions between the two are amqp10_091.go, the one
+// file that knows both.
 
 // Protocol names the protocol a container holds a message in.
 type Protocol uint8
 
 // Protocols.
 const (
-	ProtocolAMQP10 Protocol = 1 // AMQP 1.0 (container AMQP10)
+	ProtocolAMQP10  Protocol = 1 // AMQP 1.0 (container AMQP10)
+	ProtocolAMQP091 Protocol = 2 // AMQP 0-9-1 (container AMQP091)
 )
 
 // String returns the protocol's name.
@@ -27,6 +31,8 @@ func (p Protocol) String() string {
 	switch p {
 	case ProtocolAMQP10:
 		return "amqp-1.0"
+	case ProtocolAMQP091:
+		return "amqp-0-9-1"
 	}
 	return "unknown"
 }

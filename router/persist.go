@@ -122,6 +122,8 @@ func encodeMessage(m *Message) ([]byte, error) {
 	switch c := m.Container.(type) {
 	case AMQP10:
 		return encodeAMQP10Message(m, c)
+	case AMQP091:
+		return encodeAMQP091Message(m, c)
 	case nil:
 		return encodeAMQP10Message(m, AMQP10{})
 	}
@@ -137,6 +139,8 @@ func decodeMessage(b []byte) (*Message, error) {
 	switch b[0] {
 	case msgAMQP10:
 		return decodeAMQP10Message(b[1:])
+	case msgAMQP091:
+		return decodeAMQP091Message(b[1:])
 	}
 	return nil, errCorrupt
 }

@@ -599,6 +599,10 @@ type Publish struct {
 	// goroutine; Confirm must not block. Otherwise Confirm is never called.
 	// Without Confirm, such a publish blocks until the message is synced.
 	Confirm func(Outcome)
+	// RouteKeys, when not nil, are the keys the message is routed with
+	// instead of Msg.RoutingKeys, which it keeps: AMQP 0-9-1's BCC keys
+	// route but are not part of the message (nor of its death history).
+	RouteKeys []string
 	// Queues, when not nil, is storage for PublishResult.Queues (written
 	// from Queues[:0]): a caller that publishes often passes the previous
 	// result to reuse it. Nothing keeps a reference to it.
@@ -635,10 +639,10 @@ type PublishResult struct {
 // pending.
 func (v *VHost) Publish(p Publish) (PublishResult, error) {
 	if p.Confirm != nil {
-		return v.publish(p.Queues, p.Exchange, p.Msg, p.Confirm, nil)
+		return v.publish(p.Queues, p.Exchange, p.Msg, p.RouteKeys, p.Confirm, nil)
 	}
 	var ch chan Outcome
-	res, err := v.publish(p.Queues, p.Exchange, p.Msg, func(o Outcome) { ch <- o }, func() { ch = make(chan Outcome, 1) })
+	res, err := v.publish(p.Queues, p.Exchange, p.Msg, p.RouteKeys, func(o Outcome) { ch <- o }, func() { ch = make(chan Outcome, 1) })
 	if res.Pending {
 		res.Outcome, res.Pending = <-ch, false
 	}
@@ -649,12 +653,18 @@ func (v *VHost) Publish(p Publish) (PublishResult, error) {
 // it in one atomic store batch; then the result is pending and confirm is
 // called once with the final outcome from the store's callback (prepare,
 // if not nil, runs first, before anything can call confirm).
-func (v *VHost) publish(dst []*Queue, exchange string, m *Message, confirm func(Outcome), prepare func()) (PublishResult, error) {
+func (v *VHost) publish(dst []*Queue, exchange string, m *Message, routeKeys []string, confirm func(Outcome), prepare func()) (PublishResult, error) {
 	if exchange == "amq.default" {
 		exchange = ""
 	}
 	v.b.alarms.Consumed(m.size())
-	queues, err := v.route(dst, exchange, m)
+	rm := m
+	if routeKeys != nil {
+		c := *m
+		c.RoutingKeys = routeKeys
+		rm = &c
+	}
+	queues, err := v.route(dst, exchange, rm)
 	if err != nil {
 		return PublishResult{}, err
 	}

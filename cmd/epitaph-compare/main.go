@@ -246,6 +246,15 @@ func run(o opts) error {
 		{"dl-fast-1k", "dead-letter (reject into DLQ, drain DLQ), fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "deadletter", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
 		{"lat-1k", "latency at 1,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "1000", "-size", "1024", "-duration", dur}, common...), withRelay, "latency"},
 		{"lat-10k", "latency at 10,000 msg/s, fast engine, 1 KiB", append([]string{"-engine", "fast", "-scenario", "latency", "-rate", "10000", "-size", "1024", "-duration", dur}, common...), withRelay, "latency"},
+		// AMQP 0-9-1 (amqp091-go: publisher confirms with 100 in flight,
+		// basic.qos 1000), and messages that cross protocols: published
+		// with one, consumed (or dead-lettered and consumed) with the other
+		{"tp-091-1k", "throughput, AMQP 0-9-1 (amqp091-go), 1 KiB", append([]string{"-engine", "amqp091", "-scenario", "throughput", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
+		{"tp-091-10-1k", "throughput, 0-9-1 in (amqp091-go), 1.0 out (fast engine), 1 KiB", append([]string{"-engine", "amqp091", "-consume-engine", "fast", "-scenario", "throughput", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
+		{"tp-10-091-1k", "throughput, 1.0 in (fast engine), 0-9-1 out (amqp091-go), 1 KiB", append([]string{"-engine", "fast", "-consume-engine", "amqp091", "-scenario", "throughput", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
+		{"dl-091-1k", "dead-letter, AMQP 0-9-1 (amqp091-go: basic.reject), 1 KiB", append([]string{"-engine", "amqp091", "-scenario", "deadletter", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
+		{"dl-091-10-1k", "dead-letter, published and rejected over 0-9-1, DLQ drained over 1.0 (fast engine), 1 KiB", append([]string{"-engine", "amqp091", "-dlq-engine", "fast", "-scenario", "deadletter", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
+		{"dl-10-091-1k", "dead-letter, published and rejected over 1.0 (fast engine), DLQ drained over 0-9-1, 1 KiB", append([]string{"-engine", "fast", "-dlq-engine", "amqp091", "-scenario", "deadletter", "-size", "1024", "-duration", dur}, common...), []string{"epitaph", "rabbitmq"}, "rate"},
 		{"fill", fmt.Sprintf("memory: fill %d x 1 KiB into a classic queue", o.fillCount), append([]string{"-engine", "fast", "-scenario", "fill", "-size", "1024", "-count", strconv.Itoa(o.fillCount), "-drain", "-settle", "2s"}, common...), []string{"epitaph", "rabbitmq"}, "rss"},
 	}
 	// epitaph only, each run on a fresh process (see freshEpitaph)
@@ -767,6 +776,23 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		t, _ := get("tp-fast-1k", "epitaph", rate)
 		target("dead-letter rate ≥ 0.7 × plain (median of the per-repetition ratios)",
 			fmt.Sprintf("%s; ratio of the median rates %.2f", fmtStat(pr, true, "%.2f"), d.med/t.med), bp(pr.med >= 0.7))
+	}
+	// AMQP 0-9-1 against RabbitMQ 3.10.8's 0-9-1, and the cross-protocol
+	// paths against the same-protocol 0-9-1 path
+	if e, eok := get("tp-091-1k", "epitaph", cpu); eok {
+		if r, rok := get("tp-091-1k", "rabbitmq", cpu); rok {
+			target("0-9-1, 1 KiB, confirms 100 in flight, prefetch 1000: broker CPU/msg ≤ 1/5 of RabbitMQ's 0-9-1", fmt.Sprintf("%.2f vs %.1f µs (%.3f)", e.med, r.med, e.med/r.med), bp(e.med <= r.med/5))
+		}
+	}
+	if e, eok := get("tp-091-1k", "epitaph", rate); eok {
+		if r, rok := get("tp-091-1k", "rabbitmq", rate); rok {
+			target("0-9-1, 1 KiB: throughput ≥ 3 × RabbitMQ's 0-9-1", fmt.Sprintf("%.1f ×", e.med/r.med), bp(e.med >= 3*r.med))
+		}
+	}
+	for _, pair := range [][2]string{{"tp-091-10-1k", "tp-091-1k"}, {"tp-10-091-1k", "tp-091-1k"}, {"dl-091-10-1k", "dl-091-1k"}, {"dl-10-091-1k", "dl-091-1k"}} {
+		if pr, ok := pairedRatio(res[pair[0]]["epitaph"], res[pair[1]]["epitaph"], rate); ok {
+			target(pair[0]+": cross-protocol rate ≥ 0.8 × "+pair[1]+" (median of the per-repetition ratios)", fmtStat(pr, true, "%.2f"), bp(pr.med >= 0.8))
+		}
 	}
 	if s, ok := get("lat-1k", "epitaph", func(r *perf.Result) float64 { return r.LatP99 }); ok {
 		target("p99 ≤ 0.25 ms at 1,000 msg/s", fmt.Sprintf("%.3f ms", s.med), bp(s.med <= 0.25))

@@ -1,7 +1,9 @@
-// Command epitaph-perf is a load tool for any AMQP 1.0 broker (like
-// RabbitMQ's PerfTest): throughput, dead-letter, fixed-rate latency and fill
-// scenarios with two client engines, go-amqp and a fast pipelining client on
-// epitaph's amqp10 codec. Every message carries a sequence number; lost,
+// Command epitaph-perf is a load tool for any AMQP 1.0 or 0-9-1 broker
+// (like RabbitMQ's PerfTest): throughput, dead-letter, fixed-rate latency
+// and fill scenarios with three client engines, go-amqp and a fast
+// pipelining client on epitaph's amqp10 codec for AMQP 1.0, and amqp091-go
+// for AMQP 0-9-1; publishers and consumers may use different engines, so
+// messages cross protocols. Every message carries a sequence number; lost,
 // duplicated and beyond-credit deliveries are reported and make it exit 1.
 // The idle scenario opens -connections silent connections (one session
 // each) and reports the broker's resident memory per connection. The
@@ -16,12 +18,15 @@
 //	epitaph-perf -scenario fill -count 100000 -broker-pid $(pidof epitaph) -drain
 //	epitaph-perf -scenario idle -connections 10000 -broker-pid $(pidof epitaph)
 //	epitaph-perf -url amqp://127.0.0.1:5673 -target /amq/queue/plain -source /amq/queue/plain -credit-mode exhausted   # RabbitMQ 3.10
+//	epitaph-perf -engine amqp091 -window 100 -credit 1000   # AMQP 0-9-1: confirms, prefetch
+//	epitaph-perf -engine amqp091 -consume-engine fast -scenario deadletter -dlq-engine fast   # 0-9-1 in, 1.0 out
 //
 // Exit status: 0 clean, 1 loss/duplicates/beyond-credit/refused publishes
 // or run errors, 2 bad usage or the run could not start.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -46,7 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var c perf.Config
 	var queue, dlq string
 	var asJSON, quiet bool
-	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes) or goamqp (github.com/Azure/go-amqp)")
+	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes), goamqp (github.com/Azure/go-amqp) or amqp091 (AMQP 0-9-1 with github.com/rabbitmq/amqp091-go: publisher confirms with -window in flight, basic.qos -credit)")
+	fs.StringVar(&c.ConsumeEngine, "consume-engine", "", "the consumers' engine (default -engine): publish over one protocol, consume over the other")
+	fs.StringVar(&c.DLQEngine, "dlq-engine", "", "deadletter: the dead-letter queue consumer's engine (default -consume-engine)")
 	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, tcp-latency (latency over raw TCP through epitaph-null -tcp-relay, -url tcp://host:port; no AMQP), fill, consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery) or idle (open -connections idle connections; broker RSS per connection, needs -broker-pid)")
 	fs.StringVar(&c.URL, "url", "amqp://127.0.0.1:5672", "broker URL (amqp://[user:pass@]host:port; tcp-latency: tcp://host:port or host:port)")
 	fs.StringVar(&c.SASL, "sasl", "auto", "auto (PLAIN with user info, else ANONYMOUS), anonymous, plain or none")
@@ -146,7 +153,14 @@ func printTable(w io.Writer, r *perf.Result) {
 		tw.Flush()
 		return
 	}
-	p("scenario", "%s (engine %s, %s)", r.Scenario, r.Engine, r.URL)
+	engines := r.Engine
+	if r.ConsumeEngine != "" || r.DLQEngine != "" {
+		engines = "publish " + r.Engine + ", consume " + cmp.Or(r.ConsumeEngine, r.Engine)
+		if r.DLQEngine != "" {
+			engines += ", dead-letter queue " + r.DLQEngine
+		}
+	}
+	p("scenario", "%s (engine %s, %s)", r.Scenario, engines, r.URL)
 	dur := ""
 	if r.Durable {
 		dur = "durable, "

@@ -29,6 +29,9 @@ type Connection struct {
 	ConnectedAt                                   time.Time
 	Sessions                                      int
 	RecvOctets, SendOctets, RecvCount, SendCount  uint64
+	// Protocol is RabbitMQ's name of the connection's protocol: "AMQP 1-0"
+	// (also when empty) or "AMQP 0-9-1".
+	Protocol string
 }
 
 // Connections is the broker's registry of open AMQP connections, as this
@@ -264,7 +267,7 @@ func (s *server) connectionJSON(c Connection, rates [2]float64) map[string]any {
 		"name":                      c.Name,
 		"node":                      s.node,
 		"type":                      "network",
-		"protocol":                  "AMQP 1-0",
+		"protocol":                  cmp.Or(c.Protocol, "AMQP 1-0"),
 		"state":                     "running",
 		"user":                      c.User,
 		"user_who_performed_action": c.User,

@@ -17,7 +17,7 @@ import (
 
 // Config is one run of epitaph-perf.
 type Config struct {
-	Engine     string // fast or goamqp (tcp-latency: always tcp)
+	Engine     string // fast, goamqp or amqp091 (tcp-latency: always tcp): the publishers' engine
 	Scenario   string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
 	URL        string
 	SASL       string
@@ -45,6 +45,13 @@ type Config struct {
 	// (default DefaultIdleConnections). Each begins one session and then
 	// only sends keepalive frames; BrokerPID is required.
 	Connections int
+
+	// ConsumeEngine is the consumers' engine (default Engine), and
+	// DLQEngine the dead-letter queue's consumer's (default ConsumeEngine):
+	// publishing over one protocol and consuming over the other measures
+	// the conversion between AMQP 0-9-1 and 1.0.
+	ConsumeEngine string
+	DLQEngine     string
 
 	recordAfter *atomic.Int64 // latency samples count from this time (unix ns)
 }
@@ -122,6 +129,11 @@ type Result struct {
 	BrokerServesAfter   bool    `json:"broker_serves_after,omitempty"`
 
 	Errors []string `json:"errors,omitempty"`
+
+	// the consumers' and the dead-letter consumer's engines when they
+	// differ from Engine
+	ConsumeEngine string `json:"consume_engine,omitempty"`
+	DLQEngine     string `json:"dlq_engine,omitempty"`
 }
 
 // Failed reports whether the run saw loss, duplicates, beyond-credit or
@@ -152,6 +164,8 @@ func (c *Config) newSender(ctx context.Context) (sender, error) {
 	switch c.Engine {
 	case "goamqp":
 		return newGoSender(ctx, c.conn(), c.Target)
+	case "amqp091":
+		return newAMQP091Sender(ctx, c.conn(), c.Target)
 	case "tcp":
 		return newTCPSender(ctx, c.URL)
 	}
@@ -159,9 +173,16 @@ func (c *Config) newSender(ctx context.Context) (sender, error) {
 }
 
 func (c *Config) newReceiver(ctx context.Context, addr string, onMsg func([]byte) bool) (receiver, error) {
-	switch c.Engine {
+	return c.newReceiverWith(ctx, c.ConsumeEngine, addr, onMsg)
+}
+
+// newReceiverWith starts a receiver with the given engine.
+func (c *Config) newReceiverWith(ctx context.Context, engine, addr string, onMsg func([]byte) bool) (receiver, error) {
+	switch engine {
 	case "goamqp":
 		return newGoReceiver(ctx, c.conn(), addr, c.Size, onMsg)
+	case "amqp091":
+		return newAMQP091Receiver(ctx, c.conn(), addr, c.Size, onMsg)
 	case "tcp":
 		return newTCPReceiver(ctx, c.URL, c.Size, onMsg)
 	}
@@ -199,8 +220,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		cfg.Engine, cfg.Window, cfg.Credit, cfg.CreditMode, cfg.Durable = "tcp", 0, 0, "", false
-	} else if cfg.Engine != "fast" && cfg.Engine != "goamqp" {
-		return nil, fmt.Errorf("unknown engine %q (fast, goamqp)", cfg.Engine)
+		cfg.ConsumeEngine, cfg.DLQEngine = "tcp", "tcp"
+	} else {
+		if cfg.ConsumeEngine == "" {
+			cfg.ConsumeEngine = cfg.Engine
+		}
+		if cfg.DLQEngine == "" {
+			cfg.DLQEngine = cfg.ConsumeEngine
+		}
+		for _, e := range []string{cfg.Engine, cfg.ConsumeEngine, cfg.DLQEngine} {
+			if e != "fast" && e != "goamqp" && e != "amqp091" {
+				return nil, fmt.Errorf("unknown engine %q (fast, goamqp, amqp091)", e)
+			}
+		}
 	}
 	switch cfg.Scenario {
 	case "throughput", "deadletter", "latency", "tcp-latency":
@@ -236,6 +268,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Engine: cfg.Engine, Scenario: cfg.Scenario, URL: cfg.URL, Size: cfg.Size, Senders: cfg.Senders,
 		Receivers: cfg.Receivers, Window: cfg.Window, Credit: cfg.Credit, CreditMode: cfg.CreditMode, TargetRate: cfg.Rate, Durable: cfg.Durable}
+	if cfg.ConsumeEngine != cfg.Engine {
+		res.ConsumeEngine = cfg.ConsumeEngine
+	}
+	if cfg.Scenario == "deadletter" && cfg.DLQEngine != cfg.Engine {
+		res.DLQEngine = cfg.DLQEngine
+	}
 	if cfg.Scenario == "consume" {
 		res.Senders, res.Receivers = 0, 1
 		return consume(ctx, cfg, res)
@@ -308,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			recvs = append(recvs, r)
 		}
-		r, err := cfg.newReceiver(ctx, cfg.DLQSource, newHandler(false))
+		r, err := cfg.newReceiverWith(ctx, cfg.DLQEngine, cfg.DLQSource, newHandler(false))
 		if err != nil {
 			return nil, fmt.Errorf("dead-letter receiver: %w", err)
 		}

@@ -1,0 +1,777 @@
+package channel
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/epitaph-mq/epitaph/amqp091"
+	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
+	"github.com/epitaph-mq/epitaph/value"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// channel is one open channel. The reader owns its method handling; mu
+// guards what the deliverer and publish confirmations share with it.
+type channel struct {
+	c  *conn
+	id uint16
+
+	// Owned by the reader.
+	asm       amqp091.Assembler
+	closing   bool // channel.close sent, waiting for close-ok
+	prefetch  uint16
+	lastQueue string // the most recently declared queue ("" in consume/bind/get)
+	pub       pendingPublish
+	gets      map[*router.Queue]*getConsumer
+	routeBuf  []*router.Queue
+
+	mu        sync.Mutex
+	ended     bool
+	nextTag   uint64 // last delivery tag used
+	unacked   []unacked
+	consumers map[string]*consumer
+	// draining are consumers cancelled by the client while they still had
+	// unacknowledged deliveries: they end with their last settlement, or
+	// with the channel.
+	draining map[*consumer]struct{}
+	confirm  bool
+	nextSeq  uint64 // last publish sequence number (confirm mode)
+	// unconfirmed are the sequence numbers awaiting their outcome, in
+	// order; acked and nacked the outcomes not yet sent, which the
+	// deliverer sends coalesced (flushConfirms) once flushPosted.
+	unconfirmed   []uint64
+	acked, nacked []uint64
+	flushPosted   bool
+}
+
+// unacked is a delivery the client has to settle.
+type unacked struct {
+	tag  uint64 // delivery tag on the channel
+	sub  *router.Subscription
+	stag uint64 // the subscription's tag
+	cons *consumer
+}
+
+// pendingPublish is a basic.publish whose content is being received.
+type pendingPublish struct {
+	active bool
+	m      amqp091.BasicPublish
+	props  []byte
+	body   []byte
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.ChannelAdded(1)
+	}
+	c.h.ChannelsChanged(1)
+	return &channel{c: c, id: id, consumers: map[string]*consumer{}, draining: map[*consumer]struct{}{}, gets: map[*router.Queue]*getConsumer{}}
+}
+
+// end cancels the channel's consumers: their unacknowledged messages
+// return to their queues as a lost consumer's do (RabbitMQ 4.3: delivery
+// count +1 even for a clean close).
+func (ch *channel) end() {
+	ch.mu.Lock()
+	if ch.ended {
+		ch.mu.Unlock()
+		return
+	}
+	ch.ended = true
+	if ctr := ch.c.srv.opts.Counters; ctr != nil {
+		ctr.ChannelAdded(-1)
+	}
+	ch.c.h.ChannelsChanged(-1)
+	cons := make([]*consumer, 0, len(ch.consumers))
+	for _, k := range ch.consumers {
+		cons = append(cons, k)
+	}
+	for k := range ch.draining {
+		cons = append(cons, k)
+	}
+	ch.consumers, ch.draining = map[string]*consumer{}, map[*consumer]struct{}{}
+	ch.unacked = nil
+	ch.mu.Unlock()
+	for _, k := range cons {
+		k.cancel(router.CancelConnectionLost)
+	}
+	for q, g := range ch.gets {
+		g.sub.Cancel(router.CancelConnectionLost)
+		ch.c.srv.getterDone(q)
+	}
+	ch.gets = nil
+}
+
+func (ch *channel) err(code, classID, methodID uint16, format string, args ...any) *amqp091.Error {
+	return &amqp091.Error{Code: code, Channel: ch.id, ClassID: classID, MethodID: methodID, Text: fmt.Sprintf(format, args...)}
+}
+
+// routerErr maps a router or auth error onto RabbitMQ's reply code.
+func (ch *channel) routerErr(err error, classID, methodID uint16) *amqp091.Error {
+	code := amqp091.InternalError
+	sentinels := []struct {
+		err  error
+		code uint16
+	}{
+		{router.ErrNotFound, amqp091.NotFound},
+		{router.ErrAccessRefused, amqp091.AccessRefused},
+		{router.ErrResourceLocked, amqp091.ResourceLocked},
+		{router.ErrPreconditionFailed, amqp091.PreconditionFailed},
+		{router.ErrInvalidArgument, amqp091.PreconditionFailed},
+	}
+	text := err.Error()
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			code = s.code
+			if i := strings.Index(text, s.err.Error()+": "); i >= 0 {
+				text = text[i+len(s.err.Error())+2:]
+			}
+			break
+		}
+	}
+	return ch.err(code, classID, methodID, "%s", text)
+}
+
+func (ch *channel) send(m amqp091.Method) error { return ch.c.sendMethod(ch.id, m) }
+
+func (ch *channel) authorize(kind, name string, a auth.Access, classID, methodID uint16) error {
+	c := ch.c
+	if err := c.srv.opts.Auth.Authorize(c.user, c.vhost.Name(), kind, name, a); err != nil {
+		return ch.err(amqp091.AccessRefused, classID, methodID, "%s access to %s '%s' in vhost '%s' refused for user '%s'",
+			a, kind, name, c.vhost.Name(), c.user)
+	}
+	return nil
+}
+
+// frame handles one frame of the channel.
+func (ch *channel) frame(f amqp091.Frame) error {
+	if ch.closing {
+		// Waiting for close-ok: everything else is dropped, content frames
+		// of a publish in progress included.
+		if f.Type == amqp091.FrameMethod {
+			if cl, me, _, _ := amqp091.ParseMethodHeader(f.Payload); cl == 20 && me == 41 {
+				delete(ch.c.channels, ch.id)
+			} else if cl == 20 && me == 40 {
+				_ = ch.send(&amqp091.ChannelCloseOk{})
+				delete(ch.c.channels, ch.id)
+			}
+		}
+		return nil
+	}
+	step, err := ch.asm.Next(f)
+	if err != nil {
+		return err
+	}
+	switch step {
+	case amqp091.StepMethod:
+		m, err := amqp091.ParseMethod(f.Payload)
+		if err != nil {
+			return amqp091.WithChannel(err, ch.id)
+		}
+		return ch.method(m)
+	case amqp091.StepContent:
+		m, err := amqp091.ParseMethod(f.Payload)
+		if err != nil {
+			return amqp091.WithChannel(err, ch.id)
+		}
+		p, ok := m.(*amqp091.BasicPublish)
+		if !ok {
+			cl, me := m.ID()
+			return ch.err(amqp091.CommandInvalid, cl, me, "unimplemented method %s", amqp091.MethodName(cl, me))
+		}
+		if p.Immediate {
+			return connErr(amqp091.NotImplemented, 60, 40, "immediate=true")
+		}
+		ch.pub = pendingPublish{active: true, m: *p}
+		return nil
+	case amqp091.StepHeader, amqp091.StepDone:
+		if f.Type == amqp091.FrameHeader {
+			h, err := amqp091.ParseContentHeader(f.Payload)
+			if err != nil {
+				return amqp091.WithChannel(err, ch.id)
+			}
+			if max := ch.c.srv.opts.MaxMessageSize; max > 0 && h.BodySize > max {
+				return ch.err(amqp091.PreconditionFailed, 60, 40, "message size %d is larger than configured max size %d", h.BodySize, max)
+			}
+			ch.pub.props = append([]byte(nil), h.Properties...)
+			ch.pub.body = make([]byte, 0, min(h.BodySize, 1<<20))
+		} else {
+			ch.pub.body = append(ch.pub.body, f.Payload...)
+		}
+		if step == amqp091.StepDone {
+			return ch.publish()
+		}
+		return nil
+	case amqp091.StepBody:
+		ch.pub.body = append(ch.pub.body, f.Payload...)
+		return nil
+	}
+	return nil
+}
+
+// method handles a method without content.
+func (ch *channel) method(m amqp091.Method) error {
+	switch m := m.(type) {
+	case *amqp091.ChannelOpen:
+		return connErr(amqp091.ChannelError, 20, 10, "second 'channel.open' seen")
+	case *amqp091.ChannelClose:
+		ch.end()
+		delete(ch.c.channels, ch.id)
+		return ch.send(&amqp091.ChannelCloseOk{})
+	case *amqp091.ChannelCloseOk:
+		return nil
+	case *amqp091.ChannelFlow:
+		if !m.Active {
+			return connErr(amqp091.NotImplemented, 20, 20, "active=false")
+		}
+		return ch.send(&amqp091.ChannelFlowOk{Active: true})
+	case *amqp091.AccessRequest:
+		return ch.send(&amqp091.AccessRequestOk{Ticket: 1})
+	case *amqp091.ExchangeDeclare:
+		return ch.exchangeDeclare(m)
+	case *amqp091.ExchangeDelete:
+		return ch.exchangeDelete(m)
+	case *amqp091.ExchangeBind:
+		return ch.bind(router.Binding{Source: m.Source, Destination: m.Destination, DestinationIsExchange: true,
+			Key: m.RoutingKey, Arguments: tableToMap(m.Arguments)}, true, m.NoWait, 40, 30)
+	case *amqp091.ExchangeUnbind:
+		return ch.bind(router.Binding{Source: m.Source, Destination: m.Destination, DestinationIsExchange: true,
+			Key: m.RoutingKey, Arguments: tableToMap(m.Arguments)}, false, m.NoWait, 40, 40)
+	case *amqp091.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *amqp091.QueueBind:
+		return ch.bind(router.Binding{Source: m.Exchange, Destination: ch.queueName(m.Queue),
+			Key: m.RoutingKey, Arguments: tableToMap(m.Arguments)}, true, m.NoWait, 50, 20)
+	case *amqp091.QueueUnbind:
+		return ch.bind(router.Binding{Source: m.Exchange, Destination: ch.queueName(m.Queue),
+			Key: m.RoutingKey, Arguments: tableToMap(m.Arguments)}, false, false, 50, 50)
+	case *amqp091.QueuePurge:
+		return ch.queuePurge(m)
+	case *amqp091.QueueDelete:
+		return ch.queueDelete(m)
+	case *amqp091.BasicQos:
+		if m.PrefetchSize != 0 {
+			return connErr(amqp091.NotImplemented, 60, 10, "prefetch_size!=0 (%d)", m.PrefetchSize)
+		}
+		// global=true is RabbitMQ 4.3's denied deprecated feature global_qos,
+		// silently taken as global=false.
+		ch.prefetch = m.PrefetchCount
+		return ch.send(&amqp091.BasicQosOk{})
+	case *amqp091.BasicConsume:
+		return ch.consume(m)
+	case *amqp091.BasicCancel:
+		return ch.cancel(m)
+	case *amqp091.BasicGet:
+		return ch.get(m)
+	case *amqp091.BasicAck:
+		return ch.settle(m.DeliveryTag, m.Multiple, router.Settlement{Kind: router.SettleAccept}, 60, 80)
+	case *amqp091.BasicReject:
+		// reject(requeue=false) is RabbitMQ's discard (delivery count +1);
+		// reject(requeue=true) a modify with delivery-failed: it counts
+		// toward a quorum queue's delivery limit.
+		o := router.Settlement{Kind: router.SettleReject}
+		if m.Requeue {
+			o = router.Settlement{Kind: router.SettleModify, DeliveryFailed: true}
+		}
+		return ch.settle(m.DeliveryTag, false, o, 60, 90)
+	case *amqp091.BasicNack:
+		// nack(requeue=false) dead-letters without counting a delivery;
+		// nack(requeue=true) returns the message and never counts toward
+		// the delivery limit (RabbitMQ 4.3).
+		o := router.Settlement{Kind: router.SettleModify, UndeliverableHere: true}
+		if m.Requeue {
+			o = router.Settlement{Kind: router.SettleRelease}
+		}
+		return ch.settle(m.DeliveryTag, m.Multiple, o, 60, 120)
+	case *amqp091.BasicRecoverAsync:
+		return ch.recover(m.Requeue, false, 100)
+	case *amqp091.BasicRecover:
+		return ch.recover(m.Requeue, true, 110)
+	case *amqp091.ConfirmSelect:
+		ch.mu.Lock()
+		ch.confirm = true
+		ch.mu.Unlock()
+		if m.NoWait {
+			return nil
+		}
+		return ch.send(&amqp091.ConfirmSelectOk{})
+	case *amqp091.TxSelect, *amqp091.TxCommit, *amqp091.TxRollback:
+		cl, me := m.ID()
+		return connErr(amqp091.NotImplemented, cl, me, "transactions are not supported by epitaph")
+	}
+	cl, me := m.ID()
+	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
+}
+
+// queueName strips CR and LF, and "" names the channel's last declared queue.
+func (ch *channel) queueName(name string) string {
+	name = strings.NewReplacer("\r", "", "\n", "").Replace(name)
+	if name == "" {
+		return ch.lastQueue
+	}
+	return name
+}
+
+// ---- exchanges ----
+
+func (ch *channel) exchangeDeclare(m *amqp091.ExchangeDeclare) error {
+	vh := ch.c.vhost
+	name := strings.NewReplacer("\r", "", "\n", "").Replace(m.Exchange)
+	if m.Passive {
+		if name == "" || vh.HasExchange(name) {
+			return ch.okUnlessNoWait(m.NoWait, &amqp091.ExchangeDeclareOk{})
+		}
+		return ch.err(amqp091.NotFound, 40, 10, "no exchange '%s' in vhost '%s'", name, vh.Name())
+	}
+	if err := ch.authorize(auth.ResourceExchange, name, auth.Configure, 40, 10); err != nil {
+		return err
+	}
+	if name == "" {
+		return ch.err(amqp091.AccessRefused, 40, 10, "operation not permitted on the default exchange")
+	}
+	if strings.HasPrefix(name, "amq.") {
+		if info, ok := vh.Exchange(name); ok && info.Type == m.Type {
+			return ch.okUnlessNoWait(m.NoWait, &amqp091.ExchangeDeclareOk{})
+		}
+		return ch.err(amqp091.AccessRefused, 40, 10, "exchange name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	typ := m.Type
+	if typ == "" {
+		typ = "direct"
+	}
+	_, err := vh.DeclareExchange(router.ExchangeSpec{Name: name, Type: typ, Durable: m.Durable,
+		AutoDelete: m.AutoDelete, Internal: m.Internal, Arguments: tableToMap(m.Arguments)})
+	if err != nil {
+		// An unknown type is 406 "unknown exchange type 'T'" (RabbitMQ 4.3's
+		// rabbit_exchange:check_type/1; older releases answered 503).
+		return ch.routerErr(err, 40, 10)
+	}
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.ExchangeDeclareOk{})
+}
+
+func (ch *channel) okUnlessNoWait(noWait bool, m amqp091.Method) error {
+	if noWait {
+		return nil
+	}
+	return ch.send(m)
+}
+
+func (ch *channel) exchangeDelete(m *amqp091.ExchangeDelete) error {
+	vh := ch.c.vhost
+	name := m.Exchange
+	if err := ch.authorize(auth.ResourceExchange, name, auth.Configure, 40, 20); err != nil {
+		return err
+	}
+	if name == "" || strings.HasPrefix(name, "amq.") {
+		return ch.err(amqp091.AccessRefused, 40, 20, "operation not permitted on the default exchange")
+	}
+	if !vh.HasExchange(name) {
+		// RabbitMQ answers delete-ok for a missing exchange.
+		return ch.okUnlessNoWait(m.NoWait, &amqp091.ExchangeDeleteOk{})
+	}
+	if m.IfUnused && slices.ContainsFunc(vh.Bindings(), func(b router.Binding) bool { return b.Source == name }) {
+		return ch.err(amqp091.PreconditionFailed, 40, 20, "exchange '%s' in vhost '%s' in use", name, vh.Name())
+	}
+	if err := vh.DeleteExchange(name); err != nil && !errors.Is(err, router.ErrNotFound) {
+		return ch.routerErr(err, 40, 20)
+	}
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.ExchangeDeleteOk{})
+}
+
+// bind adds or removes a binding (queue or exchange destination), with
+// RabbitMQ's permission checks: write on the destination, read on the
+// source.
+func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID uint16) error {
+	kind := auth.ResourceQueue
+	if b.DestinationIsExchange {
+		kind = auth.ResourceExchange
+	}
+	if err := ch.authorize(kind, b.Destination, auth.Write, classID, methodID); err != nil {
+		return err
+	}
+	if err := ch.authorize(auth.ResourceExchange, b.Source, auth.Read, classID, methodID); err != nil {
+		return err
+	}
+	vh := ch.c.vhost
+	if !b.DestinationIsExchange {
+		q, ok := vh.Queue(b.Destination)
+		if !ok {
+			return ch.err(amqp091.NotFound, classID, methodID, "no queue '%s' in vhost '%s'", b.Destination, vh.Name())
+		}
+		if q.Exclusive() && q.Owner() != ch.c {
+			return ch.err(amqp091.ResourceLocked, classID, methodID, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", q.Name(), vh.Name())
+		}
+	}
+	var err error
+	if add {
+		err = vh.Bind(b)
+	} else {
+		err = vh.Unbind(b)
+		if errors.Is(err, router.ErrNotFound) && (vh.HasExchange(b.Source) || b.Source == "") {
+			err = nil // unbinding what is not bound is fine
+		}
+	}
+	if err != nil {
+		return ch.routerErr(err, classID, methodID)
+	}
+	switch {
+	case classID == 40 && add:
+		return ch.okUnlessNoWait(noWait, &amqp091.ExchangeBindOk{})
+	case classID == 40:
+		return ch.okUnlessNoWait(noWait, &amqp091.ExchangeUnbindOk{})
+	case add:
+		return ch.okUnlessNoWait(noWait, &amqp091.QueueBindOk{})
+	}
+	return ch.send(&amqp091.QueueUnbindOk{})
+}
+
+// ---- queues ----
+
+func (ch *channel) queueDeclare(m *amqp091.QueueDeclare) error {
+	vh := ch.c.vhost
+	name := strings.NewReplacer("\r", "", "\n", "").Replace(m.Queue)
+	if m.Passive {
+		q, ok := vh.Queue(ch.queueName(name))
+		if !ok {
+			return ch.err(amqp091.NotFound, 50, 10, "no queue '%s' in vhost '%s'", ch.queueName(name), vh.Name())
+		}
+		if q.Exclusive() && q.Owner() != ch.c {
+			return ch.err(amqp091.ResourceLocked, 50, 10, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", q.Name(), vh.Name())
+		}
+		return ch.declareOk(q, m.NoWait)
+	}
+	if name != "" {
+		if err := ch.authorize(auth.ResourceQueue, name, auth.Configure, 50, 10); err != nil {
+			return err
+		}
+	}
+	if !m.Durable && !m.Exclusive && !ch.c.srv.opts.PermitTransientNonExclQueues {
+		if _, exists := vh.Queue(name); !exists || name == "" {
+			return connErr(amqp091.InternalError, 50, 10,
+				"queue '%s' in vhost '%s' is non-durable and non-exclusive: the deprecated feature transient_nonexcl_queues is not permitted (permit-transient-nonexcl-queues)", name, vh.Name())
+		}
+	}
+	spec := router.QueueSpec{Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
+		Arguments: tableToMap(m.Arguments)}
+	if m.Exclusive {
+		spec.Owner = ch.c
+	}
+	q, _, err := vh.DeclareQueue(spec)
+	if err != nil {
+		return ch.routerErr(err, 50, 10)
+	}
+	ch.lastQueue = q.Name()
+	return ch.declareOk(q, m.NoWait)
+}
+
+func (ch *channel) declareOk(q *router.Queue, noWait bool) error {
+	ch.lastQueue = q.Name()
+	info := q.Info()
+	return ch.okUnlessNoWait(noWait, &amqp091.QueueDeclareOk{Queue: q.Name(), MessageCount: uint32(info.Messages),
+		ConsumerCount: uint32(ch.c.srv.consumerCount(q))})
+}
+
+// lookupQueue finds a queue the channel may use (404, 405).
+func (ch *channel) lookupQueue(name string, classID, methodID uint16) (*router.Queue, error) {
+	vh := ch.c.vhost
+	q, ok := vh.Queue(name)
+	if !ok {
+		return nil, ch.err(amqp091.NotFound, classID, methodID, "no queue '%s' in vhost '%s'", name, vh.Name())
+	}
+	if q.Exclusive() && q.Owner() != ch.c {
+		return nil, ch.err(amqp091.ResourceLocked, classID, methodID, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", q.Name(), vh.Name())
+	}
+	return q, nil
+}
+
+func (ch *channel) queuePurge(m *amqp091.QueuePurge) error {
+	name := ch.queueName(m.Queue)
+	if err := ch.authorize(auth.ResourceQueue, name, auth.Read, 50, 30); err != nil {
+		return err
+	}
+	q, err := ch.lookupQueue(name, 50, 30)
+	if err != nil {
+		return err
+	}
+	n := q.Purge()
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.QueuePurgeOk{MessageCount: uint32(n)})
+}
+
+func (ch *channel) queueDelete(m *amqp091.QueueDelete) error {
+	name := ch.queueName(m.Queue)
+	if err := ch.authorize(auth.ResourceQueue, name, auth.Configure, 50, 40); err != nil {
+		return err
+	}
+	vh := ch.c.vhost
+	q, ok := vh.Queue(name)
+	if !ok {
+		return ch.okUnlessNoWait(m.NoWait, &amqp091.QueueDeleteOk{})
+	}
+	if q.Exclusive() && q.Owner() != ch.c {
+		return ch.err(amqp091.ResourceLocked, 50, 40, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", name, vh.Name())
+	}
+	info := q.Info()
+	if m.IfUnused && ch.c.srv.consumerCount(q) > 0 {
+		return ch.err(amqp091.PreconditionFailed, 50, 40, "queue '%s' in vhost '%s' in use", name, vh.Name())
+	}
+	if m.IfEmpty && info.Messages > 0 {
+		return ch.err(amqp091.PreconditionFailed, 50, 40, "queue '%s' in vhost '%s' is not empty", name, vh.Name())
+	}
+	n, err := vh.DeleteQueue(name)
+	if err != nil && !errors.Is(err, router.ErrNotFound) {
+		return ch.routerErr(err, 50, 40)
+	}
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.QueueDeleteOk{MessageCount: uint32(n)})
+}
+
+// ---- publish ----
+
+// maxExpiration is RabbitMQ's largest per-message TTL (ten years in ms).
+const maxExpiration = 315360000000
+
+func (ch *channel) publish() error {
+	pub := ch.pub
+	ch.pub = pendingPublish{}
+	c := ch.c
+	if !c.waitUnblocked() {
+		return errClosed
+	}
+	vh := c.vhost
+	exchange := pub.m.Exchange
+	var props amqp091.Properties
+	if err := props.Decode(pub.props); err != nil {
+		return amqp091.WithChannel(err, ch.id)
+	}
+	if err := ch.authorize(auth.ResourceExchange, exchange, auth.Write, 60, 40); err != nil {
+		return err
+	}
+	if props.Has(amqp091.FlagExpiration) {
+		n, err := strconv.ParseUint(props.Expiration, 10, 64)
+		if err != nil || n > maxExpiration {
+			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid expiration '%s'", props.Expiration)
+		}
+	}
+	if props.Has(amqp091.FlagUserID) && props.UserID != c.user {
+		return ch.err(amqp091.PreconditionFailed, 60, 40, "user_id property set to '%s' but authenticated user was '%s'", props.UserID, c.user)
+	}
+	keys := []string{pub.m.RoutingKey}
+	var routeKeys []string
+	for _, h := range []string{"CC", "BCC"} {
+		v, ok := props.Headers.Get(h)
+		if !ok {
+			continue
+		}
+		arr, isArr := v.(amqp091.Array)
+		if !isArr {
+			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,<<\"%s\">>,%s}", h, typeName(v))
+		}
+		if h == "BCC" {
+			routeKeys = slices.Clone(keys)
+		}
+		for _, e := range arr {
+			if s, ok := e.(string); ok {
+				if h == "BCC" {
+					routeKeys = append(routeKeys, s)
+				} else {
+					keys = append(keys, s)
+				}
+			}
+		}
+	}
+	container, err := router.NewAMQP091(props, pub.props, pub.body)
+	if err != nil {
+		return ch.routerErr(err, 60, 40)
+	}
+	msg := router.NewMessage(container)
+	msg.RoutingKeys = keys
+	ch.mu.Lock()
+	confirm := ch.confirm
+	var seq uint64
+	if confirm {
+		ch.nextSeq++
+		seq = ch.nextSeq
+		ch.unconfirmed = append(ch.unconfirmed, seq)
+	}
+	ch.mu.Unlock()
+	var span trace.Span
+	if tr := c.srv.opts.Tracer; tr != nil {
+		span = tr.StartPublish(vh.Name(), exchange, pub.m.RoutingKey, container)
+		// The message carries the publish span's context as its hop context.
+		msg.Anns = telemetry.Inject(msg.Anns, span.SpanContext())
+	}
+	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
+	done := func(o router.Outcome, queues []*router.Queue) {
+		if span != nil {
+			telemetry.EndPublish(span, queues, o)
+		}
+		if confirm {
+			ch.confirmed(seq, o)
+		} else if o.Kind == router.Rejected {
+			c.log.Warn("publish refused; the publisher is not in confirm mode and is not told", "exchange", exchange, "err", o.Error)
+		}
+	}
+	// Always asynchronous: without confirm mode nobody waits for the
+	// store's sync, and the channel must not wait for it either.
+	p.Confirm = func(o router.Outcome) { done(o, nil) }
+	res, err := vh.Publish(p)
+	ch.routeBuf = res.Queues[:0]
+	if err != nil && span != nil {
+		telemetry.EndPublish(span, nil, router.Outcome{Kind: router.Rejected, Error: &router.Error{Condition: "amqp:not-found", Description: err.Error()}})
+	}
+	if err != nil {
+		if errors.Is(err, router.ErrNotFound) {
+			return ch.err(amqp091.NotFound, 60, 40, "no exchange '%s' in vhost '%s'", exchange, vh.Name())
+		}
+		return ch.routerErr(err, 60, 40)
+	}
+	if ctr := c.srv.opts.Counters; ctr != nil {
+		ctr.Published(res.Queues, res.Outcome.Kind, confirm, pub.m.Mandatory)
+	}
+	if res.Outcome.Kind == router.Released && pub.m.Mandatory {
+		ret := &amqp091.BasicReturn{ReplyCode: amqp091.NoRoute, ReplyText: "NO_ROUTE", Exchange: exchange, RoutingKey: pub.m.RoutingKey}
+		if err := c.sendContent(ch.id, ret, container.RawProperties(), pub.body); err != nil {
+			return err
+		}
+	}
+	if !res.Pending {
+		done(res.Outcome, res.Queues)
+	}
+	return nil
+}
+
+// confirmed records the outcome of seq for the publisher: basic.nack when
+// a queue refused the message, basic.ack otherwise (an unroutable message
+// is confirmed too). The deliverer sends them (flushConfirms), so that the
+// outcomes that arrive together go out together.
+func (ch *channel) confirmed(seq uint64, o router.Outcome) {
+	ch.mu.Lock()
+	if ch.ended {
+		ch.mu.Unlock()
+		return
+	}
+	if i, ok := slices.BinarySearch(ch.unconfirmed, seq); ok {
+		ch.unconfirmed = slices.Delete(ch.unconfirmed, i, i+1)
+	}
+	if o.Kind == router.Rejected {
+		ch.nacked = append(ch.nacked, seq)
+	} else {
+		ch.acked = append(ch.acked, seq)
+	}
+	post := !ch.flushPosted
+	ch.flushPosted = true
+	ch.mu.Unlock()
+	if post {
+		ch.c.post(mailItem{flush: ch})
+	}
+}
+
+// flushConfirms sends the recorded outcomes as RabbitMQ coalesces them
+// (rabbit_channel:send_confirms_and_nacks/1): the acknowledgements below
+// both the smallest sequence number still awaiting its outcome and the
+// smallest refused one as one basic.ack with multiple set, then the other
+// outcomes one by one in sequence order.
+func (ch *channel) flushConfirms() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.flushPosted = false
+	if ch.ended {
+		return nil
+	}
+	slices.Sort(ch.acked)
+	slices.Sort(ch.nacked)
+	low := uint64(math.MaxUint64)
+	if len(ch.unconfirmed) > 0 {
+		low = ch.unconfirmed[0]
+	}
+	if len(ch.nacked) > 0 {
+		low = min(low, ch.nacked[0])
+	}
+	n, _ := slices.BinarySearch(ch.acked, low) // acks below low
+	acks := ch.acked
+	if n > 1 {
+		if err := ch.send(&amqp091.BasicAck{DeliveryTag: acks[n-1], Multiple: true}); err != nil {
+			return err
+		}
+		acks = acks[n:]
+	}
+	nacks := ch.nacked
+	for len(acks) > 0 || len(nacks) > 0 {
+		var err error
+		if len(nacks) == 0 || len(acks) > 0 && acks[0] < nacks[0] {
+			err = ch.send(&amqp091.BasicAck{DeliveryTag: acks[0]})
+			acks = acks[1:]
+		} else {
+			err = ch.send(&amqp091.BasicNack{DeliveryTag: nacks[0]})
+			nacks = nacks[1:]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	ch.acked, ch.nacked = ch.acked[:0], ch.nacked[:0]
+	return nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "longstr"
+	case amqp091.Table:
+		return "table"
+	case int64:
+		return "long"
+	case int32:
+		return "signedint"
+	case bool:
+		return "bool"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// tableToMap converts declare and bind arguments to the router's values.
+func tableToMap(t amqp091.Table) value.Map {
+	if len(t) == 0 {
+		return nil
+	}
+	m := make(value.Map, 0, len(t))
+	for _, f := range t {
+		m = append(m, value.KV{Key: f.Key, Value: argValue(f.Value)})
+	}
+	return m
+}
+
+func argValue(v any) any {
+	switch x := v.(type) {
+	case amqp091.Table:
+		return tableToMap(x)
+	case amqp091.Array:
+		l := make(value.List, len(x))
+		for i := range x {
+			l[i] = argValue(x[i])
+		}
+		return l
+	case amqp091.Binary:
+		return []byte(x)
+	case amqp091.Timestamp:
+		return value.Timestamp(int64(x) * 1000)
+	case amqp091.Decimal:
+		return nil
+	}
+	return v
+}
+
+// newTag generates a consumer tag as RabbitMQ does (amq.ctag-…).
+func newTag() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "amq.ctag-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
