@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/Azure/go-amqp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	rmq "github.com/rabbitmq/rabbitmq-amqp-go-client/pkg/rabbitmqamqp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -236,4 +237,26 @@ func TestDirectReplyToCountsRouted(t *testing.T) {
 	} {
 		assert.Contains(t, text, line+"\n")
 	}
+}
+
+// An AMQP 0-9-1 responder replies to an AMQP 1.0 direct reply-to consumer
+// as RabbitMQ's responders do: to the default exchange with the reply-to
+// name (the request's reply-to, converted to 0-9-1's form) as routing key.
+func TestDirectReplyToFromAMQP091(t *testing.T) {
+	b := startBroker(t, "", withHTTP)
+	r := volatileReceiver(t, session(t, dial(t, b, nil)), 1)
+	waitReaderCredit(t, apiServer(t, b), 1)
+	name := strings.TrimPrefix(r.Address(), "/queues/")
+	ch := channel091(t, dial091(t, b))
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	require.NoError(t, ch.PublishWithContext(ctxT(t), "", name, false, false,
+		amqp091.Publishing{Body: []byte("over 0-9-1")}))
+	select {
+	case c := <-confirms:
+		assert.True(t, c.Ack, "the publish is confirmed")
+	case <-ctxT(t).Done():
+		t.Fatal("no confirm")
+	}
+	assert.Equal(t, "over 0-9-1", body(recv(t, r)))
 }
