@@ -254,6 +254,35 @@ func TestOAuthConnectionClosedAtExpiry(t *testing.T) {
 	assert.Equal(t, "credential expired", ce.RemoteErr.Description)
 }
 
+// RabbitMQ 4.3's reader arms the expiry timer for (exp - now) whole
+// seconds, now in whole seconds (rabbit_amqp_reader's
+// maybe_start_credential_expiry_timer): a token whose exp is the next
+// second keeps its connection a full second, not only what is left of the
+// current one. The official client's "alive after token refresh" spec
+// depends on it: its token's exp is a second away, truncated to whole
+// seconds, and it refreshes 100 ms after connecting.
+func TestOAuthExpiryTimerCountsWholeSeconds(t *testing.T) {
+	b := startOAuthBroker(t)
+	declareQueue(t, b.Broker, "q", "classic", nil)
+	// Start 0.4 s into a second, so that the next second is 0.6 s away.
+	<-time.After(time.Duration((int64(1400*time.Millisecond) - int64(time.Now().Nanosecond())) % int64(time.Second)))
+	start := time.Now()
+	exp := start.Truncate(time.Second).Add(time.Second)
+	c := dial(t, b.Broker, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain("", hsToken(t, "alice", exp))})
+	r := receiver(t, session(t, c), "/queues/q", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := r.Receive(ctx, nil)
+	closedAfter := time.Since(start)
+	var ce *amqp.ConnError
+	require.ErrorAs(t, err, &ce)
+	require.NotNil(t, ce.RemoteErr)
+	assert.Equal(t, "credential expired", ce.RemoteErr.Description)
+	assert.GreaterOrEqual(t, closedAfter, 900*time.Millisecond,
+		"closed %v after the login, at the token's exp; RabbitMQ waits exp minus the login's whole second", closedAfter)
+	assert.Less(t, closedAfter, 2*time.Second)
+}
+
 func TestOAuthRefreshExtendsAndReplacesPermissions(t *testing.T) {
 	b := startOAuthBroker(t)
 	first := time.Now().Add(2 * time.Second)

@@ -145,6 +145,16 @@ func (s *session) attachReceiver(a *amqp10.Attach) error {
 			}
 			l.mgmt = true
 		case addrQueue:
+			if s.c.vhost.HasVolatile(ad.queue) {
+				// A direct reply-to address: the default exchange routes
+				// there while its consumer lives (then the publishes are
+				// released, as to any missing queue).
+				if err := s.authorize(auth.ResourceExchange, "", auth.Write); err != nil {
+					return s.refuse(a, routerError(err))
+				}
+				l.exchange, l.key = "", ad.queue
+				break
+			}
 			q, e := s.lookupQueue(ad)
 			if e != nil {
 				return s.refuse(a, e)
@@ -209,6 +219,8 @@ func (s *session) attachSender(a *amqp10.Attach) error {
 		return s.refuse(a, perr)
 	}
 	switch {
+	case src != nil && src.Dynamic && hasCapability(src.Capabilities, capVolatileQueue):
+		return s.attachVolatile(a)
 	case src != nil && src.Dynamic:
 		name := "epitaph.gen-" + randomHex(12)
 		if err := s.authorize(auth.ResourceQueue, name, auth.Configure); err != nil {

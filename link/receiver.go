@@ -323,10 +323,11 @@ func (l *receiverLink) publish(body []byte) {
 		// A durable message: accepted only once the store has synced it. The
 		// confirmation reaches this goroutine through the mailbox, after this.
 		heapPC.queues = slices.Clone(res.Queues)
+		heapPC.volatile = res.Volatile
 		l.unconfirmed++
 		return
 	}
-	pc.queues = res.Queues
+	pc.queues, pc.volatile = res.Queues, res.Volatile
 	l.confirmed(&pc, res.Outcome)
 }
 
@@ -357,12 +358,14 @@ type pendingConfirm struct {
 	id     uint32
 	span   trace.Span
 	queues []*router.Queue
+	// volatile counts the direct reply-to queues routed to (not in queues).
+	volatile int
 }
 
 // confirmed settles a publish with the router's final outcome and records it.
 func (l *receiverLink) confirmed(pc *pendingConfirm, o router.Outcome) {
 	if ctr := l.s.c.srv.opts.Counters; ctr != nil {
-		l.count(ctr, pc.queues, o.Kind)
+		l.count(ctr, pc.queues, pc.volatile, o.Kind)
 	}
 	if pc.span != nil {
 		telemetry.EndPublish(pc.span, pc.queues, o)
@@ -408,7 +411,7 @@ func (l *receiverLink) maybeGrant() {
 }
 
 // count counts one publish as RabbitMQ's global counters do.
-func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, kind router.OutcomeKind) {
+func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, volatile int, kind router.OutcomeKind) {
 	ctr.received.Add(1)
 	if !l.settled {
 		ctr.receivedConfirm.Add(1)
@@ -417,8 +420,8 @@ func (l *receiverLink) count(ctr *Counters, queues []*router.Queue, kind router.
 		}
 	}
 	switch {
-	case len(queues) > 0:
-		ctr.routed.Add(uint64(len(queues)))
+	case len(queues) > 0 || volatile > 0:
+		ctr.routed.Add(uint64(len(queues) + volatile))
 		for _, q := range queues {
 			ctr.queue(q).Routed.Add(1)
 		}

@@ -38,6 +38,10 @@ type senderLink struct {
 	maxMessageSize uint64
 
 	filters amqp10.Map // the filters in force, as the attach gave them
+
+	// volatile is set, and sub nil, on a direct reply-to consumer: its
+	// messages come from publishers through volatile, not from a queue.
+	volatile *volatileSource
 }
 
 // sizeError: a delivery is larger than the consumer's max-message-size.
@@ -104,7 +108,11 @@ func (l *senderLink) handleFlow(f *amqp10.Flow) error {
 		dc = 0 // the initial-delivery-count we sent
 	}
 	l.limit = dc + f.LinkCredit
-	l.sub.Flow(dc, f.LinkCredit, f.Drain)
+	if l.volatile != nil {
+		l.volatile.flow(l.limit, f.Drain)
+	} else {
+		l.sub.Flow(dc, f.LinkCredit, f.Drain)
+	}
 	if f.Echo {
 		l.sendFlow(false)
 	}
@@ -136,7 +144,19 @@ func (l *senderLink) release(reason router.CancelReason) {
 		return
 	}
 	l.detached = true
+	if l.volatile != nil {
+		l.volatile.close() // what it took and did not send yet is dropped
+		return
+	}
 	l.sub.Cancel(reason)
+}
+
+// queueName is the name of the queue the link consumes from.
+func (l *senderLink) queueName() string {
+	if l.volatile != nil {
+		return l.volatile.name
+	}
+	return l.sub.Queue().Name()
 }
 
 // send writes d as one or more transfer frames; false means the peer's
@@ -144,7 +164,7 @@ func (l *senderLink) release(reason router.CancelReason) {
 func (l *senderLink) send(d *router.Delivery) bool {
 	s, c := l.s, l.s.c
 	var span trace.Span
-	if tr := c.srv.opts.Tracer; tr != nil {
+	if tr := c.srv.opts.Tracer; tr != nil && l.sub != nil {
 		span = tr.StartDeliver(l.sub.Queue(), d, l.name)
 	}
 	extra := c.annBuf[:0]
@@ -167,13 +187,17 @@ func (l *senderLink) send(d *router.Delivery) bool {
 		// from the queue: it is lost, as in RabbitMQ, and logged.
 		if l.preSettled {
 			c.log.Warn("pre-settled delivery dropped: larger than the consumer's max-message-size",
-				"link", l.name, "queue", l.sub.Queue().Name(), "size", tooLarge.size, "max_message_size", l.maxMessageSize)
+				"link", l.name, "queue", l.queueName(), "size", tooLarge.size, "max_message_size", l.maxMessageSize)
 		}
 		c.mbox.push(mailItem{l: l, detachErr: amqp10.Errorf(amqp10.ErrCondMessageSizeExceeded,
 			"message size (%d bytes) > maximum message size (%d bytes)", tooLarge.size, l.maxMessageSize)})
 		return true
 	}
 	if err != nil {
+		if l.volatile != nil {
+			c.log.Error("cannot encode direct reply-to delivery; dropping it", "err", err)
+			return true
+		}
 		c.log.Error("cannot encode delivery; rejecting it", "err", err)
 		_ = l.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
 		return true

@@ -106,9 +106,7 @@ func (c *conn) sessionInfos() []SessionInfo {
 			case *senderLink:
 				li := LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,
 					Credit: creditLeft(l.limit, l.deliveryCount), SendSettled: l.preSettled, Filters: l.filters}
-				if l.sub != nil {
-					li.Queue = l.sub.Queue().Name()
-				}
+				li.Queue = l.queueName()
 				si.OutgoingLinks = append(si.OutgoingLinks, li)
 			case *browseLink:
 				si.OutgoingLinks = append(si.OutgoingLinks, LinkInfo{Handle: l.handle, Name: l.name, DeliveryCount: l.deliveryCount,

@@ -38,6 +38,9 @@ type VHost struct {
 	// after the deletion, with no vhost or queue lock held.
 	watchMu          sync.Mutex
 	deletionWatchers map[*queueDeletionWatcher]struct{}
+
+	// volatile are the direct reply-to queues (volatile.go).
+	volatile volatileQueues
 }
 
 // queueDeletionWatcher is one OnQueueDeleted registration.
@@ -616,6 +619,9 @@ type PublishResult struct {
 	Queues []*Queue
 	// Pending: the outcome comes later, through Publish.Confirm.
 	Pending bool
+	// Volatile is the number of volatile (direct reply-to) queues the
+	// message was routed to, which Queues does not hold.
+	Volatile int
 }
 
 // Publish routes p.Msg through p.Exchange and enqueues it. It fails with
@@ -662,23 +668,32 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, routeKeys []s
 	if err != nil {
 		return PublishResult{}, err
 	}
-	if len(queues) == 0 {
-		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
-	}
 	if m.Exchange != exchange {
 		c := *m
 		c.Exchange = exchange
 		m = &c
+	}
+	// The default exchange also routes to the volatile queues its keys
+	// name; a message they took (or dropped, at most once) is accepted.
+	volatile := 0
+	if exchange == "" {
+		volatile = v.routeVolatile(m)
+	}
+	if len(queues) == 0 {
+		if volatile > 0 {
+			return PublishResult{Outcome: Outcome{Kind: Accepted}, Queues: queues, Volatile: volatile}, nil
+		}
+		return PublishResult{Outcome: Outcome{Kind: Released}, Queues: queues}, nil
 	}
 	if m.Header.Durable && v.b.st != nil && slices.ContainsFunc(queues, func(q *Queue) bool { return q.persist }) {
 		if prepare != nil {
 			prepare()
 		}
 		o, pending := v.b.publishDurable(m, queues, confirm)
-		return PublishResult{Outcome: o, Queues: queues, Pending: pending}, nil
+		return PublishResult{Outcome: o, Queues: queues, Pending: pending, Volatile: volatile}, nil
 	}
 	var rejectedBy *Queue
-	accepted := false
+	accepted := volatile > 0
 	for _, q := range queues {
 		switch q.enqueue(m) {
 		case enqueued:
@@ -690,7 +705,7 @@ func (v *VHost) publish(dst []*Queue, exchange string, m *Message, routeKeys []s
 		case enqueueGone:
 		}
 	}
-	return PublishResult{Outcome: publishOutcome(rejectedBy, accepted), Queues: queues}, nil
+	return PublishResult{Outcome: publishOutcome(rejectedBy, accepted), Queues: queues, Volatile: volatile}, nil
 }
 
 func publishOutcome(rejectedBy *Queue, accepted bool) Outcome {
