@@ -81,6 +81,7 @@ const (
 	KeyDLEventsBuffer         = "dead-letter-events-buffer"
 	KeyDLEventsMaxSubscribers = "dead-letter-events-max-subscribers"
 	KeyDLEventsHeartbeat      = "dead-letter-events-heartbeat"
+	KeyWebConsole             = "web-console"
 	KeyInitialFrameMax        = "initial-frame-max"
 	KeyMaxLinksPerConnection  = "max-links-per-connection"
 	KeyMaxUnfinishedBytes     = "max-unfinished-bytes"
@@ -240,6 +241,9 @@ type Config struct {
 	DeadLetterEventsBuffer         int           `mapstructure:"dead-letter-events-buffer"`
 	DeadLetterEventsMaxSubscribers int           `mapstructure:"dead-letter-events-max-subscribers"`
 	DeadLetterEventsHeartbeat      time.Duration `mapstructure:"dead-letter-events-heartbeat"`
+	// WebConsole serves the web console on the HTTP listener (under
+	// /console/; / redirects there), behind the API's authentication.
+	WebConsole bool `mapstructure:"web-console"`
 
 	// AMQP is what the AMQP 1.0 front end (package link) needs.
 	AMQP `mapstructure:",squash"`
@@ -454,6 +458,7 @@ func Default() Config {
 		DeadLetterEventsBuffer:         1024,
 		DeadLetterEventsMaxSubscribers: 100,
 		DeadLetterEventsHeartbeat:      15 * time.Second,
+		WebConsole:                     true,
 		AMQP: AMQP{
 			Anonymous:              AnonymousLoopback,
 			PlainWithoutTLS:        PlainWithoutTLSLoopback,
@@ -519,6 +524,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
 	fs.Duration(KeyDLEventsHeartbeat, d.DeadLetterEventsHeartbeat, "how often an idle dead-letter event stream over HTTP gets a heartbeat comment")
+	fs.Bool(KeyWebConsole, d.WebConsole, "serve the web console at /console/ on the HTTP listener")
 	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
 	fs.Uint64(KeyGCHeapFloor, d.GCHeapFloor, "let garbage build up to this many `bytes` between collections while the live heap is small (0: Go's default GOGC pacing)")
 	fs.String(KeyLogLevel, d.LogLevel, "log `level`: debug, info, warn or error")
@@ -629,6 +635,7 @@ func Load(args []string) (*Config, error) {
 		KeyDLEventsBuffer:         d.DeadLetterEventsBuffer,
 		KeyDLEventsMaxSubscribers: d.DeadLetterEventsMaxSubscribers,
 		KeyDLEventsHeartbeat:      d.DeadLetterEventsHeartbeat,
+		KeyWebConsole:             d.WebConsole,
 		KeyInitialFrameMax:        d.InitialFrameMax,
 		KeyMaxLinksPerConnection:  d.MaxLinksPerConnection,
 		KeyMaxUnfinishedBytes:     d.MaxUnfinishedBytes,

@@ -100,6 +100,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyDLEventsBuffer:         "refused",
 		KeyDLEventsMaxSubscribers: "no limit",
 		KeyDLEventsHeartbeat:      "refused",
+		KeyWebConsole:             "off",
 		KeyTLSListen:              "refused", // without a certificate: only the default is accepted
 		KeyTLSCertFile:            "no TLS",
 		KeyTLSKeyFile:             "no TLS",

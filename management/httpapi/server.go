@@ -59,7 +59,13 @@ type Options struct {
 	Events             *dlevents.Hub
 	EventsHeartbeat    time.Duration
 	EventsWriteTimeout time.Duration
+	// Console serves the web console under ConsolePrefix ("/" redirects
+	// there); nil turns it off (those paths answer 404).
+	Console http.Handler
 }
+
+// ConsolePrefix is the path the web console is served under.
+const ConsolePrefix = "/console/"
 
 // rabbitVersion is the RabbitMQ version the API reports (and mirrors).
 const rabbitVersion = "4.3.0"
@@ -87,6 +93,8 @@ type server struct {
 	events             *dlevents.Hub
 	eventsHeartbeat    time.Duration
 	eventsWriteTimeout time.Duration
+
+	console http.Handler
 }
 
 // handlerFunc handles one matched request; a returned error is written
@@ -148,7 +156,8 @@ func errorf(status int, format string, a ...any) *apiError {
 func NewHandler(opts Options) http.Handler {
 	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node,
-		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout}
+		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout,
+		console: opts.Console}
 	if s.eventsHeartbeat <= 0 {
 		s.eventsHeartbeat = DefaultEventsHeartbeat
 	}
@@ -193,6 +202,8 @@ func (s *server) routeTable() []route {
 		r("overview", m{"GET": s.overview}),
 		r("events/dead-letters", m{"GET": s.deadLetterEvents}),
 		r("whoami", m{"GET": s.whoami}),
+		r("dead-letter-flows", m{"GET": s.deadLetterFlows}),
+		r("dead-letter-flows/*", m{"GET": s.deadLetterFlows}),
 
 		r("vhosts", m{"GET": s.listVHosts}),
 		r("vhosts/*", m{"GET": s.getVHost, "PUT": s.putVHost, "DELETE": s.deleteVHost}),
@@ -248,6 +259,19 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.metrics != nil && r.URL.Path == "/metrics" {
 		s.metrics.ServeHTTP(w, r)
 		return
+	}
+	if s.console != nil {
+		switch {
+		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			http.Redirect(w, r, ConsolePrefix, http.StatusFound)
+			return
+		case r.URL.Path == strings.TrimSuffix(ConsolePrefix, "/"):
+			http.Redirect(w, r, ConsolePrefix, http.StatusMovedPermanently)
+			return
+		case strings.HasPrefix(r.URL.Path, ConsolePrefix):
+			s.console.ServeHTTP(w, r)
+			return
+		}
 	}
 	req := &request{w: w, r: r}
 	if err := s.serve(req); err != nil {
