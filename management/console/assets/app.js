@@ -267,6 +267,10 @@ function RecentDeaths({ vhost, queue }) {
 // ---------------------------------------------------------------- topology
 
 const NODE_H = 42;
+
+// nodeID names a graph node: its kind, vhost and name as a JSON array (the
+// test finds edges by it).
+const nodeID = (...parts) => JSON.stringify(parts);
 const textWidth = (s) => Math.min(360, 7.2 * [...s].length + 28);
 
 // buildGraph turns the flows (and the flows seen live) into nodes and edges.
@@ -276,13 +280,13 @@ function buildGraph(flows, base) {
   const node = (id, attrs) => { if (!nodes.has(id)) nodes.set(id, attrs); return nodes.get(id); };
   const depth = new Map(flows.queues.map((q) => [keyOf(q.vhost, q.name), q.messages]));
   const qnode = (vhost, name, dlq) => {
-    const n = node(`q\u0000${vhost}\u0000${name}`, { kind: 'queue', vhost, name, label: name, dlq: false });
+    const n = node(nodeID('q', vhost, name), { kind: 'queue', vhost, name, label: name, dlq: false });
     n.dlq = n.dlq || dlq;
     n.depth = depth.get(keyOf(vhost, name));
     return n;
   };
   for (const f of flows.flows) {
-    const src = `q\u0000${f.vhost}\u0000${f.queue}`;
+    const src = nodeID('q', f.vhost, f.queue);
     qnode(f.vhost, f.queue, false);
     const reasons = new Set(Object.keys(f.dead_lettering || {}));
     for (const k of live.deaths.keys()) {
@@ -298,10 +302,10 @@ function buildGraph(flows, base) {
     });
     let dst;
     if (f.dead_letter_exchange === null) {
-      dst = `drop\u0000${f.vhost}`;
+      dst = nodeID('drop', f.vhost);
       node(dst, { kind: 'drop', vhost: f.vhost, label: 'dropped (no DLX)' });
     } else {
-      dst = `x\u0000${f.vhost}\u0000${f.dead_letter_exchange}`;
+      dst = nodeID('x', f.vhost, f.dead_letter_exchange);
       node(dst, { kind: 'exchange', vhost: f.vhost, name: f.dead_letter_exchange,
         label: exName(f.dead_letter_exchange) + (f.exchange_exists ? (f.exchange_type ? ` (${f.exchange_type})` : '') : ' (missing)') });
     }
@@ -312,7 +316,7 @@ function buildGraph(flows, base) {
       const seen = live.targets.get(keyOf(f.vhost, f.dead_letter_exchange));
       if (seen) for (const t of seen) targets.add(t);
       for (const t of targets) {
-        const tid = `q\u0000${f.vhost}\u0000${t}`;
+        const tid = nodeID('q', f.vhost, t);
         qnode(f.vhost, t, true);
         const id = dst + '>' + tid;
         if (edges.has(id)) continue;
