@@ -452,6 +452,9 @@ function filterParams(f) {
 
 function QueuePage({ vhost, name }) {
   const [filter, setFilter] = useState(EMPTY_FILTER);
+  // moves counts finished redrive tasks, so that a shown peek page is read
+  // again once messages have left.
+  const [moves, setMoves] = useState(0);
   useLive((ev) => ev.vhost === vhost);
   const touches = (ev) => ev.vhost === vhost && (ev.queue === name || (ev.target_queues || []).includes(name));
   const { data: q, error } = usePoll(() => api('GET', qpath(vhost, name)), 2000, [vhost, name], touches);
@@ -460,8 +463,8 @@ function QueuePage({ vhost, name }) {
     <h1>Queue <span class="mono" data-testid="queue-name">${name}</span> <span class="muted">in vhost ${vhost}</span></h1>
     <${ErrorBox} error=${error} />
     ${q && html`<${QueueStats} q=${q} />`}
-    <${PeekBrowser} vhost=${vhost} name=${name} filter=${filter} setFilter=${setFilter} />
-    <${RedrivePanel} vhost=${vhost} name=${name} filter=${filter} />
+    <${PeekBrowser} vhost=${vhost} name=${name} filter=${filter} setFilter=${setFilter} moves=${moves} />
+    <${RedrivePanel} vhost=${vhost} name=${name} filter=${filter} onFinished=${() => setMoves((n) => n + 1)} />
     <${RecentDeaths} vhost=${vhost} queue=${name} />
   </main>`;
 }
@@ -495,7 +498,7 @@ function QueueStats({ q }) {
       <h2>Deaths from this queue</h2>
       <table>
         <thead><tr><th>reason</th><th class="num">dead-lettered</th><th class="num">dropped (no DLX / no route / cycle)</th><th class="num">rate</th></tr></thead>
-        <tbody>${[...reasons].sort().map((r) => {
+        <tbody>${reasons.size === 0 && html`<tr><td colspan="4" class="muted">none counted since the broker started</td></tr>`}${[...reasons].sort().map((r) => {
           const c = (q.dead_lettering || {})[r] || {};
           return html`<tr data-reason=${r}><td><span class=${'pill ' + r}>${r}</span></td><td class="num">${c.dead_lettered || 0}</td>
             <td class="num">${c.dropped_no_dlx || 0} / ${c.dropped_no_route || 0} / ${c.dropped_cycle || 0}</td>
@@ -524,7 +527,7 @@ function FilterForm({ filter, setFilter, onSubmit, children }) {
   </form>`;
 }
 
-function PeekBrowser({ vhost, name, filter, setFilter }) {
+function PeekBrowser({ vhost, name, filter, setFilter, moves }) {
   const [count, setCount] = useState(50);
   const [page, setPage] = useState(null);
   const [error, setError] = useState(null);
@@ -541,6 +544,7 @@ function PeekBrowser({ vhost, name, filter, setFilter }) {
       setError(e);
     } finally { setBusy(false); }
   };
+  useEffect(() => { if (page) peek(page.position); }, [moves]);
   return html`<section class="card" data-testid="peek">
     <h2>Peek <span class="muted">(nothing is consumed)</span></h2>
     <${FilterForm} filter=${filter} setFilter=${setFilter} onSubmit=${() => peek(0)}>
@@ -554,7 +558,7 @@ function PeekBrowser({ vhost, name, filter, setFilter }) {
     ${page && html`<div class="peek-result">
       <p class="muted" data-testid="peek-summary">${page.messages.length} message(s) from position ${page.position}; queue depth ${page.depth}.</p>
       ${page.messages.map((m) => html`<${PeekedMessage} m=${m} key=${m.position} />`)}
-      ${page.next_position !== null && page.next_position !== undefined && page.next_position > page.position &&
+      ${page.next_position !== null && page.next_position !== undefined && page.next_position > page.position && page.next_position < page.depth &&
         html`<button name="next" onClick=${() => peek(page.next_position)}>Next page (from ${page.next_position})</button>`}
     </div>`}
   </section>`;
@@ -576,6 +580,7 @@ function PeekedMessage({ m }) {
             <td class="mono">${d.first_time}</td><td class="mono">${d.last_time}</td><td>${d.ttl ?? ''}</td></tr>`)}</tbody>
         </table>
         <h3 class="muted">application properties</h3>
+        ${Object.keys(m.application_properties || {}).length === 0 && html`<p class="muted">none</p>`}
         <table class="app-props">${Object.entries(m.application_properties || {}).map(([k, v]) => html`<tr><th class="mono">${k}</th><td class="mono">${typeof v === 'string' ? v : JSON.stringify(v)}</td></tr>`)}</table>
       </div>
       <div>
@@ -599,7 +604,7 @@ const TARGETS = [
   ['queue', 'a named queue'],
 ];
 
-function RedrivePanel({ vhost, name, filter }) {
+function RedrivePanel({ vhost, name, filter, onFinished }) {
   const [target, setTarget] = useState('first_death_queue');
   const [targetQueue, setTargetQueue] = useState('');
   const [useFilter, setUseFilter] = useState(true);
@@ -624,8 +629,8 @@ function RedrivePanel({ vhost, name, filter }) {
     setError(null);
     try {
       const res = await api('POST', '/redrives', { ...request(), dry_run: dryRun });
-      if (dryRun) setDry({ key, report: res });
-      else { setTask(res); setDry(null); }
+      if (dryRun) setDry({ key, report: res, used: false });
+      else { setTask({ ...res, planned: sum(dry.report.would_move) }); setDry({ ...dry, used: true }); }
     } catch (e) { setError(e); } finally { setBusy(false); }
   };
 
@@ -634,16 +639,25 @@ function RedrivePanel({ vhost, name, filter }) {
   useEffect(() => {
     if (!running) return undefined;
     const timer = setInterval(async () => {
-      try { setTask(await api('GET', `/redrives/${enc(task.id)}`)); } catch (e) { setError(e); }
+      try {
+        const next = await api('GET', `/redrives/${enc(task.id)}`);
+        setTask((cur) => ({ ...next, planned: cur && cur.planned }));
+        if (next.state !== 'running') onFinished();
+      } catch (e) { setError(e); }
     }, 1000);
     return () => clearInterval(timer);
   }, [running, task && task.id]);
 
   const cancel = async (id) => {
-    try { await api('DELETE', `/redrives/${enc(id)}`); setTask(await api('GET', `/redrives/${enc(id)}`)); } catch (e) { setError(e); }
+    try {
+      await api('DELETE', `/redrives/${enc(id)}`);
+      const next = await api('GET', `/redrives/${enc(id)}`);
+      if (task && task.id === id) setTask((cur) => ({ ...next, planned: cur && cur.planned }));
+      onFinished();
+    } catch (e) { setError(e); }
   };
 
-  const dryFresh = dry && dry.key === key;
+  const dryFresh = dry && dry.key === key && !dry.used;
   return html`<section class="card" data-testid="redrive">
     <h2>Redrive <span class="muted">(move messages back; dry run first)</span></h2>
     <div class="row">
@@ -662,11 +676,11 @@ function RedrivePanel({ vhost, name, filter }) {
     </div>
     <${ErrorBox} error=${error} />
     ${dry && html`<div data-testid="dry-run" class=${dryFresh ? '' : 'muted'}>
-      <h3>Dry run ${dryFresh ? '' : '(settings changed since: run it again)'}</h3>
+      <h3>Dry run ${dryFresh ? '' : dry.used ? '(started below; run a new dry run for another redrive)' : '(settings changed since: run it again)'}</h3>
       <${CountTable} title="would move to" counts=${dry.report.would_move} testid="would-move" />
       <${CountTable} title="would skip" counts=${dry.report.would_skip} testid="would-skip" />
     </div>`}
-    ${task && html`<${TaskView} task=${task} onCancel=${() => cancel(task.id)} expected=${dry ? null : null} />`}
+    ${task && html`<${TaskView} task=${task} onCancel=${() => cancel(task.id)} />`}
     <${TaskList} vhost=${vhost} name=${name} onCancel=${cancel} />
   </section>`;
 }
@@ -684,10 +698,10 @@ function sum(counts) { return Object.values(counts || {}).reduce((a, b) => a + b
 
 function TaskView({ task, onCancel }) {
   const done = task.moved + sum(task.skipped) + sum(task.failed);
-  const planned = task.max || sum(task.would_move) || null;
+  const planned = task.planned || task.max || null;
   return html`<div class="task" data-testid="task" data-state=${task.state}>
     <h3>Task <span class="mono">${task.id}</span>: <span data-testid="task-state">${task.state}</span></h3>
-    ${planned && html`<progress max=${planned} value=${Math.min(done, planned)}></progress>`}
+    ${planned && html`<p><progress max=${planned} value=${Math.min(done, planned)}></progress> ${Math.min(done, planned)} of ${planned}</p>`}
     <p>moved <b data-testid="task-moved">${task.moved}</b>, skipped ${sum(task.skipped)}, failed ${sum(task.failed)}
       ${task.rate ? ` · at most ${task.rate}/s` : ''} · started ${task.started}${task.finished ? ` · finished ${task.finished}` : ''}</p>
     ${sum(task.skipped) > 0 && html`<${CountTable} title="skipped (cause)" counts=${task.skipped} testid="task-skipped" />`}
