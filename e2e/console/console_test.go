@@ -133,6 +133,19 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	require.NoError(t, err, "waiting for %s (%s)", what, expr)
 }
 
+// waitSection polls until cond holds in the page, failing at once with the
+// text of an error box shown in the section (an API error such as a 404 of
+// an endpoint this broker lacks) instead of waiting out the deadline.
+func waitSection(t *testing.T, ctx context.Context, section, what, cond string) {
+	t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector('[data-testid=%s] .error'); if (e) return 'error: ' + e.textContent; return (%s) ? 'ok' : ''; })()`, section, cond)
+	c, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	got, err := chromedp.Run(c, chromedp.Poll[string](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitFor)))
+	require.NoError(t, err, "waiting for %s (%s)", what, cond)
+	require.Equal(t, "ok", got, "waiting for %s", what)
+}
+
 // run runs browser actions within waitFor.
 func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
@@ -376,10 +389,10 @@ func TestConsolePeekFilterAndRedrive(t *testing.T) {
 	run(t, ctx, chromedp.Navigate(baseURL(b)+"/console/#/queue/%2F/dead.letters"))
 	waitJS(t, ctx, "the DLQ's depth", `document.querySelector('[data-testid=depth]')?.textContent === '5'`)
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name=peek]`)))
-	waitJS(t, ctx, "five peeked messages", `document.querySelectorAll('[data-testid=peeked-message]').length === 5`)
+	waitSection(t, ctx, "peek", "five peeked messages", `document.querySelectorAll('[data-testid=peeked-message]').length === 5`)
 	// Filter on the source queue.
 	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`[data-testid=peek] input[name=source_queue]`), "orders"), chromedp.Click(chromedp.CSS(`button[name=peek]`)))
-	waitJS(t, ctx, "three peeked messages from orders", `document.querySelectorAll('[data-testid=peeked-message]').length === 3`)
+	waitSection(t, ctx, "peek", "three peeked messages from orders", `document.querySelectorAll('[data-testid=peeked-message]').length === 3`)
 	ids := evalJS[[]string](t, ctx, `[...document.querySelectorAll('[data-testid=peeked-message] .msgid')].map((e) => e.textContent)`)
 	require.ElementsMatch(t, []string{"order-1", "order-2", "order-3"}, ids)
 	require.True(t, evalJS[bool](t, ctx, `[...document.querySelectorAll('[data-testid=peeked-message] .deaths td')].some((td) => td.textContent === 'orders')`))
@@ -390,11 +403,11 @@ func TestConsolePeekFilterAndRedrive(t *testing.T) {
 	// button waits for a dry run.
 	require.True(t, evalJS[bool](t, ctx, `document.querySelector('button[name=start]').disabled`))
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name=dry_run]`)))
-	waitJS(t, ctx, "the dry run's report", `[...document.querySelectorAll('[data-testid=would-move] tbody tr')].some((tr) => tr.textContent === 'orders3')`)
+	waitSection(t, ctx, "redrive", "the dry run's report", `[...document.querySelectorAll('[data-testid=would-move] tbody tr')].some((tr) => tr.textContent === 'orders3')`)
 	require.Equal(t, 5, queueDepth(t, b, "dead.letters"), "a dry run moves nothing")
 	screenshot(t, ctx, "redrive-dry-run")
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name=start]`)))
-	waitJS(t, ctx, "the redrive to complete", `document.querySelector('[data-testid=task-state]')?.textContent === 'completed'`)
+	waitSection(t, ctx, "redrive", "the redrive to complete", `document.querySelector('[data-testid=task-state]')?.textContent === 'completed'`)
 	require.Equal(t, "3", evalJS[string](t, ctx, `document.querySelector('[data-testid=task-moved]').textContent`))
 	waitJS(t, ctx, "the DLQ's depth after the redrive", `document.querySelector('[data-testid=depth]')?.textContent === '2'`)
 	require.Equal(t, 2, queueDepth(t, b, "dead.letters"))
@@ -420,7 +433,7 @@ func TestConsolePeekEscapesBodyAndHeaders(t *testing.T) {
 	run(t, ctx, chromedp.Navigate(baseURL(b)+"/console/#/queue/%2F/dead.letters"))
 	waitJS(t, ctx, "the queue page", `document.querySelector('[data-testid=depth]')?.textContent === '1'`)
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name=peek]`)))
-	waitJS(t, ctx, "the peeked message", `document.querySelectorAll('[data-testid=peeked-message]').length === 1`)
+	waitSection(t, ctx, "peek", "the peeked message", `document.querySelectorAll('[data-testid=peeked-message]').length === 1`)
 	require.Equal(t, evilBody, evalJS[string](t, ctx, `document.querySelector('[data-testid=body]').textContent`))
 	require.Equal(t, evilHeader, evalJS[string](t, ctx, `document.querySelector('.app-props td').textContent`))
 	require.True(t, evalJS[bool](t, ctx, `window.__pwned === undefined`), "markup from a message ran")
