@@ -413,7 +413,44 @@ func TestConsolePeekFilterAndRedrive(t *testing.T) {
 	require.Equal(t, 2, queueDepth(t, b, "dead.letters"))
 	require.Equal(t, 3, queueDepth(t, b, "orders"), "the origin queue filled")
 	waitJS(t, ctx, "the peek page read again", `document.querySelectorAll('[data-testid=peeked-message]').length === 0`)
+	waitJS(t, ctx, "the queue's task list", `document.querySelector('[data-testid=redrive] details summary')?.textContent === '1 redrive task(s) from this queue'`)
 	screenshot(t, ctx, "redrive")
+}
+
+// A rate-limited redrive shows its progress while it runs and can be
+// cancelled from the page; what it had not moved stays in the DLQ. Needs the
+// redrive API.
+func TestConsoleRedriveProgressAndCancel(t *testing.T) {
+	const n = 30
+	b := startBroker(t)
+	ctx := browser(t, b)
+	s := amqpSession(t, b)
+	msgs := make([]*amqp.Message, n)
+	for i := range msgs {
+		msgs[i] = withID(fmt.Sprintf("order-%d", i), "x")
+	}
+	publish(t, s, "orders", msgs...)
+	r := newRejecter(t, s, "orders")
+	for range n {
+		r.rejectNext(nil)
+	}
+	require.Eventually(t, func() bool { return queueDepth(t, b, "dead.letters") == n }, waitFor, 20*time.Millisecond)
+
+	run(t, ctx, chromedp.Navigate(baseURL(b)+"/console/#/queue/%2F/dead.letters"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=redrive] input[name=rate]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=redrive] input[name=rate]`), "3"),
+		chromedp.Click(chromedp.CSS(`button[name=dry_run]`)))
+	waitSection(t, ctx, "redrive", "the dry run's report", `[...document.querySelectorAll('[data-testid=would-move] tbody tr')].some((tr) => tr.textContent === 'orders`+strconv.Itoa(n)+`')`)
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name=start]`)))
+	waitSection(t, ctx, "redrive", "progress", `document.querySelector('[data-testid=task-state]')?.textContent === 'running' && Number(document.querySelector('[data-testid=task-moved]')?.textContent) >= 1`)
+	run(t, ctx, chromedp.Click(chromedp.CSS(`[data-testid=task] button[name=cancel]`)))
+	waitSection(t, ctx, "redrive", "the cancelled task", `document.querySelector('[data-testid=task-state]')?.textContent === 'cancelled'`)
+	moved, err := strconv.Atoi(evalJS[string](t, ctx, `document.querySelector('[data-testid=task-moved]').textContent`))
+	require.NoError(t, err)
+	require.Less(t, moved, n, "cancelled before the end")
+	require.Equal(t, moved, queueDepth(t, b, "orders"), "what the task moved is in the origin queue")
+	require.Equal(t, n-moved, queueDepth(t, b, "dead.letters"), "the rest stayed in the DLQ")
+	screenshot(t, ctx, "redrive-cancelled")
 }
 
 // A body and an application property holding markup are shown as text by
