@@ -11,6 +11,7 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 
 	amqp "github.com/Azure/go-amqp"
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/epitaph-mq/epitaph"
@@ -90,6 +92,13 @@ func baseURL(b *epitaph.Broker) string { return "http://" + b.HTTPAddr().String(
 // returns the tab's context.
 func browser(t *testing.T, b *epitaph.Broker) context.Context {
 	t.Helper()
+	return browserAs(t, b, "guest", "guest")
+}
+
+// browserAs is browser logging in with user and password (an empty user
+// and a token as the password log in with an OAuth 2 token).
+func browserAs(t *testing.T, b *epitaph.Broker, user, password string) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // the CI container runs as root
@@ -105,8 +114,8 @@ func browser(t *testing.T, b *epitaph.Broker) context.Context {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(baseURL(b)+"/console/")))
 	run(t, ctx,
 		chromedp.WaitVisible(chromedp.CSS(`input[name=user]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=user]`), "guest"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "guest"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=user]`), user),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), password),
 		chromedp.Click(chromedp.CSS(`form[name=login] button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`header .who`)),
 	)
@@ -451,6 +460,33 @@ func TestConsoleRedriveProgressAndCancel(t *testing.T) {
 	require.Equal(t, moved, queueDepth(t, b, "orders"), "what the task moved is in the origin queue")
 	require.Equal(t, n-moved, queueDepth(t, b, "dead.letters"), "the rest stayed in the DLQ")
 	screenshot(t, ctx, "redrive-cancelled")
+}
+
+// An OAuth 2 token pasted as the password (no user) logs in: the console
+// sends it as a bearer token to the API and to the event stream, which
+// shows the deaths of the queues its scopes may read.
+func TestConsoleOAuthTokenLogin(t *testing.T) {
+	key := []byte("console-test-hs256-key-of-32-bytes!")
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(base64.RawURLEncoding.EncodeToString(key)), 0o600))
+	b := startBroker(t, func(o *epitaph.Options) {
+		o.OAuthResourceServerID = "rabbitmq"
+		o.OAuthSigningKey = keyFile
+	})
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": "console-user", "aud": "rabbitmq", "exp": jwt.NewNumericDate(time.Now().Add(time.Hour)),
+		"scope": []string{"rabbitmq.tag:management", "rabbitmq.read:%2F/*", "rabbitmq.write:%2F/*", "rabbitmq.configure:%2F/*"},
+	}).SignedString(key)
+	require.NoError(t, err)
+
+	ctx := browserAs(t, b, "", token)
+	require.Contains(t, evalJS[string](t, ctx, `document.querySelector('header .who').textContent`), "console-user")
+	waitJS(t, ctx, "the flow graph", `document.querySelectorAll('g.edge').length >= 3`)
+	s := amqpSession(t, b)
+	publish(t, s, "orders", withID("order-1", "one"))
+	newRejecter(t, s, "orders").rejectNext(nil)
+	waitEdgeCount(t, ctx, ordersNode, dlxNode, "rejected", 1)
+	waitJS(t, ctx, "the death in the live stream", `document.querySelector('[data-testid=recent-deaths] .msgid')?.textContent === 'order-1'`)
 }
 
 // A body and an application property holding markup are shown as text by
