@@ -80,6 +80,7 @@ const live = {
   deaths: new Map(),   // vhost\0queue\0reason -> {times: [ms], total}
   flows: new Map(),    // vhost\0exchange\0target\0reason -> {times, total}
   arrivals: new Map(), // vhost\0queue -> {times, total}
+  inflows: new Map(),  // vhost\0target\0source queue\0reason -> {times, total}
   targets: new Map(),  // vhost\0exchange -> Set of target queues seen
   recent: [],          // the last events, newest first
   lost: 0,
@@ -117,6 +118,7 @@ function handleEvent(kind, data) {
     bump(live.deaths, keyOf(data.vhost, data.queue, data.reason), now);
     for (const t of data.target_queues || []) {
       bump(live.arrivals, keyOf(data.vhost, t), now);
+      bump(live.inflows, keyOf(data.vhost, t, data.queue, data.reason), now);
       if (data.exchange !== null && data.exchange !== undefined) {
         bump(live.flows, keyOf(data.vhost, data.exchange, t, data.reason), now);
         const k = keyOf(data.vhost, data.exchange);
@@ -495,6 +497,7 @@ function QueueStats({ q }) {
       </table>
     </div>
     <div>
+      <${Arrivals} vhost=${vhost} queue=${q.name} />
       <h2>Deaths from this queue</h2>
       <table>
         <thead><tr><th>reason</th><th class="num">dead-lettered</th><th class="num">dropped (no DLX / no route / cycle)</th><th class="num">rate</th></tr></thead>
@@ -507,6 +510,25 @@ function QueueStats({ q }) {
       </table>
     </div>
   </section>`;
+}
+
+// Arrivals: the dead letters that came into this queue while the page was
+// open, by source queue and reason (from the event stream).
+function Arrivals({ vhost, queue }) {
+  const rows = [];
+  for (const k of live.inflows.keys()) {
+    const [v, t, src, r] = k.split('\u0000');
+    if (v !== vhost || t !== queue) continue;
+    rows.push({ src, r, total: total(live.inflows, k), rate: rate(live.inflows, k) });
+  }
+  if (rows.length === 0) return null;
+  rows.sort((a, b) => a.src.localeCompare(b.src) || a.r.localeCompare(b.r));
+  return html`<h2>Dead letters into this queue <span class="muted">(since the console was opened)</span></h2>
+    <table data-testid="arrivals">
+      <thead><tr><th>from queue</th><th>reason</th><th class="num">messages</th><th class="num">rate</th></tr></thead>
+      <tbody>${rows.map((a) => html`<tr data-source=${a.src} data-reason=${a.r}><td><a href=${queueLink(vhost, a.src)}>${a.src}</a></td><td><span class=${'pill ' + a.r}>${a.r}</span></td>
+        <td class="num">${a.total}</td><td class="num">${fmtRate(a.rate)}/s</td></tr>`)}</tbody>
+    </table>`;
 }
 
 function FilterForm({ filter, setFilter, onSubmit, children }) {
