@@ -95,9 +95,9 @@ func browser(t *testing.T, b *epitaph.Broker) context.Context {
 	return browserAs(t, b, "guest", "guest")
 }
 
-// browserAs is browser logging in with user and password (an empty user
-// and a token as the password log in with an OAuth 2 token).
-func browserAs(t *testing.T, b *epitaph.Broker, user, password string) context.Context {
+// browserTab starts a headless Chromium and returns a context for its
+// first tab, on about:blank.
+func browserTab(t *testing.T) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -111,8 +111,17 @@ func browserAs(t *testing.T, b *epitaph.Broker, user, password string) context.C
 	t.Cleanup(cancelTab)
 	// The first action starts the browser, which lives as long as that
 	// action's context: so no time-out on this one.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(baseURL(b)+"/console/")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
+	return ctx
+}
+
+// browserAs is browser logging in with user and password (an empty user
+// and a token as the password log in with an OAuth 2 token).
+func browserAs(t *testing.T, b *epitaph.Broker, user, password string) context.Context {
+	t.Helper()
+	ctx := browserTab(t)
 	run(t, ctx,
+		chromedp.Navigate(baseURL(b)+"/console/"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=user]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[name=user]`), user),
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), password),
@@ -461,6 +470,22 @@ func TestConsoleRedriveProgressAndCancel(t *testing.T) {
 	require.Equal(t, moved, queueDepth(t, b, "orders"), "what the task moved is in the origin queue")
 	require.Equal(t, n-moved, queueDepth(t, b, "dead.letters"), "the rest stayed in the DLQ")
 	screenshot(t, ctx, "redrive-cancelled")
+}
+
+// A wrong password is refused with the API's reason, nothing is shown and
+// the refused credentials are not kept.
+func TestConsoleLoginRefused(t *testing.T) {
+	b := startBroker(t)
+	tab := browserTab(t)
+	run(t, tab,
+		chromedp.Navigate(baseURL(b)+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=user]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=user]`), "guest"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "wrong"),
+		chromedp.Click(chromedp.CSS(`form[name=login] button[type=submit]`)))
+	waitJS(t, tab, "the refusal", `document.querySelector('.login .error')?.textContent === '401: Login failed'`)
+	require.False(t, evalJS[bool](t, tab, `!!document.querySelector('header')`), "not logged in")
+	require.Nil(t, evalJS[any](t, tab, `sessionStorage.getItem('epitaph-console-auth')`), "refused credentials are not kept")
 }
 
 // An OAuth 2 token pasted as the password (no user) logs in: the console

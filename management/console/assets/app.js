@@ -48,7 +48,10 @@ let onUnauthorized = () => {};
 
 async function api(method, path, body) {
   const headers = authHeaders(loadAuth());
-  const init = { method, headers };
+  // credentials 'omit': the Authorization header is the console's own, and
+  // no cookie or cached browser login is wanted (nor the browser's login
+  // prompt on a 401).
+  const init = { method, headers, credentials: 'omit' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -145,7 +148,7 @@ async function connectEvents() {
   live.abort = ctl;
   while (!ctl.signal.aborted) {
     try {
-      const res = await fetch('/api/events/dead-letters', { headers: authHeaders(loadAuth()), signal: ctl.signal });
+      const res = await fetch('/api/events/dead-letters', { headers: authHeaders(loadAuth()), credentials: 'omit', signal: ctl.signal });
       if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
       setConnected(true);
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
