@@ -513,6 +513,18 @@ func TestConsoleOAuthTokenLogin(t *testing.T) {
 	newRejecter(t, s, "orders").rejectNext(nil)
 	waitEdgeCount(t, ctx, ordersNode, dlxNode, "rejected", 1)
 	waitJS(t, ctx, "the death in the live stream", `document.querySelector('[data-testid=recent-deaths] .msgid')?.textContent === 'order-1'`)
+
+	// Logging out forgets the credentials and what the stream showed: the
+	// next user of the tab starts from nothing.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`header button`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=user]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=user]`), "guest"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "guest"),
+		chromedp.Click(chromedp.CSS(`form[name=login] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`header .who`)))
+	require.Contains(t, evalJS[string](t, ctx, `document.querySelector('header .who').textContent`), "guest")
+	waitJS(t, ctx, "the flow graph", `document.querySelectorAll('g.edge').length >= 3`)
+	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('[data-testid=recent-deaths] .msgid').length`))
 }
 
 // A body and an application property holding markup are shown as text by

@@ -181,9 +181,14 @@ async function connectEvents() {
   }
 }
 
+// disconnectEvents ends the stream and forgets what it showed, so that the
+// next user of the tab sees only their own events.
 function disconnectEvents() {
   if (live.abort) live.abort.abort();
   live.abort = null;
+  for (const m of [live.deaths, live.flows, live.arrivals, live.inflows, live.targets]) m.clear();
+  live.recent = [];
+  live.lost = 0;
   setConnected(false);
 }
 
@@ -229,6 +234,8 @@ function usePoll(load, ms, deps, trigger) {
 
 // ---------------------------------------------------------------- small parts
 
+// inVHost names something of another vhost than the default one.
+const inVHost = (name, vhost) => (vhost === '/' ? name : `${name} (vhost ${vhost})`);
 const fmtRate = (r) => (r >= 10 ? r.toFixed(0) : r.toFixed(1));
 const exName = (x) => (x === '' ? 'amq.default' : x);
 
@@ -285,7 +292,7 @@ function buildGraph(flows, base) {
   const node = (id, attrs) => { if (!nodes.has(id)) nodes.set(id, attrs); return nodes.get(id); };
   const depth = new Map(flows.queues.map((q) => [keyOf(q.vhost, q.name), q.messages]));
   const qnode = (vhost, name, dlq) => {
-    const n = node(nodeID('q', vhost, name), { kind: 'queue', vhost, name, label: name, dlq: false });
+    const n = node(nodeID('q', vhost, name), { kind: 'queue', vhost, name, label: inVHost(name, vhost), dlq: false });
     n.dlq = n.dlq || dlq;
     n.depth = depth.get(keyOf(vhost, name));
     return n;
@@ -312,7 +319,7 @@ function buildGraph(flows, base) {
     } else {
       dst = nodeID('x', f.vhost, f.dead_letter_exchange);
       node(dst, { kind: 'exchange', vhost: f.vhost, name: f.dead_letter_exchange,
-        label: exName(f.dead_letter_exchange) + (f.exchange_exists ? (f.exchange_type ? ` (${f.exchange_type})` : '') : ' (missing)') });
+        label: inVHost(exName(f.dead_letter_exchange), f.vhost) + (f.exchange_exists ? (f.exchange_type ? ` (${f.exchange_type})` : '') : ' (missing)') });
     }
     const how = f.configured_by === 'policy' ? `policy ${f.policy}` : f.configured_by === 'argument' ? 'queue argument' : 'no dead-letter exchange';
     edges.set(src + '>' + dst, { from: src, to: dst, title: how, lines, kind: 'death' });
