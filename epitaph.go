@@ -26,6 +26,7 @@ import (
 	"github.com/epitaph-mq/epitaph/internal/testhooks"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/management/amqpnode"
+	"github.com/epitaph-mq/epitaph/management/console"
 	"github.com/epitaph-mq/epitaph/management/dlops"
 	"github.com/epitaph-mq/epitaph/management/httpapi"
 	"github.com/epitaph-mq/epitaph/router"
@@ -331,8 +332,12 @@ func Start(opts Options) (*Broker, error) {
 			b.abort()
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
+		var webConsole http.Handler
+		if opts.WebConsole {
+			webConsole = console.Handler()
+		}
 		b.httpS = &http.Server{
-			Handler: httpapi.NewHandler(httpapi.Options{Router: rt, Auth: users, DeadLetters: dl,
+			Handler: httpapi.NewHandler(httpapi.Options{Console: webConsole, Router: rt, Auth: users, DeadLetters: dl,
 				Logger: opts.Logger.With("component", "http"), ProductVersion: Version, Metrics: metrics,
 				GetMaxCount: opts.HTTPGetMaxCount, GetMaxBytes: opts.HTTPGetMaxBytes,
 				Connections: connectionRegistry{srv}, Events: b.events, EventsHeartbeat: opts.DeadLetterEventsHeartbeat, EventsWriteTimeout: opts.WriteTimeout,

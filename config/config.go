@@ -86,6 +86,7 @@ const (
 	KeyDLEventsBuffer         = "dead-letter-events-buffer"
 	KeyDLEventsMaxSubscribers = "dead-letter-events-max-subscribers"
 	KeyDLEventsHeartbeat      = "dead-letter-events-heartbeat"
+	KeyWebConsole             = "web-console"
 	KeyInitialFrameMax        = "initial-frame-max"
 	KeyMaxLinksPerConnection  = "max-links-per-connection"
 	KeyMaxUnfinishedBytes     = "max-unfinished-bytes"
@@ -259,6 +260,9 @@ type Config struct {
 	DeadLetterEventsBuffer         int           `mapstructure:"dead-letter-events-buffer"`
 	DeadLetterEventsMaxSubscribers int           `mapstructure:"dead-letter-events-max-subscribers"`
 	DeadLetterEventsHeartbeat      time.Duration `mapstructure:"dead-letter-events-heartbeat"`
+	// WebConsole serves the web console on the HTTP listener (under
+	// /console/; / redirects there), behind the API's authentication.
+	WebConsole bool `mapstructure:"web-console"`
 
 	// AMQP is what the AMQP 1.0 front end (package link) needs.
 	AMQP `mapstructure:",squash"`
@@ -489,6 +493,7 @@ func Default() Config {
 		DeadLetterEventsBuffer:         1024,
 		DeadLetterEventsMaxSubscribers: 100,
 		DeadLetterEventsHeartbeat:      15 * time.Second,
+		WebConsole:                     true,
 		AMQP: AMQP{
 			Anonymous:                    AnonymousLoopback,
 			PermitTransientNonExclQueues: true,
@@ -563,6 +568,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
 	fs.Duration(KeyDLEventsHeartbeat, d.DeadLetterEventsHeartbeat, "how often an idle dead-letter event stream over HTTP gets a heartbeat comment")
+	fs.Bool(KeyWebConsole, d.WebConsole, "serve the web console at /console/ on the HTTP listener")
 	fs.Int(KeyManagementPendingBytes, d.ManagementPendingBytes, "most `bytes` of /management responses a session holds for a client that does not take them")
 	fs.Int(KeyFilterSQLMaxLength, d.FilterSQLMaxLength, "most characters of an SQL filter expression on attach")
 	fs.Int(KeyFilterSQLMaxTokens, d.FilterSQLMaxTokens, "most tokens of an SQL filter expression on attach")
@@ -684,6 +690,7 @@ func Load(args []string) (*Config, error) {
 		KeyDLEventsBuffer:         d.DeadLetterEventsBuffer,
 		KeyDLEventsMaxSubscribers: d.DeadLetterEventsMaxSubscribers,
 		KeyDLEventsHeartbeat:      d.DeadLetterEventsHeartbeat,
+		KeyWebConsole:             d.WebConsole,
 		KeyInitialFrameMax:        d.InitialFrameMax,
 		KeyMaxLinksPerConnection:  d.MaxLinksPerConnection,
 		KeyMaxUnfinishedBytes:     d.MaxUnfinishedBytes,

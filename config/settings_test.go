@@ -134,6 +134,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyOAuthLeeway:                  "no leeway",
 		KeyOAuthMaxScopes:               "no limit",
 		KeyPeekMaxScan:                  "refused",
+		KeyWebConsole:                   "off",
 	}
 	d := Default()
 	n := len(settings(t, &d))

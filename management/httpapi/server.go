@@ -69,7 +69,13 @@ type Options struct {
 	// the filter package's defaults).
 	PeekMaxScan  int
 	FilterLimits filter.Limits
+	// Console serves the web console under ConsolePrefix ("/" redirects
+	// there); nil turns it off (those paths answer 404).
+	Console http.Handler
 }
+
+// ConsolePrefix is the path the web console is served under.
+const ConsolePrefix = "/console/"
 
 // rabbitVersion is the RabbitMQ version the API reports (and mirrors).
 const rabbitVersion = "4.3.0"
@@ -101,6 +107,7 @@ type server struct {
 	redrives     *dlops.Manager
 	peekMaxScan  int
 	filterLimits filter.Limits
+	console      http.Handler
 }
 
 // handlerFunc handles one matched request; a returned error is written
@@ -163,7 +170,8 @@ func NewHandler(opts Options) http.Handler {
 	s := &server{b: opts.Router, auth: opts.Auth, dl: opts.DeadLetters, log: opts.Logger, version: opts.ProductVersion,
 		metrics: opts.Metrics, conns: opts.Connections, node: opts.Node,
 		events: opts.Events, eventsHeartbeat: opts.EventsHeartbeat, eventsWriteTimeout: opts.EventsWriteTimeout,
-		redrives: opts.Redrives, peekMaxScan: cmpOrPositive(opts.PeekMaxScan, dlops.DefaultPeekMaxScan), filterLimits: opts.FilterLimits}
+		redrives: opts.Redrives, peekMaxScan: cmpOrPositive(opts.PeekMaxScan, dlops.DefaultPeekMaxScan), filterLimits: opts.FilterLimits,
+		console: opts.Console}
 	if s.filterLimits == (filter.Limits{}) {
 		s.filterLimits = filter.DefaultLimits()
 	}
@@ -211,6 +219,8 @@ func (s *server) routeTable() []route {
 		r("overview", m{"GET": s.overview}),
 		r("events/dead-letters", m{"GET": s.deadLetterEvents}),
 		r("whoami", m{"GET": s.whoami}),
+		r("dead-letter-flows", m{"GET": s.deadLetterFlows}),
+		r("dead-letter-flows/*", m{"GET": s.deadLetterFlows}),
 
 		r("vhosts", m{"GET": s.listVHosts}),
 		r("vhosts/*", m{"GET": s.getVHost, "PUT": s.putVHost, "DELETE": s.deleteVHost}),
@@ -269,6 +279,19 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.metrics != nil && r.URL.Path == "/metrics" {
 		s.metrics.ServeHTTP(w, r)
 		return
+	}
+	if s.console != nil {
+		switch {
+		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			http.Redirect(w, r, ConsolePrefix, http.StatusFound)
+			return
+		case r.URL.Path == strings.TrimSuffix(ConsolePrefix, "/"):
+			http.Redirect(w, r, ConsolePrefix, http.StatusMovedPermanently)
+			return
+		case strings.HasPrefix(r.URL.Path, ConsolePrefix):
+			s.console.ServeHTTP(w, r)
+			return
+		}
 	}
 	req := &request{w: w, r: r}
 	if err := s.serve(req); err != nil {
