@@ -261,9 +261,10 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	require.NoError(t, r.Close(context.Background()))
 }
 
-// A consumer that asks for distribution-mode copy (a browser) is told the
+// A queue consumer that names no distribution mode, or move, is told the
 // mode in force, move, as RabbitMQ 4.3 answers for classic and quorum
-// queues: it takes the messages it gets.
+// queues: it takes the messages it gets. (copy browses: see
+// TestBrowseDistributionModeCopy.)
 func TestAttachReplyDistributionModeMove(t *testing.T) {
 	for _, typ := range []router.QueueType{router.Classic, router.Quorum} {
 		t.Run(string(typ), func(t *testing.T) {
@@ -273,7 +274,7 @@ func TestAttachReplyDistributionModeMove(t *testing.T) {
 			r := rawBegin(t, b)
 			r.write(0, &amqp10.Attach{Name: "browser", Handle: 0, Role: amqp10.RoleReceiver,
 				SndSettleMode: amqp10.SndSettled, HasSndSettleMode: true,
-				Source: &amqp10.Source{Address: "/queues/q", HasAddress: true, DistributionMode: "copy"},
+				Source: &amqp10.Source{Address: "/queues/q", HasAddress: true},
 				Target: &amqp10.Target{}})
 			reply, _ := expectFrame[*amqp10.Attach](r)
 			require.NotNil(t, reply.Source)
