@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
-	"strings"
 	"time"
 
 	"github.com/Azure/go-amqp"
