@@ -88,35 +88,37 @@ type Queue struct {
 	// they may be called from anywhere); q.cfg is the same, under mu.
 	eff atomic.Pointer[queueConfig]
 
-	mu        sync.Mutex
-	cfg       queueConfig
-	policyDef value.Map
-	deleted   bool
-	seq       uint64
-	main      readyList
-	returns   readyList // quorum: returned messages, delivered first
-	// delayed: quorum returns waiting for their delayed retry (delayed.go);
-	// neither ready nor unacknowledged.
-	delayed      delayHeap
-	delayedBytes int64
-	delayOrd     uint64
-	readyCount   int
-	readyBytes   int64
-	ttl          ttlHeap
-	subs         []*Subscription // by priority, then attach order (consumer_select.go)
-	rr           int
-	sel          selection
-	hadConsumer  bool
-	blocked      bool  // quorum reject-publish: publishers refused until <= 80 %
-	lastUsed     int64 // unix ns: creation, redeclare or last consumer gone (x-expires)
-	unacked      int
-	timer        *time.Timer
-	timerAt      int64
-	outbox       []Dead
-	flushing     bool
+	mu          sync.Mutex
+	cfg         queueConfig
+	policyDef   value.Map
+	deleted     bool
+	seq         uint64
+	main        readyList
+	returns     readyList // quorum: returned messages, delivered first
+	readyCount  int
+	readyBytes  int64
+	ttl         ttlHeap
+	subs        []*Subscription // by priority, then attach order (consumer_select.go)
+	rr          int
+	sel         selection
+	hadConsumer bool
+	blocked     bool  // quorum reject-publish: publishers refused until <= 80 %
+	lastUsed    int64 // unix ns: creation, redeclare or last consumer gone (x-expires)
+	unacked     int
+	timer       *time.Timer
+	timerAt     int64
+	outbox      []Dead
+	flushing    bool
 
 	// filteredSubs counts the subscriptions with a filter (consumerfilter.go).
 	filteredSubs int
+
+	// delayed: quorum returns waiting for their delayed retry (delayed.go),
+	// neither ready nor unacknowledged; delayOrd numbers them in the order
+	// they were delayed.
+	delayed      delayHeap
+	delayedBytes int64
+	delayOrd     uint64
 
 	// Persistence (persist.go, store.go). id names the queue in the store
 	// and orders multi-queue locking (lower id first); persist: durable
