@@ -388,3 +388,32 @@ func TestDelayedRetrySurvivesRestart(t *testing.T) {
 	s.Cancel(CancelDetach)
 	d.close(t)
 }
+
+// A message delivered but unsettled when the broker stopped comes back as a
+// failed return, which a failed-type queue delays.
+func TestDelayedRetryUnsettledAtStop(t *testing.T) {
+	dir := t.TempDir()
+	clock := newClock()
+	d := openDurable(t, dir, withClock(clock))
+	q := d.queue(t, "q", Quorum, "x-delayed-retry-type", "failed", "x-delayed-retry-min", int64(60_000))
+	require.Equal(t, Accepted, d.publish(t, "", durableMsg(t, "held", "q")))
+	_, c := subscribe(t, q, 1)
+	require.Equal(t, 1, c.n())
+	d.close(t)
+
+	d = openDurable(t, dir, withClock(clock))
+	q, _ = d.v.Queue("q")
+	info := q.Info()
+	assert.Equal(t, []int{0, 1}, []int{info.Messages, info.MessagesDelayed})
+	assert.Equal(t, clock.Now().Add(time.Minute).UnixMilli(), info.NextDelayedAt)
+	d.close(t)
+
+	clock.Advance(time.Minute)
+	d = openDurable(t, dir, withClock(clock))
+	q, _ = d.v.Queue("q")
+	eventually(t, func() bool { return q.Info().Messages == 1 }, 5*time.Second)
+	_, c = subscribe(t, q, 1)
+	require.Equal(t, []string{"held"}, bodiesOf(t, c.all()))
+	assert.Equal(t, uint32(1), c.all()[0].Header.DeliveryCount)
+	d.close(t)
+}
