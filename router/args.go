@@ -42,6 +42,7 @@ type queueConfig struct {
 	hasDLRK       bool
 	dlStrategy    string // effective: at-least-once only when all its conditions hold
 	policy        string // the applied policy's name; "" when none
+	retry         delayedRetry
 }
 
 // streamType names RabbitMQ's stream queue type, which epitaph does not
@@ -78,15 +79,9 @@ var typeOnlyArgs = map[string]QueueType{
 // without their effect: a client relying on one must learn that it does
 // not hold here. A queue stored by an earlier epitaph, which accepted
 // them, is recovered with a warning instead (see DeclareQueue).
-//
-// x-delayed-retry-type is refused unless it is "disabled", which is what
-// epitaph does; without an enabling type x-delayed-retry-min and -max have
-// no effect in RabbitMQ either (and no policy can enable it here: the
-// policy types are refused too), so they are accepted.
 var unsupportedArgs = map[string]string{
-	"x-max-priority":       "priority queues are not supported",
-	"x-delayed-retry-type": "delayed retry is not supported (only 'disabled' is)",
-	"x-consumer-timeout":   "consumer timeouts are not supported",
+	"x-max-priority":     "priority queues are not supported",
+	"x-consumer-timeout": "consumer timeouts are not supported",
 }
 
 // unsupportedArg returns the first argument of args that epitaph does not
@@ -97,9 +92,6 @@ func unsupportedArg(queue string, args value.Map) error {
 	first := ""
 	for _, kv := range args {
 		k, _ := keyString(kv.Key)
-		if s, _ := toString(kv.Value); k == "x-delayed-retry-type" && s == "disabled" {
-			continue
-		}
 		if _, ok := unsupportedArgs[k]; ok && (first == "" || k < first) {
 			first = k
 		}

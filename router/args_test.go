@@ -53,10 +53,6 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"max-priority (classic)", Classic, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q': priority queues are not supported"},
 		{"max-priority over 255", Classic, []any{"x-max-priority", int64(256)}, "x-max-priority"},
 		{"max-priority (quorum)", Quorum, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q' of queue type quorum"},
-		{"delayed-retry-type all", Quorum, []any{"x-delayed-retry-type", "all", "x-delayed-retry-min", int64(1000)}, "invalid arg 'x-delayed-retry-type' for queue 'q': delayed retry is not supported"},
-		{"delayed-retry-type failed", Quorum, []any{"x-delayed-retry-type", "failed"}, "'x-delayed-retry-type'"},
-		{"delayed-retry-type returned", Quorum, []any{"x-delayed-retry-type", "returned", "x-delayed-retry-min", uint64(1000), "x-delayed-retry-max", uint64(5000)}, "'x-delayed-retry-type'"},
-		{"first by name", Quorum, []any{"x-delayed-retry-type", "all", "x-consumer-timeout", int64(1)}, "'x-consumer-timeout'"},
 		{"delayed-retry on classic", Classic, []any{"x-delayed-retry-type", "all"}, "invalid arg 'x-delayed-retry-type' for queue 'q' of queue type classic"},
 		{"consumer-timeout", Quorum, []any{"x-consumer-timeout", int64(60000)}, "consumer timeouts are not supported"},
 		{"consumer-timeout on classic", Classic, []any{"x-consumer-timeout", int64(60000)}, "of queue type classic"},
@@ -92,8 +88,11 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"no effect on one node", Quorum, []any{"x-quorum-initial-group-size", int64(3), "x-queue-leader-locator", "balanced",
 			"x-max-in-memory-length", int64(0), "x-consumer-disconnected-timeout", int64(60000), "x-member-placement-tag", "t"}},
 		{"queue version 2", Classic, []any{"x-queue-version", int64(2), "x-queue-leader-locator", "client-local"}},
-		// What epitaph does: no delayed retry (RabbitMQ ignores min and max
-		// without an enabling type, too).
+		// Delayed retry arguments are not validated at declare, as in
+		// RabbitMQ 4.3 (a bad value disables it; TestDelayedRetryResolution).
+		{"delayed retry all", Quorum, []any{"x-delayed-retry-type", "all", "x-delayed-retry-min", int64(1000)}},
+		{"delayed retry returned", Quorum, []any{"x-delayed-retry-type", "returned", "x-delayed-retry-min", uint64(1000), "x-delayed-retry-max", uint64(5000)}},
+		{"delayed retry min as a string", Quorum, []any{"x-delayed-retry-type", "failed", "x-delayed-retry-min", "2000"}},
 		{"delayed retry disabled", Quorum, []any{"x-delayed-retry-type", "disabled", "x-delayed-retry-min", int64(1000), "x-delayed-retry-max", int64(2000)}},
 		{"delayed retry bounds alone", Quorum, []any{"x-delayed-retry-min", uint64(1000)}},
 		{"quorum by argument", "", []any{"x-queue-type", "quorum"}},

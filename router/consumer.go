@@ -196,6 +196,11 @@ func (s *Subscription) Flow(deliveryCount, linkCredit uint32, drain bool) {
 // ErrNotFound (unknown tag or ended subscription) or ErrInvalidArgument
 // (bad outcome, or a quorum modified annotation key that is not a symbol
 // starting with "x-"); the delivery is then left as it was.
+//
+// On a quorum queue a message that a release, a modify or a cancel returns
+// may be delayed instead of ready (delayed.go): until the modify's
+// x-opt-delivery-time annotation when it is later than now, or as the
+// queue's delayed-retry configuration says.
 func (s *Subscription) Settle(tag uint64, o Settlement) error {
 	var err [1]error
 	s.SettleBatch([]uint64{tag}, o, err[:])
@@ -246,8 +251,7 @@ func (s *Subscription) SettleBatch(tags []uint64, o Settlement, errs []error) {
 			q.settleStoredLocked(e)
 		case SettleRelease:
 			e.acquired++
-			q.requeueLocked(e)
-			requeued = true
+			requeued = q.returnLocked(e, false, nil) || requeued
 		case SettleReject:
 			e.acquired++
 			e.dc++
@@ -270,8 +274,7 @@ func (s *Subscription) SettleBatch(tags []uint64, o Settlement, errs []error) {
 			case q.overDeliveryLimit(e):
 				q.deadLocked(e, ReasonDeliveryLimit, nil)
 			default:
-				q.requeueLocked(e)
-				requeued = true
+				requeued = q.returnLocked(e, o.DeliveryFailed, anns) || requeued
 			}
 		}
 	}
@@ -337,8 +340,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 				continue
 			}
 		}
-		q.requeueLocked(e)
-		requeued = true
+		requeued = q.returnLocked(e, failed, nil) || requeued
 	}
 	s.unsettled.Clear()
 	now := q.nowNano()

@@ -17,6 +17,8 @@ import (
 //	expires                                        minimum
 //	overflow                                       classic: argument wins; quorum: policy wins
 //	delivery-limit (quorum)                        min, or max if either is negative; default 20
+//	delayed-retry-type (quorum)                    policy wins
+//	delayed-retry-min, -max (quorum)               minimum (delayed.go)
 
 // opt is an optional setting from one source (an argument or a policy).
 type opt[T any] struct {
@@ -31,6 +33,8 @@ type knobs struct {
 	dlx, dlrk, strategy, overflow                        opt[string]
 	alternateExchange                                    opt[string] // exchanges
 	messageTTL, expires, maxLen, maxBytes, deliveryLimit opt[int64]
+	retryType                                            opt[string]
+	retryMin, retryMax                                   opt[int64]
 }
 
 // argKnobs reads the settings from normalised, validated x-arguments.
@@ -57,6 +61,10 @@ func argKnobs(args value.Map) knobs {
 		messageTTL: num("x-message-ttl"), expires: num("x-expires"),
 		maxLen: num("x-max-length"), maxBytes: num("x-max-length-bytes"),
 		deliveryLimit: num("x-delivery-limit"),
+		// Not validated at declare, as in RabbitMQ: a value of the wrong
+		// type counts as absent (resolveDelayedRetry then disables).
+		retryType: str("x-delayed-retry-type"),
+		retryMin:  num("x-delayed-retry-min"), retryMax: num("x-delayed-retry-max"),
 	}
 }
 
@@ -83,8 +91,6 @@ var noEffectPolicyKeys = map[string]func(v any) bool{
 	"max-age":                       func(v any) bool { _, ok := toString(v); return ok },
 	"stream-max-segment-size-bytes": nonNegative,
 	"stream-filter-size-bytes":      func(v any) bool { n, ok := toInt64(v); return ok && n >= 16 && n <= 255 },
-	"delayed-retry-min":             positive, // no effect without an enabling delayed-retry-type
-	"delayed-retry-max":             positive,
 }
 
 func nonNegative(v any) bool { n, ok := toInt64(v); return ok && n >= 0 }
@@ -92,24 +98,8 @@ func positive(v any) bool    { n, ok := toInt64(v); return ok && n > 0 }
 
 // unsupportedPolicyKeys are RabbitMQ 4.3 policy keys with an effect epitaph
 // does not implement: refused, never accepted without their effect.
-// delayed-retry-type is checked on its own (delayedRetryType): "disabled"
-// is accepted, and then delayed-retry-min and -max have no effect.
 var unsupportedPolicyKeys = map[string]string{
 	"consumer-timeout": "consumer timeouts are not supported",
-}
-
-// delayedRetryType validates a policy's delayed-retry-type as RabbitMQ 4.3
-// does, then refuses the types that enable delayed retry, which epitaph
-// does not implement.
-func delayedRetryType(v any) error {
-	s, _ := toString(v)
-	switch s {
-	case "disabled":
-		return nil
-	case "all", "failed", "returned":
-		return fmt.Errorf("delayed retry is not supported by epitaph (only 'disabled' is)")
-	}
-	return fmt.Errorf("%v is not a valid delayed retry type. Must be one of: all, failed, returned, disabled", v)
 }
 
 // parsePolicyDefinition validates the keys epitaph applies (as
@@ -184,13 +174,10 @@ func parsePolicyDefinition(policy string, def value.Map, lenient bool) (knobs, [
 			k.deliveryLimit, err = num(key, v, minInt, maxInt)
 		case "alternate-exchange":
 			k.alternateExchange, err = str(key, v)
-		case "delayed-retry-type":
-			if e := delayedRetryType(v); e != nil {
-				if !lenient {
-					return k, nil, bad(key, "%v", e)
-				}
+		case "delayed-retry-type", "delayed-retry-min", "delayed-retry-max":
+			if e := policyDelayedRetry(&k, key, v); e != nil && !lenient {
+				return k, nil, bad(key, "%v", e)
 			}
-			other = append(other, key)
 		default:
 			if why, ok := unsupportedPolicyKeys[key]; ok {
 				if lenient {
@@ -220,12 +207,8 @@ func parsePolicyDefinition(policy string, def value.Map, lenient bool) (knobs, [
 	if len(unknown) > 0 {
 		return k, nil, fmt.Errorf("%w: policy '%s': %q are not recognised policy settings", ErrInvalidArgument, policy, unknown)
 	}
-	minV, hasMin := lookupKey(def, "delayed-retry-min")
-	maxV, hasMax := lookupKey(def, "delayed-retry-max")
-	if lo, _ := toInt64(minV); hasMin && hasMax && !lenient {
-		if hi, _ := toInt64(maxV); hi < lo {
-			return k, nil, fmt.Errorf("%w: policy '%s': delayed-retry-max (%d) must not be smaller than delayed-retry-min (%d)", ErrInvalidArgument, policy, hi, lo)
-		}
+	if err := delayConstraints(k); err != nil && !lenient {
+		return k, nil, fmt.Errorf("%w: policy '%s': %w", ErrInvalidArgument, policy, err)
 	}
 	return k, other, nil
 }
@@ -319,6 +302,9 @@ func resolveConfig(typ QueueType, a, p knobs, policy string) (queueConfig, []not
 		}
 	} else if p.deliveryLimit.ok {
 		debug("policy key delivery-limit ignored: classic queues have no delivery limit", "policy", policy)
+	}
+	if typ == Quorum {
+		cfg.retry = resolveDelayedRetry(a, p)
 	}
 
 	strategy := opt[string]{}

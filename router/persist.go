@@ -34,6 +34,7 @@ const (
 	flagDelivered = 1 << 0
 	flagRetained  = 1 << 1
 	flagAnns      = 1 << 2 // anns differ from Msg.Anns
+	flagDelayed   = 1 << 3 // delayed retry: the ready-at time follows the rest
 )
 
 var errCorrupt = errors.New("router: corrupt stored message")
@@ -160,6 +161,9 @@ func encodeState(e *entry) []byte {
 	if annsChanged {
 		f |= flagAnns
 	}
+	if e.isDelayed() {
+		f |= flagDelayed
+	}
 	b = append(b, f)
 	b = binary.AppendUvarint(b, uint64(e.dc))
 	b = binary.AppendUvarint(b, uint64(e.acquired))
@@ -181,6 +185,9 @@ func encodeState(e *entry) []byte {
 		} else {
 			b = append(b, 0)
 		}
+	}
+	if e.isDelayed() {
+		b = binary.AppendVarint(b, e.ext.readyAt)
 	}
 	return b
 }
@@ -222,6 +229,10 @@ func decodeState(e *entry, b []byte) error {
 		if r.byte() == 1 {
 			x.deadErr = &Error{Condition: r.str(), Description: r.str()}
 		}
+	}
+	if f&flagDelayed != 0 {
+		x := e.extension()
+		x.delayed, x.readyAt = true, r.varint()
 	}
 	return r.err
 }

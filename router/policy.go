@@ -30,9 +30,8 @@ const (
 // (effective.go); alternate-exchange applies to exchanges without the
 // argument. Keys that have no effect on one node's classic and quorum
 // queues in RabbitMQ either (queue-mode, queue-leader-locator, max-age, ...)
-// are accepted; keys epitaph does not implement (delayed-retry-*,
-// consumer-timeout) and keys RabbitMQ 4.3 does not recognise (ha-mode, ...)
-// are refused.
+// are accepted; keys epitaph does not implement (consumer-timeout) and keys
+// RabbitMQ 4.3 does not recognise (ha-mode, ...) are refused.
 type Policy struct {
 	VHost      string
 	Name       string
@@ -123,9 +122,10 @@ func (p *Policy) validate(lenient bool) error {
 // or a bad value for a key epitaph applies (dead-letter-exchange,
 // dead-letter-routing-key, dead-letter-strategy, message-ttl, expires,
 // max-length, max-length-bytes, overflow, delivery-limit,
-// alternate-exchange), a key epitaph does not implement (delayed-retry-type,
-// -min, -max, consumer-timeout), a key RabbitMQ 4.3 does not recognise, or a
-// bad value for a key accepted without effect (noEffectPolicyKeys).
+// alternate-exchange, delayed-retry-type, -min, -max, with the delayed-retry
+// constraints of one definition), a key epitaph does not implement
+// (consumer-timeout), a key RabbitMQ 4.3 does not recognise, or a bad value
+// for a key accepted without effect (noEffectPolicyKeys).
 func (v *VHost) PutPolicy(p Policy) error { return v.putPolicy(p, false) }
 
 // putPolicy is PutPolicy; recovering takes back a stored policy whose keys

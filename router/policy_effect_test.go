@@ -406,9 +406,9 @@ func TestPolicyRefusedKeys(t *testing.T) {
 		def  value.Map
 		want string
 	}{
-		{"delayed-retry-type all", def("delayed-retry-type", "all", "delayed-retry-min", int64(1000)), "invalid value for 'delayed-retry-type': delayed retry is not supported"},
-		{"delayed-retry-type failed", def("delayed-retry-type", "failed", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
-		{"delayed-retry-type returned", def("delayed-retry-type", "returned", "delayed-retry-min", int64(1000)), "'delayed-retry-type'"},
+		// Delayed retry is implemented: its keys are validated as RabbitMQ
+		// 4.3 validates them (TestDelayedRetryPolicyValidation has the rest).
+		{"delayed-retry-type all without min", def("delayed-retry-type", "all"), "delayed-retry-min is required when delayed-retry-type is all"},
 		{"bad delayed-retry-type", def("delayed-retry-type", "sometimes"), "sometimes is not a valid delayed retry type. Must be one of: all, failed, returned, disabled"},
 		{"bad delayed-retry-min", def("delayed-retry-min", int64(0)), "'delayed-retry-min'"},
 		{"delayed-retry-max below min", def("delayed-retry-type", "disabled", "delayed-retry-min", int64(2000), "delayed-retry-max", int64(1000)),

@@ -55,6 +55,15 @@ type QueueInfo struct {
 	// fields "policy" and "effective_policy_definition").
 	Policy                    string
 	EffectivePolicyDefinition value.Map
+	// MessagesDelayed are quorum returns waiting for their delayed retry
+	// (not ready, not unacknowledged); NextDelayedAt and LastDelayedAt the
+	// earliest and latest time one becomes ready (ms since the epoch; 0
+	// when none). DelayedRetry is the effective configuration as RabbitMQ's
+	// management API shows it ("disabled", "failed (min: 1000ms, max: 30000ms)").
+	MessagesDelayed int
+	NextDelayedAt   int64
+	LastDelayedAt   int64
+	DelayedRetry    string
 }
 
 // QueueDeletedNotifier may be implemented by a Consumer that wants to know
@@ -103,6 +112,13 @@ type Queue struct {
 
 	// filteredSubs counts the subscriptions with a filter (consumerfilter.go).
 	filteredSubs int
+
+	// delayed: quorum returns waiting for their delayed retry (delayed.go),
+	// neither ready nor unacknowledged; delayOrd numbers them in the order
+	// they were delayed.
+	delayed      delayHeap
+	delayedBytes int64
+	delayOrd     uint64
 
 	// Persistence (persist.go, store.go). id names the queue in the store
 	// and orders multi-queue locking (lower id first); persist: durable
@@ -241,7 +257,10 @@ func (q *Queue) Info() QueueInfo {
 		ConsumerCredit:            q.creditLocked(),
 		Policy:                    q.cfg.policy,
 		EffectivePolicyDefinition: cloneMap(q.policyDef),
+		MessagesDelayed:           len(q.delayed),
+		DelayedRetry:              q.cfg.retry.String(),
 	}
+	info.NextDelayedAt, info.LastDelayedAt = q.delayedSpanLocked()
 	q.unlock()
 	q.flushDead()
 	return info
@@ -258,16 +277,17 @@ func (q *Queue) creditLocked() int64 {
 	return n
 }
 
-// Purge removes every ready message (never dead-lettered) and returns how
-// many there were.
+// Purge removes every ready and delayed message (never dead-lettered) and
+// returns how many there were.
 func (q *Queue) Purge() int {
 	q.mu.Lock()
 	defer q.unlock()
-	n := q.readyCount
+	n := q.readyCount + len(q.delayed)
 	if q.persist {
 		for _, l := range []*readyList{&q.returns, &q.main} {
 			l.each(q.settleStoredLocked)
 		}
+		q.clearDelayedLocked(true)
 		q.clearPagedLocked(true)
 		q.loadPurged = q.loading
 	}
@@ -283,6 +303,7 @@ func (q *Queue) clearReadyLocked() {
 		l.reset()
 	}
 	q.clearPagedLocked(false)
+	q.clearDelayedLocked(false)
 	clear(q.ttl)
 	q.ttl = q.ttl[:0]
 	q.readyCount, q.readyBytes = 0, 0
@@ -294,7 +315,7 @@ func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 // in the queue depends on it (no message deadline, no armed timer, no
 // x-expires): the per-message paths then read no clock.
 func (q *Queue) clockLocked() int64 {
-	if len(q.ttl) > 0 || q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+	if len(q.ttl) > 0 || len(q.delayed) > 0 || q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
 		return q.nowNano()
 	}
 	return 0
@@ -454,10 +475,10 @@ func (q *Queue) dropsHead() bool {
 	return q.cfg.overflow == OverflowDropHead || (q.typ == Quorum && q.cfg.overflow == OverflowRejectPublishDLX)
 }
 
-// overLocked reports whether the ready (and retained) messages exceed a limit.
+// overLocked reports whether the ready, retained and delayed messages exceed a limit.
 func (q *Queue) overLocked() bool {
-	return (q.cfg.maxLen >= 0 && int64(q.readyCount+len(q.retained)) > q.cfg.maxLen) ||
-		(q.cfg.maxBytes >= 0 && q.readyBytes+q.retainedBytes > q.cfg.maxBytes)
+	return (q.cfg.maxLen >= 0 && q.lengthLocked() > q.cfg.maxLen) ||
+		(q.cfg.maxBytes >= 0 && q.bytesLocked() > q.cfg.maxBytes)
 }
 
 // rejectsLocked decides reject-publish overflow for a new message of size.
@@ -468,8 +489,8 @@ func (q *Queue) rejectsLocked(size int) bool {
 	switch {
 	case q.typ == Classic && (q.cfg.overflow == OverflowRejectPublish || q.cfg.overflow == OverflowRejectPublishDLX):
 		// A classic queue rejects the message that would exceed the limit.
-		return (q.cfg.maxLen >= 0 && int64(q.readyCount+len(q.retained))+1 > q.cfg.maxLen) ||
-			(q.cfg.maxBytes >= 0 && q.readyBytes+q.retainedBytes+int64(size) > q.cfg.maxBytes)
+		return (q.cfg.maxLen >= 0 && q.lengthLocked()+1 > q.cfg.maxLen) ||
+			(q.cfg.maxBytes >= 0 && q.bytesLocked()+int64(size) > q.cfg.maxBytes)
 	case q.typ == Quorum && q.cfg.overflow == OverflowRejectPublish:
 		// A quorum queue accepts while not over the limit (the message that
 		// crosses it is accepted), then refuses until it is back at 80 %.
@@ -487,8 +508,16 @@ func (q *Queue) rejectsLocked(size int) bool {
 // belowSoftLimitLocked is rabbit_fifo's is_below_soft_limit (?LOW_LIMIT 0.8).
 func (q *Queue) belowSoftLimitLocked() bool {
 	below := func(limit, n int64) bool { return limit < 0 || n <= int64(float64(limit)*0.8) }
-	return below(q.cfg.maxLen, int64(q.readyCount+len(q.retained))) && below(q.cfg.maxBytes, q.readyBytes+q.retainedBytes)
+	return below(q.cfg.maxLen, q.lengthLocked()) && below(q.cfg.maxBytes, q.bytesLocked())
 }
+
+// lengthLocked and bytesLocked are what the length limits count: ready,
+// retained (at-least-once) and delayed messages.
+func (q *Queue) lengthLocked() int64 {
+	return int64(q.readyCount + len(q.retained) + len(q.delayed))
+}
+
+func (q *Queue) bytesLocked() int64 { return q.readyBytes + q.retainedBytes + q.delayedBytes }
 
 // dropHeadLocked drops ready messages from the head while over a limit.
 func (q *Queue) dropHeadLocked() {
@@ -721,17 +750,18 @@ func (q *Queue) flushDead() {
 	q.unlock()
 }
 
-// ---- timer (message TTL and x-expires) ----
+// ---- timer (message TTL, delayed retry and x-expires) ----
 
 // armTimerLocked re-arms the queue's single timer to its earliest deadline:
-// the first message expiry, or the queue expiry (x-expires) when unused.
+// the first message expiry, the first delayed message due, or the queue
+// expiry (x-expires) when unused.
 func (q *Queue) armTimerLocked(now int64) {
 	next := int64(0)
 	if !q.deleted && !q.b.closed.Load() {
 		if len(q.ttl) > 0 {
 			next = q.ttl[0].deadline
 		}
-		for _, pd := range []int64{q.paged.minDeadline(), q.fresh.minDeadline()} {
+		for _, pd := range []int64{q.paged.minDeadline(), q.fresh.minDeadline(), q.nextDelayedLocked()} {
 			if pd != 0 && (next == 0 || pd < next) {
 				next = pd
 			}
@@ -775,6 +805,9 @@ func (q *Queue) onTimer() {
 	q.timerAt = 0
 	now := q.nowNano()
 	q.expireLocked(now)
+	if q.promoteDelayedLocked(now) {
+		q.afterRequeueLocked(now)
+	}
 	at, ok := q.expiresAtLocked()
 	expired := ok && at <= now
 	q.armTimerLocked(now)

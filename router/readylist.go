@@ -55,6 +55,13 @@ type entryExt struct {
 	deadReason Reason
 	deadErr    *Error
 	deadAt     int64 // unix ns of the (first) death
+	// Delayed retry (delayed.go): delayed, the entry waits in its queue's
+	// delayed set until readyAt (unix ns); delayIdx is its index there,
+	// delayOrd the order it was delayed in.
+	delayed  bool
+	readyAt  int64
+	delayIdx int
+	delayOrd uint64
 }
 
 // anns are the entry's broker annotations: the message's unless changed.

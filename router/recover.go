@@ -387,8 +387,21 @@ func (q *Queue) recoverEntryLocked(e *entry) {
 			q.deadLocked(e, ReasonDeliveryLimit, nil)
 			return
 		}
+		// The consumer went with the broker: a failed return, which the
+		// delayed-retry configuration may delay.
+		if at, ok := q.retryAtLocked(e, true, nil); ok {
+			q.delayLocked(e, at)
+			return
+		}
 		q.updateStoredLocked(e)
 		e.statePinned = true
+	}
+	if e.isDelayed() {
+		// Still waiting: back into the delayed set with its stored time
+		// (a passed one is promoted by the timer armed after recovery).
+		e.ext.delayed = false
+		q.pushDelayedLocked(e, e.ext.readyAt)
+		return
 	}
 	q.addReadyLocked(e)
 }

@@ -51,8 +51,10 @@ func TestLoadDefinitionsRefusesUnimplementedSettings(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
 		{`{"queues": [{"name": "prio", "vhost": "/", "durable": true, "arguments": {"x-max-priority": 10}}]}`,
 			"invalid arg 'x-max-priority' for queue 'prio'"},
-		{`{"queues": [{"name": "retry", "vhost": "/", "durable": true, "arguments": {"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": 1000}}]}`,
-			"invalid arg 'x-delayed-retry-type' for queue 'retry'"},
+		{`{"queues": [{"name": "retry", "vhost": "/", "durable": true, "arguments": {"x-queue-type": "quorum", "x-consumer-timeout": 1000}}]}`,
+			"invalid arg 'x-consumer-timeout' for queue 'retry'"},
+		{`{"policies": [{"vhost": "/", "name": "retry", "pattern": ".*", "definition": {"delayed-retry-type": "all"}}]}`,
+			`policy 'retry': delayed-retry-min is required when delayed-retry-type is all`},
 		{`{"policies": [{"vhost": "/", "name": "ha", "pattern": ".*", "definition": {"ha-mode": "all"}}]}`,
 			`policy 'ha': ["ha-mode"] are not recognised policy settings`},
 	} {

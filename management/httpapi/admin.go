@@ -85,7 +85,7 @@ func (s *server) overview(req *request) error {
 		"exchange_types":     exchangeTypes(),
 	}
 	if req.admin {
-		var queues, exchanges, consumers, ready, unacked int
+		var queues, exchanges, consumers, ready, unacked, delayed int
 		for _, v := range s.visibleVHosts(req) {
 			exchanges += len(v.Exchanges())
 			for _, q := range v.Queues() {
@@ -94,11 +94,12 @@ func (s *server) overview(req *request) error {
 				consumers += info.Consumers
 				ready += info.Messages
 				unacked += info.MessagesUnacknowledged
+				delayed += info.MessagesDelayed
 			}
 		}
 		out["object_totals"] = map[string]int{"queues": queues, "exchanges": exchanges, "consumers": consumers}
 		out["queue_totals"] = map[string]int{
-			"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+			"messages": ready + unacked + delayed, "messages_ready": ready, "messages_unacknowledged": unacked,
 		}
 		if s.dl != nil {
 			totals := map[string]uint64{}
@@ -127,16 +128,17 @@ func exchangeTypes() []map[string]any {
 // ---- vhosts ----
 
 func (s *server) vhostJSON(v *router.VHost) map[string]any {
-	var ready, unacked int
+	var ready, unacked, delayed int
 	for _, q := range v.Queues() {
 		info := q.Info()
 		ready += info.Messages
 		unacked += info.MessagesUnacknowledged
+		delayed += info.MessagesDelayed
 	}
 	return map[string]any{
 		"name": v.Name(), "description": "", "tags": []string{}, "default_queue_type": "classic",
 		"metadata": map[string]any{"description": "", "tags": []string{}, "default_queue_type": "classic"},
-		"tracing":  false, "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+		"tracing":  false, "messages": ready + unacked + delayed, "messages_ready": ready, "messages_unacknowledged": unacked,
 	}
 }
 

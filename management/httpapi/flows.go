@@ -62,7 +62,7 @@ func (s *server) flowJSON(v *router.VHost, q *router.Queue) map[string]any {
 		"dead_letter_exchange": nil, "dead_letter_routing_key": nil, "configured_by": nil, "policy": nil,
 		"strategy": q.DeadLetterStrategy(), "exchange_exists": false, "exchange_type": nil,
 		"routing": flowNone, "target_queues": []string{}, "dead_lettering": counters,
-		"messages": info.Messages + info.MessagesUnacknowledged,
+		"messages": info.Messages + info.MessagesUnacknowledged + info.MessagesDelayed,
 	}
 	if !hasDLX {
 		return out

@@ -45,7 +45,7 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 		"name": info.Name, "vhost": info.VHost, "type": string(info.Type),
 		"durable": info.Durable, "auto_delete": info.AutoDelete, "exclusive": info.Exclusive,
 		"arguments":                   args,
-		"messages":                    info.Messages + info.MessagesUnacknowledged,
+		"messages":                    info.Messages + info.MessagesUnacknowledged + info.MessagesDelayed,
 		"messages_ready":              info.Messages,
 		"messages_unacknowledged":     info.MessagesUnacknowledged,
 		"message_bytes_ready":         info.MessageBytes,
@@ -65,6 +65,16 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 	}
 	if l := q.DeliveryLimit(); l >= 0 {
 		out["delivery_limit"] = l
+	}
+	if info.Type == router.Quorum {
+		// RabbitMQ 4.3's delayed retry fields; the times only while a
+		// message is delayed.
+		out["messages_delayed"] = info.MessagesDelayed
+		out["delayed_retry"] = info.DelayedRetry
+		if info.MessagesDelayed > 0 {
+			out["next_delayed_at"] = info.NextDelayedAt
+			out["last_delayed_at"] = info.LastDelayedAt
+		}
 	}
 	dl := map[string]any{}
 	if s.dl != nil {
