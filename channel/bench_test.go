@@ -231,6 +231,7 @@ func (c *rawClient) consume(n int) error {
 	out := make([]byte, 0, 16<<10)
 	var (
 		deliver amqp091.BasicDeliver
+		ack     amqp091.BasicAck
 		got     int
 	)
 	br := c.fr
@@ -253,7 +254,8 @@ func (c *rawClient) consume(n int) error {
 			return err
 		}
 		got++
-		if out, err = amqp091.AppendMethodFrame(out, 1, &amqp091.BasicAck{DeliveryTag: deliver.DeliveryTag}); err != nil {
+		ack.DeliveryTag = deliver.DeliveryTag
+		if out, err = amqp091.AppendMethodFrame(out, 1, &ack); err != nil {
 			return err
 		}
 		if len(out) > 8<<10 || got == n || c.idle() {
