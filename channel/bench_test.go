@@ -53,6 +53,9 @@ type rawClient struct {
 	br *bufio.Reader
 	fr *amqp091.FrameReader
 	b  []byte
+	// seq is the last publish sequence number (confirm mode), tag the
+	// last delivery tag received.
+	seq, tag uint64
 }
 
 func dialRaw(tb testing.TB, addr string) *rawClient {
@@ -118,8 +121,23 @@ func (c *rawClient) expect(ch uint16, m amqp091.Method) {
 // whole process's (broker and the two raw clients, which allocate almost
 // nothing).
 func BenchmarkPublishDeliverAck(b *testing.B) {
-	addr := benchBroker(b)
-	pub, sub := dialRaw(b, addr), dialRaw(b, addr)
+	r := newRoundTrip(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(r.body)))
+	b.ResetTimer()
+	r.run(b, b.N)
+}
+
+// roundTrip is a publisher (confirm mode) and a consumer (prefetch 1000)
+// of one queue, each on its own connection.
+type roundTrip struct {
+	pub, sub    *rawClient
+	props, body []byte
+}
+
+func newRoundTrip(tb testing.TB) *roundTrip {
+	addr := benchBroker(tb)
+	pub, sub := dialRaw(tb, addr), dialRaw(tb, addr)
 	pub.send(1, &amqp091.QueueDeclare{Queue: "bench"})
 	pub.expect(1, &amqp091.QueueDeclareOk{})
 	pub.send(1, &amqp091.ConfirmSelect{})
@@ -128,36 +146,63 @@ func BenchmarkPublishDeliverAck(b *testing.B) {
 	sub.expect(1, &amqp091.BasicQosOk{})
 	sub.send(1, &amqp091.BasicConsume{Queue: "bench", ConsumerTag: "c"})
 	sub.expect(1, &amqp091.BasicConsumeOk{})
-
 	props, err := (&amqp091.Properties{Flags: amqp091.FlagDeliveryMode | amqp091.FlagContentType,
 		DeliveryMode: 2, ContentType: "application/octet-stream"}).Append(nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	body := bytes.Repeat([]byte("x"), 1024)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	n := b.N
+	return &roundTrip{pub: pub, sub: sub, props: props, body: bytes.Repeat([]byte("x"), 1024)}
+}
+
+// run publishes n messages with 100 in flight, and consumes and
+// acknowledges them one by one.
+func (r *roundTrip) run(tb testing.TB, n int) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	consumeErr := make(chan error, 1)
-	go func() { // the consumer: ack each delivery
+	go func() {
 		defer wg.Done()
-		consumeErr <- sub.consume(n)
+		consumeErr <- r.sub.consume(n)
 	}()
-	b.ResetTimer()
-	if err := pub.publish(n, 100, props, body); err != nil {
-		b.Fatal(err)
+	if err := r.pub.publish(n, 100, r.props, r.body); err != nil {
+		tb.Fatal(err)
 	}
 	wg.Wait()
 	if err := <-consumeErr; err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
+	}
+}
+
+// maxAllocsPerMessage is what one message costs the whole process on the
+// 0-9-1 path (publish, route, confirm, deliver, ack): the body's buffer
+// (shared with the property octets), the publish's outcome closure, the
+// routing keys, the message and its 0-9-1 container, and the queue's
+// entry. Delivering, confirming and acknowledging allocate nothing.
+const maxAllocsPerMessage = 6
+
+// TestPublishDeliverAckAllocs pins the allocations of the 0-9-1 path end
+// to end, counted over the whole process (broker and raw clients) for
+// 1,000 messages at a time.
+func TestPublishDeliverAckAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	r := newRoundTrip(t)
+	r.run(t, 2000) // warm up: buffers grown, goroutines started
+	const n = 1000
+	perMessage := testing.AllocsPerRun(5, func() { r.run(t, n) }) / n
+	// Half an allocation of slack for what runs beside the path (the
+	// runtime, timers); one more per message fails.
+	if perMessage > maxAllocsPerMessage+0.5 {
+		t.Errorf("%.2f allocations per message, want at most %d", perMessage, maxAllocsPerMessage)
 	}
 }
 
 // publish sends n messages to the default exchange with routing key
 // bench, at most window unconfirmed, and reads the confirms.
 func (c *rawClient) publish(n, window int, props, body []byte) error {
+	first, last := c.seq, c.seq+uint64(n)
+	defer func() { c.seq = last }()
 	confirms := make(chan uint64, 1024)
 	readErr := make(chan error, 1)
 	go func() {
@@ -178,17 +223,17 @@ func (c *rawClient) publish(n, window int, props, body []byte) error {
 				return
 			}
 			confirms <- ack.DeliveryTag // multiple or not: everything up to it is confirmed
-			if ack.DeliveryTag == uint64(n) {
+			if ack.DeliveryTag == last {
 				readErr <- nil
 				return
 			}
 		}
 	}()
 	m := &amqp091.BasicPublish{RoutingKey: "bench", Mandatory: true}
-	var sent, confirmed uint64
+	sent, confirmed := first, first
 	buf := make([]byte, 0, 64<<10)
-	for sent < uint64(n) {
-		for sent < uint64(n) && sent-confirmed < uint64(window) {
+	for sent < last {
+		for sent < last && sent-confirmed < uint64(window) {
 			var err error
 			if buf, err = amqp091.AppendMethodFrame(buf, 1, m); err != nil {
 				return err

@@ -640,9 +640,12 @@ func (ch *channel) publish() error {
 	}
 	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
 	// Always asynchronous: without confirm mode nobody waits for the
-	// store's sync, and the channel must not wait for it either. (One
-	// closure: the only allocation of the outcome's path.)
-	p.Confirm = func(o router.Outcome) { ch.published(span, confirm, seq, exchange, o, nil) }
+	// store's sync, and the channel must not wait for it either. The
+	// router calls Confirm only for a durable message (one to be synced),
+	// so a transient one needs no closure.
+	if msg.Header.Durable {
+		p.Confirm = func(o router.Outcome) { ch.published(span, confirm, seq, exchange, o, nil) }
+	}
 	res, err := vh.Publish(p)
 	ch.routeBuf = res.Queues[:0]
 	if err != nil && span != nil {

@@ -7,9 +7,10 @@
 // A connection has three goroutines: the reader (it owns the channel
 // table and handles every method in order), the deliverer (it writes the
 // deliveries queues post to the connection's mailbox) and a heartbeat
-// ticker. Writes to the socket are serialised by one mutex; each channel's
-// own state (delivery tags, unacknowledged deliveries, confirms) is
-// guarded by its mutex, which is taken before the write mutex.
+// ticker. Frames are appended in order to one output buffer and written
+// in batches (see flush); each channel's own state (delivery tags,
+// unacknowledged deliveries, confirms) is guarded by its mutex, which is
+// taken before the output's.
 package channel
 
 import (
