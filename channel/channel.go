@@ -57,6 +57,7 @@ type channel struct {
 	unconfirmed   []uint64
 	acked, nacked []uint64
 	flushPosted   bool
+	nackSent      uint64            // the smallest sequence number refused so far (0: none)
 	ack           amqp091.BasicAck  // scratch of flushConfirms
 	nack          amqp091.BasicNack // scratch of flushConfirms
 }
@@ -736,7 +737,10 @@ func (ch *channel) flushConfirms() error {
 	acks := ch.acked
 	// Appended to the output, which the deliverer writes with the rest of
 	// its batch; ack and nack are the channel's scratch methods.
-	if n > 1 {
+	// A multiple ack never reaches over a number already refused (a client
+	// may read multiple as every number up to it), so once a nack has gone
+	// out only the acks below it are coalesced.
+	if n > 1 && (ch.nackSent == 0 || acks[n-1] < ch.nackSent) {
 		ch.ack = amqp091.BasicAck{DeliveryTag: acks[n-1], Multiple: true}
 		if err := ch.c.appendMethod(ch.id, &ch.ack); err != nil {
 			return err
@@ -753,6 +757,9 @@ func (ch *channel) flushConfirms() error {
 		} else {
 			ch.nack = amqp091.BasicNack{DeliveryTag: nacks[0]}
 			err = ch.c.appendMethod(ch.id, &ch.nack)
+			if ch.nackSent == 0 || nacks[0] < ch.nackSent {
+				ch.nackSent = nacks[0]
+			}
 			nacks = nacks[1:]
 		}
 		if err != nil {
