@@ -33,6 +33,12 @@ type channel struct {
 	pub       pendingPublish
 	gets      map[*router.Queue]*getConsumer
 	routeBuf  []*router.Queue
+	ackIn     amqp091.BasicAck   // the last basic.ack received
+	props     amqp091.Properties // the last publish's properties, decoded
+	// Scratch of settle and apply.
+	takeBuf []unacked
+	tagBuf  []uint64
+	errBuf  []error
 
 	mu        sync.Mutex
 	ended     bool
@@ -51,6 +57,9 @@ type channel struct {
 	unconfirmed   []uint64
 	acked, nacked []uint64
 	flushPosted   bool
+	nackSent      uint64            // the smallest sequence number refused so far (0: none)
+	ack           amqp091.BasicAck  // scratch of flushConfirms
+	nack          amqp091.BasicNack // scratch of flushConfirms
 }
 
 // unacked is a delivery the client has to settle.
@@ -173,25 +182,36 @@ func (ch *channel) frame(f amqp091.Frame) error {
 	}
 	switch step {
 	case amqp091.StepMethod:
+		// basic.ack, the most frequent method, is decoded into the
+		// channel's own struct; the others into new ones.
+		if cl, me, args, err := amqp091.ParseMethodHeader(f.Payload); err == nil && cl == amqp091.ClassBasic && me == amqp091.MethodBasicAck {
+			if err := amqp091.DecodeArgs(&ch.ackIn, args); err != nil {
+				return amqp091.WithChannel(err, ch.id)
+			}
+			return ch.method(&ch.ackIn)
+		}
 		m, err := amqp091.ParseMethod(f.Payload)
 		if err != nil {
 			return amqp091.WithChannel(err, ch.id)
 		}
 		return ch.method(m)
 	case amqp091.StepContent:
-		m, err := amqp091.ParseMethod(f.Payload)
+		cl, me, args, err := amqp091.ParseMethodHeader(f.Payload)
 		if err != nil {
 			return amqp091.WithChannel(err, ch.id)
 		}
-		p, ok := m.(*amqp091.BasicPublish)
-		if !ok {
-			cl, me := m.ID()
+		if cl != amqp091.ClassBasic || me != amqp091.MethodBasicPublish {
 			return ch.err(amqp091.CommandInvalid, cl, me, "unimplemented method %s", amqp091.MethodName(cl, me))
 		}
-		if p.Immediate {
+		// Decoded over the previous publish: names that repeat (the
+		// exchange, the routing key) are not allocated again.
+		if err := amqp091.DecodeArgs(&ch.pub.m, args); err != nil {
+			return amqp091.WithChannel(err, ch.id)
+		}
+		if ch.pub.m.Immediate {
 			return connErr(amqp091.NotImplemented, 60, 40, "immediate=true")
 		}
-		ch.pub = pendingPublish{active: true, m: *p}
+		ch.pub.active = true
 		return nil
 	case amqp091.StepHeader, amqp091.StepDone:
 		if f.Type == amqp091.FrameHeader {
@@ -202,8 +222,13 @@ func (ch *channel) frame(f amqp091.Frame) error {
 			if max := ch.c.srv.opts.MaxMessageSize; max > 0 && h.BodySize > max {
 				return ch.err(amqp091.PreconditionFailed, 60, 40, "message size %d is larger than configured max size %d", h.BodySize, max)
 			}
-			ch.pub.props = append([]byte(nil), h.Properties...)
-			ch.pub.body = make([]byte, 0, min(h.BodySize, 1<<20))
+			// The property octets and the body share one allocation (the
+			// message keeps both for its lifetime).
+			np := len(h.Properties)
+			buf := make([]byte, np, np+int(min(h.BodySize, 1<<20)))
+			copy(buf, h.Properties)
+			ch.pub.props = buf[:np:np]
+			ch.pub.body = buf[np:np]
 		} else {
 			ch.pub.body = append(ch.pub.body, f.Payload...)
 		}
@@ -540,17 +565,23 @@ const maxExpiration = 315360000000
 
 func (ch *channel) publish() error {
 	pub := ch.pub
-	ch.pub = pendingPublish{}
+	// Only the buffers go: the method stays for the next publish to be
+	// decoded over.
+	ch.pub.active, ch.pub.props, ch.pub.body = false, nil, nil
 	c := ch.c
 	if !c.waitUnblocked() {
 		return errClosed
 	}
 	vh := c.vhost
 	exchange := pub.m.Exchange
-	var props amqp091.Properties
-	if err := props.Decode(pub.props); err != nil {
+	// Decoded over the previous publish's properties, so that strings that
+	// repeat (content-type, app-id, ...) are shared rather than allocated
+	// again: the message gets a copy of the struct, and strings are
+	// immutable.
+	if err := ch.props.Decode(pub.props); err != nil {
 		return amqp091.WithChannel(err, ch.id)
 	}
+	props := ch.props
 	if err := ch.authorize(auth.ResourceExchange, exchange, auth.Write, 60, 40); err != nil {
 		return err
 	}
@@ -609,19 +640,13 @@ func (ch *channel) publish() error {
 		msg.Anns = telemetry.Inject(msg.Anns, span.SpanContext())
 	}
 	p := router.Publish{Exchange: exchange, Msg: msg, RouteKeys: routeKeys, Queues: ch.routeBuf}
-	done := func(o router.Outcome, queues []*router.Queue) {
-		if span != nil {
-			telemetry.EndPublish(span, queues, o)
-		}
-		if confirm {
-			ch.confirmed(seq, o)
-		} else if o.Kind == router.Rejected {
-			c.log.Warn("publish refused; the publisher is not in confirm mode and is not told", "exchange", exchange, "err", o.Error)
-		}
-	}
 	// Always asynchronous: without confirm mode nobody waits for the
-	// store's sync, and the channel must not wait for it either.
-	p.Confirm = func(o router.Outcome) { done(o, nil) }
+	// store's sync, and the channel must not wait for it either. The
+	// router calls Confirm only for a durable message (one to be synced),
+	// so a transient one needs no closure.
+	if msg.Header.Durable {
+		p.Confirm = func(o router.Outcome) { ch.published(span, confirm, seq, exchange, o, nil) }
+	}
 	res, err := vh.Publish(p)
 	ch.routeBuf = res.Queues[:0]
 	if err != nil && span != nil {
@@ -643,9 +668,22 @@ func (ch *channel) publish() error {
 		}
 	}
 	if !res.Pending {
-		done(res.Outcome, res.Queues)
+		ch.published(span, confirm, seq, exchange, res.Outcome, res.Queues)
 	}
 	return nil
+}
+
+// published handles a publish's outcome: the span ends, and the confirm
+// (sequence number seq) is recorded for the publisher.
+func (ch *channel) published(span trace.Span, confirm bool, seq uint64, exchange string, o router.Outcome, queues []*router.Queue) {
+	if span != nil {
+		telemetry.EndPublish(span, queues, o)
+	}
+	if confirm {
+		ch.confirmed(seq, o)
+	} else if o.Kind == router.Rejected {
+		ch.c.log.Warn("publish refused; the publisher is not in confirm mode and is not told", "exchange", exchange, "err", o.Error)
+	}
 }
 
 // confirmed records the outcome of seq for the publisher: basic.nack when
@@ -697,8 +735,14 @@ func (ch *channel) flushConfirms() error {
 	}
 	n, _ := slices.BinarySearch(ch.acked, low) // acks below low
 	acks := ch.acked
-	if n > 1 {
-		if err := ch.send(&amqp091.BasicAck{DeliveryTag: acks[n-1], Multiple: true}); err != nil {
+	// Appended to the output, which the deliverer writes with the rest of
+	// its batch; ack and nack are the channel's scratch methods.
+	// A multiple ack never reaches over a number already refused (a client
+	// may read multiple as every number up to it), so once a nack has gone
+	// out only the acks below it are coalesced.
+	if n > 1 && (ch.nackSent == 0 || acks[n-1] < ch.nackSent) {
+		ch.ack = amqp091.BasicAck{DeliveryTag: acks[n-1], Multiple: true}
+		if err := ch.c.appendMethod(ch.id, &ch.ack); err != nil {
 			return err
 		}
 		acks = acks[n:]
@@ -707,10 +751,15 @@ func (ch *channel) flushConfirms() error {
 	for len(acks) > 0 || len(nacks) > 0 {
 		var err error
 		if len(nacks) == 0 || len(acks) > 0 && acks[0] < nacks[0] {
-			err = ch.send(&amqp091.BasicAck{DeliveryTag: acks[0]})
+			ch.ack = amqp091.BasicAck{DeliveryTag: acks[0]}
+			err = ch.c.appendMethod(ch.id, &ch.ack)
 			acks = acks[1:]
 		} else {
-			err = ch.send(&amqp091.BasicNack{DeliveryTag: nacks[0]})
+			ch.nack = amqp091.BasicNack{DeliveryTag: nacks[0]}
+			err = ch.c.appendMethod(ch.id, &ch.nack)
+			if ch.nackSent == 0 || nacks[0] < ch.nackSent {
+				ch.nackSent = nacks[0]
+			}
 			nacks = nacks[1:]
 		}
 		if err != nil {

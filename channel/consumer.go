@@ -37,6 +37,7 @@ type consumer struct {
 	gone      bool // the subscription has ended
 	out       int  // unacknowledged deliveries (guarded by ch.mu)
 	buf       []byte
+	deliver   amqp091.BasicDeliver // the method written for each delivery (guarded by ch.mu)
 }
 
 // Deliver implements router.Consumer; called with the queue's lock held.
@@ -64,13 +65,15 @@ func (k *consumer) flow(released uint32) {
 	k.sub.Flow(k.released, w, false)
 }
 
-// write sends one delivery (the deliverer's goroutine).
-func (k *consumer) write(d *router.Delivery) error {
+// write appends one delivery to the connection's output (the deliverer's
+// goroutine, which writes it with the rest of its batch) and returns the
+// output's length.
+func (k *consumer) write(d *router.Delivery) (int, error) {
 	ch := k.ch
 	ch.mu.Lock()
 	if ch.ended || k.gone {
 		ch.mu.Unlock()
-		return nil // its unsettled delivery went back with the subscription
+		return 0, nil // its unsettled delivery went back with the subscription
 	}
 	if k.cancelled.Load() {
 		// Handed over before basic.cancel took effect: it goes back.
@@ -78,7 +81,7 @@ func (k *consumer) write(d *router.Delivery) error {
 		if !k.noAck {
 			_ = k.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleRelease})
 		}
-		return nil
+		return 0, nil
 	}
 	out, err := router.Delivery091Of(d, k.buf)
 	if err != nil {
@@ -87,7 +90,7 @@ func (k *consumer) write(d *router.Delivery) error {
 		if !k.noAck {
 			_ = k.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
 		}
-		return nil
+		return 0, nil
 	}
 	ch.nextTag++
 	tag := ch.nextTag
@@ -95,13 +98,13 @@ func (k *consumer) write(d *router.Delivery) error {
 		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: k.sub, stag: d.Tag, cons: k})
 		k.out++
 	}
-	m := &amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
+	k.deliver = amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey}
 	if tr := ch.c.srv.opts.Tracer; tr != nil {
 		span := tr.StartDeliver(k.q, d, k.tag)
 		defer span.End()
 	}
-	err = ch.c.sendContent(ch.id, m, out.Props, out.Body)
+	n, err := ch.c.appendContent(ch.id, &k.deliver, out.Props, out.Body)
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.Delivered(k.q, k.noAck)
 	}
@@ -112,7 +115,7 @@ func (k *consumer) write(d *router.Delivery) error {
 	if k.noAck || k.prefetch == 0 {
 		k.flow(1)
 	}
-	return err
+	return n, err
 }
 
 // queueDeleted tells the client its consumer is gone.
@@ -330,10 +333,11 @@ func (g *getConsumer) handed() uint32 { return g.sub.HandedOut() }
 
 // settle applies an ack, reject or nack to one delivery tag, or with
 // multiple to every unacknowledged tag up to it (0: all of them), per
-// subscription in ascending tag order.
+// subscription in ascending tag order. The reader's goroutine only: take
+// is the channel's scratch.
 func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classID, methodID uint16) error {
 	ch.mu.Lock()
-	var take []unacked
+	take := ch.takeBuf[:0]
 	if multiple {
 		n := len(ch.unacked)
 		if tag != 0 {
@@ -345,16 +349,19 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 				return ch.err(amqp091.PreconditionFailed, classID, methodID, "unknown delivery tag %d", tag)
 			}
 		}
-		take = slices.Clone(ch.unacked[:n])
-		ch.unacked = slices.Delete(ch.unacked, 0, n)
+		take = append(take, ch.unacked[:n]...)
+		ch.dropUnacked(0, n)
 	} else {
-		i, found := slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmpU64(u.tag, t) })
+		i, found := 0, len(ch.unacked) > 0 && ch.unacked[0].tag == tag // most often the oldest
+		if !found {
+			i, found = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmpU64(u.tag, t) })
+		}
 		if !found {
 			ch.mu.Unlock()
 			return ch.err(amqp091.PreconditionFailed, classID, methodID, "unknown delivery tag %d", tag)
 		}
-		take = []unacked{ch.unacked[i]}
-		ch.unacked = slices.Delete(ch.unacked, i, i+1)
+		take = append(take, ch.unacked[i])
+		ch.dropUnacked(i, i+1)
 	}
 	for _, u := range take {
 		if u.cons != nil {
@@ -363,15 +370,33 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 	}
 	ch.mu.Unlock()
 	ch.apply(take, o)
+	clear(take) // no references kept past the settlement
+	ch.takeBuf = take[:0]
 	return nil
 }
 
+// dropUnacked removes unacked[i:j] (ch.mu held). Removing from the front,
+// the usual case, reslices instead of moving the rest: the array is
+// reclaimed when append next outgrows it.
+func (ch *channel) dropUnacked(i, j int) {
+	if i == 0 {
+		clear(ch.unacked[:j])
+		ch.unacked = ch.unacked[j:]
+		if len(ch.unacked) == 0 {
+			ch.unacked = ch.unacked[:0:0] // start again at the array's front
+		}
+		return
+	}
+	ch.unacked = slices.Delete(ch.unacked, i, j)
+}
+
 // apply settles deliveries, grouped by subscription in ascending tag
-// order, and refills their consumers' credit.
+// order, and refills their consumers' credit. The reader's goroutine
+// only (tags and errs are the channel's scratch); take is reordered.
 func (ch *channel) apply(take []unacked, o router.Settlement) {
 	for len(take) > 0 {
 		sub := take[0].sub
-		var tags []uint64
+		tags := ch.tagBuf[:0]
 		var cons *consumer
 		rest := take[:0]
 		for _, u := range take {
@@ -383,8 +408,13 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 			}
 		}
 		take = rest
-		errs := make([]error, len(tags))
+		ch.tagBuf = tags
+		if cap(ch.errBuf) < len(tags) {
+			ch.errBuf = make([]error, len(tags))
+		}
+		errs := ch.errBuf[:len(tags)]
 		sub.SettleBatch(tags, o, errs)
+		clear(errs)
 		if ctr := ch.c.srv.opts.Counters; ctr != nil {
 			ctr.Settled(sub.Queue(), o, len(tags))
 		}

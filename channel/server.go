@@ -7,9 +7,10 @@
 // A connection has three goroutines: the reader (it owns the channel
 // table and handles every method in order), the deliverer (it writes the
 // deliveries queues post to the connection's mailbox) and a heartbeat
-// ticker. Writes to the socket are serialised by one mutex; each channel's
-// own state (delivery tags, unacknowledged deliveries, confirms) is
-// guarded by its mutex, which is taken before the write mutex.
+// ticker. Frames are appended in order to one output buffer and written
+// in batches (see flush); each channel's own state (delivery tags,
+// unacknowledged deliveries, confirms) is guarded by its mutex, which is
+// taken before the output's.
 package channel
 
 import (
@@ -151,8 +152,10 @@ type conn struct {
 	// Owned by the reader.
 	channels map[uint16]*channel
 
-	wmu  sync.Mutex // serialises writes to nc
-	wbuf []byte
+	smu   sync.Mutex // held while writing to nc (flush)
+	spare []byte     // the buffer out swaps with (guarded by smu)
+	wmu   sync.Mutex // guards out
+	out   []byte     // frames not yet written, in order
 
 	mmu  sync.Mutex // guards mail
 	mail []mailItem
@@ -180,51 +183,90 @@ func (c *conn) post(it mailItem) {
 	}
 }
 
-// write writes frames to the socket.
+// Output. Frames are appended to out under wmu, in the order they are to
+// go out, and written by flush: the deliverer appends every delivery and
+// confirm of a mailbox batch and writes them with one system call; other
+// senders (the reader's replies, heartbeats) flush at once. flush holds
+// smu while it writes, so that batches reach the socket in the order they
+// were taken, and takes wmu only to swap out with its spare buffer, so
+// that the next batch is encoded while this one is written. Lock order:
+// a channel's mu, then smu, then wmu.
+
+// flushAt is the output size at which the deliverer writes before the end
+// of its batch, so that what one connection buffers stays bounded.
+const flushAt = 256 << 10
+
+// write appends frames and writes everything pending.
 func (c *conn) write(b []byte) error {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.writeLocked(b)
+	c.out = append(c.out, b...)
+	c.wmu.Unlock()
+	return c.flush()
 }
 
-func (c *conn) writeLocked(b []byte) error {
+// flush writes the pending output.
+func (c *conn) flush() error {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.wmu.Lock()
+	b := c.out
+	c.out = c.spare[:0]
+	c.wmu.Unlock()
+	if len(b) == 0 {
+		c.spare = b
+		return nil
+	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	n, err := c.nc.Write(b)
 	c.h.Sent(n)
+	if cap(b) > 1<<20 {
+		b = nil // do not keep a large message's buffer
+	}
+	c.spare = b[:0]
 	return err
 }
 
-// sendMethod writes one method frame.
-func (c *conn) sendMethod(ch uint16, m amqp091.Method) error {
+// appendMethod appends one method frame to the output.
+func (c *conn) appendMethod(ch uint16, m amqp091.Method) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	b, err := amqp091.AppendMethodFrame(c.wbuf[:0], ch, m)
+	b, err := amqp091.AppendMethodFrame(c.out, ch, m)
 	if err != nil {
 		return err
 	}
-	c.wbuf = b
-	return c.writeLocked(b)
+	c.out = b
+	return nil
+}
+
+// sendMethod writes one method frame (and whatever output is pending
+// before it).
+func (c *conn) sendMethod(ch uint16, m amqp091.Method) error {
+	if err := c.appendMethod(ch, m); err != nil {
+		return err
+	}
+	return c.flush()
 }
 
 // sendContent writes a content-bearing method, its header and body.
 func (c *conn) sendContent(ch uint16, m amqp091.Method, props, body []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.sendContentLocked(ch, m, props, body)
-}
-
-func (c *conn) sendContentLocked(ch uint16, m amqp091.Method, props, body []byte) error {
-	b, err := amqp091.AppendMethodFrame(c.wbuf[:0], ch, m)
-	if err != nil {
+	if _, err := c.appendContent(ch, m, props, body); err != nil {
 		return err
 	}
-	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
-	b = amqp091.AppendBodyFrames(b, ch, c.frameMax, body)
-	c.wbuf = b
-	if cap(c.wbuf) > 1<<20 {
-		c.wbuf = nil // do not keep a large message's buffer
+	return c.flush()
+}
+
+// appendContent appends a content-bearing method, its header and body
+// frames to the output, and returns the output's length.
+func (c *conn) appendContent(ch uint16, m amqp091.Method, props, body []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, err := amqp091.AppendMethodFrame(c.out, ch, m)
+	if err != nil {
+		return len(c.out), err
 	}
-	return c.writeLocked(b)
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
+	c.out = amqp091.AppendBodyFrames(b, ch, c.frameMax, body)
+	return len(c.out), nil
 }
 
 // appendHeaderFrame appends a content header frame of class basic with
@@ -557,13 +599,21 @@ func (c *conn) deliverLoop() {
 			case it.del:
 				it.cons.queueDeleted()
 			default:
-				err = it.cons.write(&it.d)
+				var n int
+				if n, err = it.cons.write(&it.d); err == nil && n >= flushAt {
+					err = c.flush()
+				}
 			}
 			if err != nil {
 				c.log.Debug("delivery write failed", "err", err)
 				_ = c.nc.Close() // the reader ends with the socket
 			}
 			*it = mailItem{}
+		}
+		// One write for the whole batch.
+		if err := c.flush(); err != nil {
+			c.log.Debug("delivery write failed", "err", err)
+			_ = c.nc.Close()
 		}
 	}
 }

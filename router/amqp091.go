@@ -220,6 +220,7 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 	acquired, quorum := quorumCounters(d.quorum, d.acquired, d.Header.DeliveryCount)
 	out.Redelivered = d.acquired > 0 || d.quorum && d.Header.DeliveryCount > 0
 	var p amqp091.Properties
+	headers := amqp091.Table(nil)
 	switch c := d.Msg.Container.(type) {
 	case AMQP091:
 		out.Body = c.m.body
@@ -232,13 +233,18 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 			p.Flags &^= amqp091.FlagExpiration
 			p.Expiration = ""
 		}
+		headers = p.Headers
+		if quorum || len(d.anns) > 0 || !sortedUnique(headers) {
+			// The stored message's table is never modified.
+			headers = slices.Clone(headers)
+		}
 	default:
 		var err error
 		if p, out.Body, err = convertTo091(d.Msg.Container, d); err != nil {
 			return out, err
 		}
+		headers = p.Headers // built for this delivery
 	}
-	headers := slices.Clone(p.Headers)
 	headers = mergeBrokerHeaders(headers, d.anns)
 	if quorum {
 		headers = setField(headers, "x-acquired-count", int64(acquired))
@@ -246,7 +252,13 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 			headers = setField(headers, "x-delivery-count", int64(d.Header.DeliveryCount))
 		}
 	}
-	p.Headers = sortHeaders(headers)
+	if !sortedUnique(headers) {
+		headers = sortHeaders(headers)
+	}
+	if len(headers) == 0 {
+		headers = nil
+	}
+	p.Headers = headers
 	if len(p.Headers) > 0 {
 		p.Flags |= amqp091.FlagHeaders
 	} else {
@@ -279,6 +291,17 @@ func setField(t amqp091.Table, key string, v any) amqp091.Table {
 		}
 	}
 	return append(t, amqp091.Field{Key: key, Value: v})
+}
+
+// sortedUnique reports whether t's keys are in ascending bytewise order
+// with no key twice (what sortHeaders makes of a table).
+func sortedUnique(t amqp091.Table) bool {
+	for i := 1; i < len(t); i++ {
+		if t[i-1].Key >= t[i].Key {
+			return false
+		}
+	}
+	return true
 }
 
 // sortHeaders sorts t by key, bytewise, and keeps the first of each key,

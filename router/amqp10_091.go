@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -92,6 +93,12 @@ func convert091To10(p *amqp091.Properties, payload []byte) (*amqp10.Message, err
 	}
 	var props amqp10.Properties
 	hasProps := false
+	// The properties' pointed-to values share one allocation.
+	vals := new(struct {
+		replyTo, groupID        string
+		contentType, contentEnc value.Symbol
+		creationTime            value.Timestamp
+	})
 	if p.Has(amqp091.FlagMessageID) {
 		props.MessageID, hasProps = idFrom091(p.MessageID), true
 	}
@@ -99,63 +106,68 @@ func convert091To10(p *amqp091.Properties, payload []byte) (*amqp10.Message, err
 		props.UserID, hasProps = []byte(p.UserID), true
 	}
 	if p.Has(amqp091.FlagReplyTo) {
-		s := "/queues/" + quoteSegment(p.ReplyTo)
-		props.ReplyTo, hasProps = &s, true
+		vals.replyTo = "/queues/" + quoteSegment(p.ReplyTo)
+		props.ReplyTo, hasProps = &vals.replyTo, true
 	}
 	if p.Has(amqp091.FlagCorrelationID) {
 		props.CorrelationID, hasProps = idFrom091(p.CorrelationID), true
 	}
 	if p.Has(amqp091.FlagContentType) {
-		s := value.Symbol(p.ContentType)
-		props.ContentType, hasProps = &s, true
+		vals.contentType = value.Symbol(p.ContentType)
+		props.ContentType, hasProps = &vals.contentType, true
 	}
 	if p.Has(amqp091.FlagContentEncoding) {
-		s := value.Symbol(p.ContentEncoding)
-		props.ContentEncoding, hasProps = &s, true
+		vals.contentEnc = value.Symbol(p.ContentEncoding)
+		props.ContentEncoding, hasProps = &vals.contentEnc, true
 	}
 	if p.Has(amqp091.FlagTimestamp) {
-		t := value.Timestamp(int64(p.Timestamp) * 1000)
-		props.CreationTime, hasProps = &t, true
+		vals.creationTime = value.Timestamp(int64(p.Timestamp) * 1000)
+		props.CreationTime, hasProps = &vals.creationTime, true
 	}
 	if p.Has(amqp091.FlagAppID) {
-		s := p.AppID
-		props.GroupID, hasProps = &s, true
+		vals.groupID = p.AppID
+		props.GroupID, hasProps = &vals.groupID, true
 	}
-	var annSec, bare []byte
+	// The sections are written into one buffer, sized for the body, and
+	// parsed there so that the lazy accessors (properties,
+	// application-properties) work on the converted form too.
+	buf := make([]byte, 0, 256+len(payload))
+	buf = amqp10.AppendHeader(buf, &h)
+	annStart := len(buf)
 	var err error
 	if len(ma) > 0 {
-		annSec = amqp10.AppendDescriptor(nil, amqp10.DescMessageAnnotations)
-		if annSec, err = amqp10.AppendMap(annSec, ma); err != nil {
+		buf = amqp10.AppendDescriptor(buf, amqp10.DescMessageAnnotations)
+		if buf, err = amqp10.AppendMap(buf, ma); err != nil {
 			return nil, fmt.Errorf("router: 0-9-1 headers as annotations: %w", err)
 		}
 	}
+	bareStart := len(buf)
 	if hasProps {
-		if bare, err = amqp10.AppendProperties(bare, &props); err != nil {
+		if buf, err = amqp10.AppendProperties(buf, &props); err != nil {
 			return nil, fmt.Errorf("router: 0-9-1 properties: %w", err)
 		}
 	}
 	if len(ap) > 0 {
-		bare = amqp10.AppendDescriptor(bare, amqp10.DescApplicationProperties)
-		if bare, err = amqp10.AppendMap(bare, ap); err != nil {
+		buf = amqp10.AppendDescriptor(buf, amqp10.DescApplicationProperties)
+		if buf, err = amqp10.AppendMap(buf, ap); err != nil {
 			return nil, fmt.Errorf("router: 0-9-1 headers as application-properties: %w", err)
 		}
 	}
 	if p.Has(amqp091.FlagType) && p.Type == "amqp-1.0" {
 		// The payload is AMQP 1.0 body sections (RabbitMQ's convention
 		// for a 1.0 message converted to 0-9-1); they are the body again.
-		bare = append(bare, payload...)
+		buf = append(buf, payload...)
 	} else {
-		bare = amqp10.AppendBinary(amqp10.AppendDescriptor(bare, amqp10.DescData), payload)
+		buf = amqp10.AppendBinary(amqp10.AppendDescriptor(buf, amqp10.DescData), payload)
 	}
-	w := amqp10.NewMessage(&h, annSec, bare, nil)
-	// Parse the sections so that the lazy accessors (properties,
-	// application-properties) work on the converted form too.
-	buf := amqp10.AppendHeader(nil, &h)
-	buf = append(append(buf, annSec...), bare...)
 	if parsed, err := amqp10.ParseMessage(buf); err == nil {
-		w = parsed
+		return parsed, nil
 	}
-	return w, nil
+	var annSec []byte
+	if bareStart > annStart {
+		annSec = buf[annStart:bareStart:bareStart]
+	}
+	return amqp10.NewMessage(&h, annSec, buf[bareStart:], nil), nil
 }
 
 // idFrom091 converts a message or correlation id: urn:uuid: and 36
@@ -238,7 +250,10 @@ func convertTo091(c Container, d *Delivery) (amqp091.Properties, []byte, error) 
 		p.Expiration = strconv.FormatUint(uint64(d.Header.TTL), 10)
 	}
 	var headers amqp091.Table
-	if props, err := w.Properties(); err == nil && props != nil {
+	fast, fastOK := propertiesTo091InPlace(w, &p, headers)
+	if fastOK {
+		headers = fast
+	} else if props, err := w.Properties(); err == nil && props != nil {
 		headers = idTo091(&p, amqp091.FlagMessageID, &p.MessageID, props.MessageID, "x-message-id", headers)
 		headers = idTo091(&p, amqp091.FlagCorrelationID, &p.CorrelationID, props.CorrelationID, "x-correlation-id", headers)
 		if u := string(props.UserID); props.UserID != nil && validShortstr(u) {
@@ -327,6 +342,130 @@ func convertTo091(c Container, d *Delivery) (amqp091.Properties, []byte, error) 
 	return p, payload, nil
 }
 
+// The properties fields convertTo091 reads (AMQP 1.0 properties list
+// positions).
+const (
+	propMessageID       = 0
+	propUserID          = 1
+	propReplyTo         = 4
+	propCorrelationID   = 5
+	propContentType     = 6
+	propContentEncoding = 7
+	propAbsoluteExpiry  = 8
+	propCreationTime    = 9
+	propGroupID         = 10
+	propGroupSequence   = 11
+	propsFields         = 13
+)
+
+// propertiesTo091InPlace sets p's properties from the message's properties
+// section read in place, which allocates only the strings kept, and returns
+// the headers with any id that goes there. It reports false, having set
+// nothing, when a field it reads is of a type it does not map exactly as
+// the decoded section would be (an id of another type than string, uuid
+// or binary, a mistyped field) or cannot be read: the caller then decodes
+// the section (amqp10.Message.Properties).
+func propertiesTo091InPlace(w *amqp10.Message, p *amqp091.Properties, h amqp091.Table) (amqp091.Table, bool) {
+	// Every field is read and its type checked, those not converted too,
+	// so that a section the decoder would refuse takes the decoder's path.
+	var f [propsFields]value.Scalar
+	for i := range propsFields + 1 {
+		s, err := w.PropertyScalar(i)
+		if err != nil {
+			return h, false
+		}
+		want := value.KindString
+		switch i {
+		case propsFields: // no field beyond the thirteen
+			want = value.KindAbsent
+		case propAbsoluteExpiry:
+			want = value.KindTimestamp
+		case propGroupSequence: // a uint: the scalar does not tell it from the other widths
+			want = value.KindAbsent
+		case propMessageID, propCorrelationID:
+			switch s.Kind {
+			case value.KindString, value.KindBinary:
+				want = s.Kind
+			case value.KindUUID:
+				if len(s.Bytes) != 16 {
+					return h, false
+				}
+				want = s.Kind
+			}
+		case propUserID:
+			want = value.KindBinary
+		case propContentType, propContentEncoding:
+			want = value.KindSymbol
+		case propCreationTime:
+			want = value.KindTimestamp
+		}
+		if s.Kind != want && s.Kind != value.KindAbsent && s.Kind != value.KindNull {
+			return h, false
+		}
+		if i < propsFields {
+			f[i] = s
+		}
+	}
+	present := func(i int) bool { return f[i].Kind != value.KindAbsent && f[i].Kind != value.KindNull }
+	id := func(i int, flag uint16, dst *string, header string) {
+		if !present(i) {
+			return
+		}
+		s := f[i]
+		switch s.Kind {
+		case value.KindString:
+			if len(s.Bytes) < 256 {
+				p.Flags |= flag
+				*dst = string(s.Bytes)
+			} else {
+				h = append(h, amqp091.Field{Key: header, Value: string(s.Bytes)})
+			}
+		case value.KindUUID:
+			var u value.UUID
+			copy(u[:], s.Bytes)
+			h = idTo091(p, flag, dst, u, header, h)
+		case value.KindBinary:
+			h = append(h, amqp091.Field{Key: header, Value: amqp091.Binary(bytes.Clone(s.Bytes))})
+		}
+	}
+	id(propMessageID, amqp091.FlagMessageID, &p.MessageID, "x-message-id")
+	id(propCorrelationID, amqp091.FlagCorrelationID, &p.CorrelationID, "x-correlation-id")
+	if present(propUserID) {
+		if b := f[propUserID].Bytes; len(b) < 256 && utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
+			p.Flags |= amqp091.FlagUserID
+			p.UserID = string(b)
+		}
+	}
+	if present(propReplyTo) && len(f[propReplyTo].Bytes) < 256 {
+		r := string(f[propReplyTo].Bytes)
+		ok := true
+		if q, isQueue := strings.CutPrefix(r, "/queues/"); isQueue {
+			r, ok = unescapePath(q)
+		}
+		if ok {
+			p.Flags |= amqp091.FlagReplyTo
+			p.ReplyTo = r
+		}
+	}
+	if present(propContentType) {
+		p.Flags |= amqp091.FlagContentType
+		p.ContentType = string(f[propContentType].Bytes)
+	}
+	if present(propContentEncoding) {
+		p.Flags |= amqp091.FlagContentEncoding
+		p.ContentEncoding = string(f[propContentEncoding].Bytes)
+	}
+	if present(propCreationTime) {
+		p.Flags |= amqp091.FlagTimestamp
+		p.Timestamp = uint64(f[propCreationTime].Int / 1000)
+	}
+	if present(propGroupID) && len(f[propGroupID].Bytes) < 256 {
+		p.Flags |= amqp091.FlagAppID
+		p.AppID = string(f[propGroupID].Bytes)
+	}
+	return h, true
+}
+
 // payloadTo091 is the 0-9-1 payload of an AMQP 1.0 message: the data
 // sections concatenated, or (amqp-value or amqp-sequence) the body
 // sections' encoding and the footer, reported by amqpBody.
@@ -334,6 +473,11 @@ func payloadTo091(w *amqp10.Message) (payload []byte, amqpBody bool, err error) 
 	body, err := w.Body()
 	if err != nil {
 		return nil, false, err
+	}
+	if data, ok := singleData(body); ok {
+		// The usual body, one data section: its octets, read in place
+		// (the message's bytes are never modified).
+		return data, false, nil
 	}
 	rest := body
 	for len(rest) > 0 {
@@ -353,6 +497,27 @@ func payloadTo091(w *amqp10.Message) (payload []byte, amqpBody bool, err error) 
 		payload = []byte{}
 	}
 	return payload, false, nil
+}
+
+// singleData returns the octets of body when body is exactly one data
+// section (descriptor 0x75, binary vbin8 or vbin32).
+func singleData(body []byte) ([]byte, bool) {
+	if len(body) < 5 || body[0] != 0x00 || body[1] != 0x53 || body[2] != byte(amqp10.DescData) {
+		return nil, false
+	}
+	switch body[3] {
+	case 0xa0:
+		if n := int(body[4]); len(body) == 5+n {
+			return body[5:], true
+		}
+	case 0xb0:
+		if len(body) >= 8 {
+			if n := uint64(body[4])<<24 | uint64(body[5])<<16 | uint64(body[6])<<8 | uint64(body[7]); uint64(len(body)-8) == n {
+				return body[8:], true
+			}
+		}
+	}
+	return nil, false
 }
 
 // idTo091 sets a message or correlation id: a string under 256 octets, a

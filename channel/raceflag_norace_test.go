@@ -1,0 +1,5 @@
+//go:build !race
+
+package channel_test
+
+const raceEnabled = false
