@@ -84,7 +84,6 @@ var typeOnlyArgs = map[string]QueueType{
 // no effect in RabbitMQ either (and no policy can enable it here: the
 // policy types are refused too), so they are accepted.
 var unsupportedArgs = map[string]string{
-	"x-max-priority":       "priority queues are not supported",
 	"x-delayed-retry-type": "delayed retry is not supported (only 'disabled' is)",
 	"x-consumer-timeout":   "consumer timeouts are not supported",
 }
@@ -240,8 +239,8 @@ func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, va
 			if err != nil {
 				return cfg, nil, err
 			}
-			if n > 255 {
-				return cfg, nil, argErr(name, k, "%d exceeds 255", n)
+			if n > maxSupportedPriority {
+				return cfg, nil, argErr(name, k, "max_value_exceeded: %d exceeds %d", n, maxSupportedPriority)
 			}
 			v = n
 		case "x-single-active-consumer":
