@@ -79,11 +79,11 @@ type Queue struct {
 	// they may be called from anywhere); q.cfg is the same, under mu.
 	eff atomic.Pointer[queueConfig]
 
-	mu          sync.Mutex
-	cfg         queueConfig
-	policyDef   value.Map
-	deleted     bool
-	seq         uint64
+	mu        sync.Mutex
+	cfg       queueConfig
+	policyDef value.Map
+	deleted   bool
+	seq       uint64
 	// level is the queue's ready messages (main: the window, and paged
 	// behind it), or one level of them when prio is set (priority.go).
 	level
