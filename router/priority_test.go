@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/amqp091"
+	"github.com/epitaph-mq/epitaph/amqp10"
 )
 
 // prioMsg is msg with a header carrying priority p.
