@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	amqp "github.com/Azure/go-amqp"
-	rmq "github.com/rabbitmq/rabbitmq-amqp-go-client/pkg/rabbitmqamqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	rmq "github.com/rabbitmq/rabbitmq-amqp-go-client/pkg/rabbitmqamqp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
