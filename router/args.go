@@ -269,8 +269,15 @@ func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, va
 			}
 			v = n
 		case "x-queue-leader-locator":
+			// rabbit_queue_location:queue_leader_locators/0: the deprecated
+			// random, least-leaders and min-masters are still accepted (as
+			// balanced); the official Go client sends random for balanced.
 			s, ok := toString(v)
-			if !ok || (s != "client-local" && s != "balanced") {
+			switch {
+			case !ok:
+				return cfg, nil, argErr(name, k, "invalid_queue_locator_arg %v (client-local or balanced)", v)
+			case s == "client-local", s == "balanced", s == "random", s == "least-leaders", s == "min-masters":
+			default:
 				return cfg, nil, argErr(name, k, "invalid_queue_locator_arg %v (client-local or balanced)", v)
 			}
 			v = s

@@ -94,6 +94,8 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"no effect on one node", Quorum, []any{"x-quorum-initial-group-size", int64(3), "x-queue-leader-locator", "balanced",
 			"x-max-in-memory-length", int64(0), "x-consumer-disconnected-timeout", int64(60000), "x-member-placement-tag", "t"}},
 		{"queue version 2", Classic, []any{"x-queue-version", int64(2), "x-queue-leader-locator", "client-local"}},
+		{"deprecated leader locator", Classic, []any{"x-queue-leader-locator", "random"}},
+		{"priorities", Classic, []any{"x-max-priority", int64(10)}},
 		// What epitaph does: no delayed retry (RabbitMQ ignores min and max
 		// without an enabling type, too).
 		{"delayed retry disabled", Quorum, []any{"x-delayed-retry-type", "disabled", "x-delayed-retry-min", int64(1000), "x-delayed-retry-max", int64(2000)}},
