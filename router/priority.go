@@ -3,8 +3,6 @@ package router
 import (
 	"math"
 	"sort"
-
-	"github.com/epitaph-mq/epitaph/amqp091"
 )
 
 // Message priorities, as RabbitMQ 4.3 has them.
@@ -113,11 +111,8 @@ func (q *Queue) priorityOf(m *Message) uint8 {
 // prioritySet reports whether m's publisher set a priority: the neutral
 // header says 4 for one that did not, as both protocols' defaults do.
 func prioritySet(m *Message) bool {
-	switch c := m.Container.(type) {
-	case AMQP10:
-		return c.Wire != nil && c.Wire.HasHeader && c.Wire.Header.HasPriority
-	case AMQP091:
-		return c.m != nil && c.m.p.Has(amqp091.FlagPriority)
+	if c, ok := m.Container.(interface{ prioritySet() bool }); ok {
+		return c.prioritySet()
 	}
 	return true
 }
