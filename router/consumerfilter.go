@@ -178,22 +178,19 @@ func (q *Queue) takeLevelMatchLocked(s *Subscription, l *level) *entry {
 // levels: the quorum returns first, then the highest level holding a
 // match (retested messages among it), first in first out within it.
 func (q *Queue) takeMatchLevelsLocked(s *Subscription) *entry {
-	// Retested messages: the matches are kept (only the best is taken now),
-	// those that do not match are tested.
+	// Retested messages: those that match stay in the list (only the best
+	// is taken, now or after a higher level's match), the others are
+	// tested.
 	var best *entry
 	keep := s.scan.retest[:0]
 	for _, e := range s.scan.retest {
 		if !e.ready || !s.filter.Match(e.msg, e.anns()) {
 			continue
 		}
-		if best == nil || e.prio > best.prio || e.inReturns && !best.inReturns {
-			if best != nil {
-				keep = append(keep, best)
-			}
-			best = e
-			continue
-		}
 		keep = append(keep, e)
+		if best == nil || !best.inReturns && (e.inReturns || e.prio > best.prio) {
+			best = e
+		}
 	}
 	clear(s.scan.retest[len(keep):])
 	s.scan.retest = keep

@@ -483,3 +483,20 @@ func TestPriorityPagedIndexHeapPerMessage(t *testing.T) {
 	require.Equal(t, n, total)
 	runtime.KeepAlive(ls)
 }
+
+// A filtered consumer's released match waits in its retest list while a
+// higher level's match goes first; it is delivered after, not lost.
+func TestPriorityFilteredRetestAndHigherLevel(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue(t, "q", Classic, "x-max-priority", int64(9))
+	publishPrio(t, e, "q", map[string]int{"b-lo": 1, "a-lo": 1}, "b-lo", "a-lo")
+	fs, fc := subscribeFiltered(t, q, &bodyFilter{prefix: "b"}, 1)
+	require.Equal(t, []string{"b-lo"}, fc.bodies())
+	require.NoError(t, fs.Settle(fc.last(t).Tag, Settlement{Kind: SettleRelease}))
+	publishPrio(t, e, "q", map[string]int{"b-hi": 8}, "b-hi")
+	fs.Flow(1, 1, false)
+	require.Equal(t, []string{"b-lo", "b-hi"}, fc.bodies())
+	fs.Flow(2, 5, false)
+	assert.Equal(t, []string{"b-lo", "b-hi", "b-lo"}, fc.bodies())
+	assert.Equal(t, 1, q.Len(), "a-lo stays for the others")
+}
