@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	amqp "github.com/Azure/go-amqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -203,4 +204,34 @@ func TestPriorityDurableRestart(t *testing.T) {
 		all = append(all, w...)
 	}
 	assert.Equal(t, all, receiveBodies(t, r, 40))
+}
+
+// Over the wire: max-length drop-head dead-letters the message that would
+// be delivered next (the highest priority's head), and a message TTL
+// expires a low-priority message behind higher ones at its deadline, each
+// with its x-opt-deaths reason.
+func TestPriorityDeadLetteringOverTheWire(t *testing.T) {
+	b := startBroker(t, "")
+	m := rmqConnect(t, b, "guest", "guest").Management()
+	_, err := m.DeclareQueue(ctxT(t), &rmq.ClassicQueueSpecification{Name: "dlq"})
+	require.NoError(t, err)
+	_, err = m.DeclareQueue(ctxT(t), &rmq.ClassicQueueSpecification{Name: "prio", MaxPriority: 9, MaxLength: 2,
+		DeadLetterExchange: "", DeadLetterRoutingKey: "dlq", Arguments: map[string]any{"x-dead-letter-exchange": ""}})
+	require.NoError(t, err)
+	s := session(t, dial(t, b, nil))
+	snd := sender(t, s, "/queues/prio", nil)
+	short := prioMsg("short", 1)
+	short.Header.TTL = 2 * time.Second // long enough to be behind the drop, whatever the load
+	for _, msg := range []*amqp.Message{prioMsg("hi", 8), short, prioMsg("mid", 5)} {
+		require.IsType(t, &amqp.StateAccepted{}, send(t, snd, msg))
+	}
+	dl := receiver(t, s, "/queues/dlq", &amqp.ReceiverOptions{Credit: 10})
+	first := recv(t, dl)
+	assert.Equal(t, "hi", body(first), "drop-head takes the next message to deliver")
+	assert.Equal(t, "maxlen", deathsOf(t, first)[0]["reason"])
+	second := recv(t, dl)
+	assert.Equal(t, "short", body(second), "expired behind a higher priority")
+	assert.Equal(t, "expired", deathsOf(t, second)[0]["reason"])
+	r := receiver(t, s, "/queues/prio", &amqp.ReceiverOptions{Credit: 10})
+	assert.Equal(t, []string{"mid"}, receiveBodies(t, r, 1))
 }
