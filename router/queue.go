@@ -306,7 +306,11 @@ func (q *Queue) clockLocked() int64 {
 	if len(q.ttl) > 0 || q.timerAt != 0 || q.cfg.expires > 0 {
 		return q.nowNano()
 	}
-	if d, _, _ := q.pagedMinDeadlineLocked(); d != 0 {
+	if q.prio == nil {
+		if q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 {
+			return q.nowNano()
+		}
+	} else if d, _, _ := q.pagedMinDeadlineLocked(); d != 0 {
 		return q.nowNano()
 	}
 	return 0
