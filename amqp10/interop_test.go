@@ -35,7 +35,7 @@ func TestGoAMQPToEpitaph(t *testing.T) {
 	m, err := amqp10.ParseMessage(raw)
 	require.NoError(t, err)
 	require.True(t, m.HasHeader)
-	require.Equal(t, amqp10.Header{Durable: true, Priority: 7, TTL: 5000, HasTTL: true, DeliveryCount: 2}, m.Header)
+	require.Equal(t, amqp10.Header{Durable: true, Priority: 7, TTL: 5000, HasTTL: true, HasPriority: true, DeliveryCount: 2}, m.Header)
 
 	ann, err := m.AnnotationMap()
 	require.NoError(t, err)

@@ -27,12 +27,16 @@ const (
 //	<field name="delivery-count" type="uint" default="0"/>
 //
 // Decoding restores Priority 4 when absent. HasTTL is false when ttl was absent.
+// HasPriority is true when the priority field was present (even as 4): a
+// broker that orders messages by priority treats an absent priority apart
+// from an explicit one (RabbitMQ's classic priority queues count it as 0).
 type Header struct {
 	Durable       bool
 	Priority      uint8
 	TTL           uint32
 	HasTTL        bool
 	FirstAcquirer bool
+	HasPriority   bool
 	DeliveryCount uint32
 }
 
@@ -351,7 +355,7 @@ func (h *Header) unmarshalValue(b []byte) ([]byte, error) {
 	f, rest := openList(b, "header")
 	*h = Header{Priority: 4}
 	f.boolean("durable", &h.Durable)
-	f.ubyte("priority", &h.Priority)
+	h.HasPriority = f.ubyte("priority", &h.Priority)
 	h.HasTTL = f.uint("ttl", &h.TTL)
 	f.boolean("first-acquirer", &h.FirstAcquirer)
 	f.uint("delivery-count", &h.DeliveryCount)
@@ -372,11 +376,12 @@ func (h *Header) Unmarshal(b []byte) (rest []byte, err error) {
 }
 
 // AppendHeader appends a header section: durable, priority, ttl (only when
-// HasTTL), first-acquirer, delivery-count, with trailing defaults omitted.
+// HasTTL), first-acquirer, delivery-count, with trailing defaults omitted
+// (a priority of 4 is a default unless HasPriority).
 func AppendHeader(b []byte, h *Header) []byte {
 	b, w := beginList(b, DescHeader)
 	b = w.soft(AppendBool(b, h.Durable), !h.Durable)
-	b = w.soft(AppendUbyte(b, h.Priority), h.Priority == 4)
+	b = w.soft(AppendUbyte(b, h.Priority), h.Priority == 4 && !h.HasPriority)
 	b = w.uint(b, h.TTL, h.HasTTL)
 	b = w.soft(AppendBool(b, h.FirstAcquirer), !h.FirstAcquirer)
 	b = w.soft(AppendUint(b, h.DeliveryCount), h.DeliveryCount == 0)

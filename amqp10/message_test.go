@@ -30,7 +30,7 @@ func TestParseMessage(t *testing.T) {
 	m, err := ParseMessage(payload)
 	require.NoError(t, err)
 	require.True(t, m.HasHeader)
-	require.Equal(t, Header{Durable: true, Priority: 4, TTL: 1000, HasTTL: true}, m.Header)
+	require.Equal(t, Header{Durable: true, Priority: 4, TTL: 1000, HasTTL: true, HasPriority: true}, m.Header) // the priority field is on the wire (before ttl)
 	ann, err := m.AnnotationMap()
 	require.NoError(t, err)
 	require.Equal(t, Map{{Key: Symbol("x-opt-a"), Value: "a"}, {Key: Symbol("x-opt-b"), Value: uint64(2)}}, ann)
@@ -54,7 +54,7 @@ func TestParseMessage(t *testing.T) {
 	require.NoError(t, err)
 	d, err := ParseMessage(out)
 	require.NoError(t, err)
-	require.Equal(t, Header{DeliveryCount: 1, Priority: 4}, d.Header)
+	require.Equal(t, Header{DeliveryCount: 1, Priority: 4, HasPriority: true}, d.Header) // written before delivery-count
 	require.NotContains(t, string(out), "x-da")
 	ann, err = d.AnnotationMap()
 	require.NoError(t, err)

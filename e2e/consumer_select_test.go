@@ -207,8 +207,6 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	conn := rmqConnect(t, b, "guest", "guest")
 	m := conn.Management()
 
-	_, err := m.DeclareQueue(ctxT(t), &rmq.ClassicQueueSpecification{Name: "prio", MaxPriority: 10})
-	require.ErrorIs(t, err, rmq.ErrPreconditionFailed, "x-max-priority")
 	for _, args := range []map[string]any{
 		{"x-consumer-timeout": int64(1000)},
 	} {
@@ -222,10 +220,6 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 		"arguments": map[string]any{"x-queue-type": "classic", "x-delayed-retry-type": "failed"}})
 	assert.Equal(t, http.StatusBadRequest, st)
 	assert.Contains(t, string(out), "invalid arg 'x-delayed-retry-type' for queue 'retry' of queue type classic")
-	st, out = apiCall(t, base, "PUT", "/api/queues/%2f/prio", map[string]any{"durable": true,
-		"arguments": map[string]any{"x-max-priority": 5}})
-	assert.Equal(t, http.StatusBadRequest, st)
-	assert.Contains(t, string(out), "x-max-priority")
 	for key, val := range map[string]any{"delayed-retry-type": "all", "consumer-timeout": 1000, "ha-mode": "all"} {
 		st, out := apiCall(t, base, "PUT", "/api/policies/%2f/p", map[string]any{"pattern": ".*",
 			"definition": map[string]any{key: val}})
@@ -234,7 +228,7 @@ func TestUnimplementedSettingsRefused(t *testing.T) {
 	}
 	_, ok := rootVHost(t, b).Policy("p")
 	assert.False(t, ok)
-	for _, name := range []string{"prio", "retry"} {
+	for _, name := range []string{"retry"} {
 		_, ok := rootVHost(t, b).Queue(name)
 		assert.False(t, ok, name)
 	}

@@ -86,6 +86,9 @@ func (c AMQP091) Header() Header {
 	return h
 }
 
+// prioritySet reports whether the priority property was set (priority.go).
+func (c AMQP091) prioritySet() bool { return c.m != nil && c.m.p.Has(amqp091.FlagPriority) }
+
 // expiration is the expiration property as a TTL in milliseconds; values
 // above 2^32-1 wrap, as RabbitMQ's conversion to the AMQP 1.0 ttl does.
 func (c AMQP091) expiration() (uint32, bool) {

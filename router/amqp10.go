@@ -41,6 +41,12 @@ func (c AMQP10) Header() Header {
 	return Header{Durable: w.Durable, Priority: w.Priority, TTL: w.TTL, HasTTL: w.HasTTL}
 }
 
+// prioritySet reports whether the publisher's header carried a priority
+// (priority.go: a classic priority queue puts a message without one at 0).
+func (c AMQP10) prioritySet() bool {
+	return c.Wire != nil && c.Wire.HasHeader && c.Wire.Header.HasPriority
+}
+
 // AMQP10Header is h as AMQP 1.0's header section.
 func AMQP10Header(h *Header) amqp10.Header {
 	return amqp10.Header{Durable: h.Durable, Priority: h.Priority, TTL: h.TTL, HasTTL: h.HasTTL,

@@ -80,7 +80,6 @@ var typeOnlyArgs = map[string]QueueType{
 // not hold here. A queue stored by an earlier epitaph, which accepted
 // them, is recovered with a warning instead (see DeclareQueue).
 var unsupportedArgs = map[string]string{
-	"x-max-priority":     "priority queues are not supported",
 	"x-consumer-timeout": "consumer timeouts are not supported",
 }
 
@@ -232,8 +231,8 @@ func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, va
 			if err != nil {
 				return cfg, nil, err
 			}
-			if n > 255 {
-				return cfg, nil, argErr(name, k, "%d exceeds 255", n)
+			if n > maxSupportedPriority {
+				return cfg, nil, argErr(name, k, "max_value_exceeded: %d exceeds %d", n, maxSupportedPriority)
 			}
 			v = n
 		case "x-single-active-consumer":
@@ -262,8 +261,15 @@ func parseQueueArgs(name string, typ QueueType, args value.Map) (queueConfig, va
 			}
 			v = n
 		case "x-queue-leader-locator":
+			// rabbit_queue_location:queue_leader_locators/0: the deprecated
+			// random, least-leaders and min-masters are still accepted (as
+			// balanced); the official Go client sends random for balanced.
 			s, ok := toString(v)
-			if !ok || (s != "client-local" && s != "balanced") {
+			switch {
+			case !ok:
+				return cfg, nil, argErr(name, k, "invalid_queue_locator_arg %v (client-local or balanced)", v)
+			case s == "client-local", s == "balanced", s == "random", s == "least-leaders", s == "min-masters":
+			default:
 				return cfg, nil, argErr(name, k, "invalid_queue_locator_arg %v (client-local or balanced)", v)
 			}
 			v = s

@@ -50,8 +50,10 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"sac not bool", Classic, []any{"x-single-active-consumer", "yes"}, "x-single-active-consumer"},
 		// Arguments epitaph does not implement are refused, never accepted
 		// without their effect.
-		{"max-priority (classic)", Classic, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q': priority queues are not supported"},
-		{"max-priority over 255", Classic, []any{"x-max-priority", int64(256)}, "x-max-priority"},
+		// x-max-priority as rabbit_amqqueue:check_max_priority_arg/2 checks it.
+		{"max-priority negative", Classic, []any{"x-max-priority", int64(-1)}, "invalid arg 'x-max-priority' for queue 'q': must be a non-negative integer, got -1"},
+		{"max-priority not an integer", Classic, []any{"x-max-priority", "10"}, "invalid arg 'x-max-priority' for queue 'q': must be an integer, got string"},
+		{"max-priority over 255", Classic, []any{"x-max-priority", int64(256)}, "invalid arg 'x-max-priority' for queue 'q': max_value_exceeded: 256 exceeds 255"},
 		{"max-priority (quorum)", Quorum, []any{"x-max-priority", int64(10)}, "invalid arg 'x-max-priority' for queue 'q' of queue type quorum"},
 		{"delayed-retry on classic", Classic, []any{"x-delayed-retry-type", "all"}, "invalid arg 'x-delayed-retry-type' for queue 'q' of queue type classic"},
 		{"consumer-timeout", Quorum, []any{"x-consumer-timeout", int64(60000)}, "consumer timeouts are not supported"},
@@ -93,6 +95,8 @@ func TestDeclareQueueArgumentValidation(t *testing.T) {
 		{"delayed retry all", Quorum, []any{"x-delayed-retry-type", "all", "x-delayed-retry-min", int64(1000)}},
 		{"delayed retry returned", Quorum, []any{"x-delayed-retry-type", "returned", "x-delayed-retry-min", uint64(1000), "x-delayed-retry-max", uint64(5000)}},
 		{"delayed retry min as a string", Quorum, []any{"x-delayed-retry-type", "failed", "x-delayed-retry-min", "2000"}},
+		{"deprecated leader locator", Classic, []any{"x-queue-leader-locator", "random"}},
+		{"priorities", Classic, []any{"x-max-priority", int64(10)}},
 		{"delayed retry disabled", Quorum, []any{"x-delayed-retry-type", "disabled", "x-delayed-retry-min", int64(1000), "x-delayed-retry-max", int64(2000)}},
 		{"delayed retry bounds alone", Quorum, []any{"x-delayed-retry-min", uint64(1000)}},
 		{"quorum by argument", "", []any{"x-queue-type", "quorum"}},

@@ -80,29 +80,37 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 	}
 	skip := pos
 	cont := true
-	for _, l := range []*readyList{&q.returns, &q.main} {
-		if !cont {
-			break
-		}
+	walk := func(l *readyList) {
 		skipped := l.skip(skip)
 		i += skipped
 		skip -= skipped
 		if skip > 0 {
-			continue
+			return
 		}
 		for e := range l.from(skipped) {
 			if !visit(e) {
 				cont = false
-				break
+				return
 			}
 		}
 	}
-	if cont {
-		// Behind the window: the paged messages, after the window's in
-		// seq order.
-		i += min(skip, q.paged.n) // the positions passed over come first
-		q.visitPagedLocked(0, skip, visit)
-	}
+	walk(&q.returns)
+	// Then each level, highest first: its window, and behind it its paged
+	// messages in seq order.
+	q.eachLevel(func(l *level) bool {
+		if cont {
+			walk(&l.main)
+		}
+		if cont && l.paged.n > 0 {
+			passed := min(skip, l.paged.n) // the positions passed over come first
+			i += passed
+			skip -= passed
+			if skip == 0 {
+				cont = !q.visitPagedLocked(l, 0, passed, visit)
+			}
+		}
+		return cont
+	})
 	q.unlock()
 	q.flushDead()
 	return out, next, depth
@@ -123,7 +131,13 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 	}
 	q.expireLocked(q.nowNano())
 	done = true
+	if q.prio != nil {
+		out, last, done = q.browseAfterLevelsLocked(seq, limit, scan, match)
+	}
 	for e := range q.main.after(seq) {
+		if q.prio != nil {
+			break
+		}
 		if len(out) >= limit || scan <= 0 {
 			done = false
 			break
@@ -134,10 +148,10 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 			out = append(out, q.browsed(e, 0, 0, false))
 		}
 	}
-	if done && q.paged.n > 0 {
+	if done && q.paged.n > 0 && q.prio == nil {
 		// Behind the window: the paged messages, whose seqs are above the
 		// window's.
-		q.visitPagedLocked(last, 0, func(e *entry) bool {
+		q.visitPagedLocked(&q.level, last, 0, func(e *entry) bool {
 			if len(out) >= limit || scan <= 0 {
 				done = false
 				return false
@@ -169,6 +183,74 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 	q.unlock()
 	q.flushDead()
 	return out, last, done
+}
+
+// browseAfterLevelsLocked is BrowseAfter's walk of a queue with priority
+// levels: the messages of every level after seq, merged in seq order, so
+// that a caller walking the queue by seq sees each message once.
+func (q *Queue) browseAfterLevelsLocked(seq uint64, limit, scan int, match MessageFilter) (out []BrowsedMessage, last uint64, done bool) {
+	last, done = seq, true
+	type ref struct {
+		e  *entry
+		l  *level
+		sl slot
+	}
+	var refs []ref
+	truncated := false
+	for _, l := range q.prio.active {
+		n := 0
+		for e := range l.main.after(seq) {
+			if n >= scan {
+				truncated = true
+				break
+			}
+			refs = append(refs, ref{e: e, sl: slot{seq: e.seq}})
+			n++
+		}
+		l.paged.eachAfter(seq, func(p *indexPage, i int) bool {
+			if n >= scan {
+				truncated = true
+				return false
+			}
+			sl := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
+			if p.pinned != nil {
+				sl.e = p.pinned[i]
+			}
+			refs = append(refs, ref{l: l, sl: sl})
+			n++
+			return true
+		})
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return cmpSeq(a.sl.seq, b.sl.seq) })
+	for _, r := range refs {
+		if len(out) >= limit || scan <= 0 {
+			return out, last, false
+		}
+		e := r.e
+		if e == nil {
+			es := q.loadSlotsLocked(r.l, []slot{r.sl}, false)
+			if len(es) == 0 {
+				continue
+			}
+			e = es[0]
+		}
+		scan--
+		last = e.seq
+		if match == nil || match.Match(e.msg, e.anns()) {
+			out = append(out, q.browsed(e, 0, 0, false))
+		}
+	}
+	return out, last, !truncated
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // skip returns how many ready entries (at most n) there are to pass over
@@ -294,11 +376,7 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 	if !fromPaged {
 		inReturns := e.inReturns
 		q.takeReadyLocked(e)
-		if inReturns {
-			q.returns.hole()
-		} else {
-			q.main.hole()
-		}
+		q.holeLocked(e, inReturns)
 	}
 	batch := new(store.Batch).Append(recs...)
 	if e.stored && !e.forwarded {
@@ -337,13 +415,20 @@ func (q *Queue) MoveReady(seq uint64, m *Message, targets []*Queue, metaKey stri
 // readyBySeqLocked finds the ready entry seq: binary search in the main
 // list, a walk of the (short) returns list.
 func (q *Queue) readyBySeqLocked(seq uint64) *entry {
+	var found *entry
 	if seq > 0 {
-		for e := range q.main.after(seq - 1) {
-			if e.seq == seq {
-				return e
+		q.eachLevel(func(l *level) bool {
+			for e := range l.main.after(seq - 1) {
+				if e.seq == seq {
+					found = e
+				}
+				break
 			}
-			break
-		}
+			return found == nil
+		})
+	}
+	if found != nil {
+		return found
 	}
 	for e := range q.returns.all() {
 		if e.seq == seq {
@@ -362,7 +447,7 @@ func (q *Queue) restoreReadyLocked(e *entry) {
 	q.readyCount++
 	q.readyBytes += e.size()
 	q.ttl.add(e)
-	q.main.insertBySeq(e)
+	q.levelOf(e).main.insertBySeq(e)
 	q.filtersSeeRequeueLocked(e)
 }
 
@@ -370,19 +455,28 @@ func (q *Queue) restoreReadyLocked(e *entry) {
 // reading it back from the store; nil when it is not a paged ready
 // message or cannot be read.
 func (q *Queue) takePagedBySeqLocked(seq uint64) *entry {
-	p, i, ok := q.paged.find(seq)
-	if !ok {
+	var l *level
+	var p *indexPage
+	var i int
+	q.eachLevel(func(lv *level) bool {
+		var ok bool
+		if p, i, ok = lv.paged.find(seq); ok {
+			l = lv
+		}
+		return l == nil
+	})
+	if l == nil {
 		return nil
 	}
 	sl := slot{seq: seq, size: int64(p.sizes[i] - 1)}
 	if p.pinned != nil {
 		sl.e = p.pinned[i]
 	}
-	es := q.loadSlotsLocked([]slot{sl}, false)
+	es := q.loadSlotsLocked(l, []slot{sl}, false)
 	if len(es) == 0 {
 		return nil
 	}
-	sl = q.paged.take(p, i)
+	sl = l.paged.take(p, i)
 	e := es[0]
 	e.ready = false
 	q.readyCount--
@@ -390,15 +484,16 @@ func (q *Queue) takePagedBySeqLocked(seq uint64) *entry {
 	return e
 }
 
-// visitPagedLocked calls visit for the paged messages with a seq above
-// after, in seq order, passing over the first skip of them, reading their
-// bodies from the store in batches (they stay paged), until visit returns
-// false. It returns how many it passed over.
-func (q *Queue) visitPagedLocked(after uint64, skip int, visit func(e *entry) bool) (skipped int) {
+// visitPagedLocked calls visit for the paged messages of level l with a
+// seq above after, in seq order, passing over the first skip of them,
+// reading their bodies from the store in batches (they stay paged), until
+// visit returns false. It reports whether visit stopped it.
+func (q *Queue) visitPagedLocked(l *level, after uint64, skip int, visit func(e *entry) bool) (stopped bool) {
+	skipped := 0
 	for {
 		var slots []slot
-		q.paged.eachAfter(after, func(p *indexPage, i int) bool {
-			after = p.base + uint64(i)
+		l.paged.eachAfter(after, func(p *indexPage, i int) bool {
+			after = p.seqAt(i)
 			if skipped < skip {
 				skipped++
 				return true
@@ -411,11 +506,11 @@ func (q *Queue) visitPagedLocked(after uint64, skip int, visit func(e *entry) bo
 			return len(slots) < filterReadBatch
 		})
 		if len(slots) == 0 {
-			return skipped
+			return false
 		}
-		for _, e := range q.loadSlotsLocked(slots, false) {
+		for _, e := range q.loadSlotsLocked(l, slots, false) {
 			if !visit(e) {
-				return skipped
+				return true
 			}
 		}
 	}

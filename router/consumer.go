@@ -122,6 +122,9 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 	}
 	if s.filter != nil {
 		s.scan.returnsDirty = true
+		if q.prio != nil {
+			s.scan.levelSeq = make([]uint64, int(q.prio.top)+1)
+		}
 		q.filteredSubs++
 	}
 	q.addSubLocked(s)

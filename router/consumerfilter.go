@@ -2,6 +2,7 @@ package router
 
 import (
 	"iter"
+	"slices"
 	"sort"
 
 	"github.com/epitaph-mq/epitaph/value"
@@ -80,6 +81,36 @@ type filterScan struct {
 	// the returns list was being skipped), in the order they came back; a
 	// message no longer ready is skipped.
 	retest []*entry
+	// levelSeq (a queue with priority levels): per level, how far past seq
+	// the scan has tested that level's messages. Each level is scanned on
+	// its own, highest first, so that the consumer gets its highest
+	// priority match.
+	levelSeq []uint64
+}
+
+// cursor is how far the scan has tested level p's messages.
+func (f *filterScan) cursor(p uint8) uint64 {
+	if f.levelSeq == nil {
+		return f.seq
+	}
+	return max(f.seq, f.levelSeq[p])
+}
+
+// advance records that level p's messages up to seq were tested.
+func (f *filterScan) advance(p uint8, seq uint64) {
+	if f.levelSeq == nil {
+		f.seq = seq
+		return
+	}
+	f.levelSeq[p] = seq
+}
+
+// rewind makes the scan test again every message above to.
+func (f *filterScan) rewind(to uint64) {
+	f.seq = min(f.seq, to)
+	for i, s := range f.levelSeq {
+		f.levelSeq[i] = min(s, to)
+	}
 }
 
 // maxRetest bounds a filtered subscription's retest list.
@@ -96,6 +127,9 @@ func (s *Subscription) filterHasWorkLocked() bool {
 // matches (quorum returns first), testing only what s has not tested; nil
 // when none.
 func (q *Queue) takeMatchLocked(s *Subscription) *entry {
+	if q.prio != nil {
+		return q.takeMatchLevelsLocked(s)
+	}
 	for i, e := range s.scan.retest {
 		if e.ready && s.filter.Match(e.msg, e.anns()) {
 			// Those before it are tested; those after it are not yet.
@@ -117,20 +151,82 @@ func (q *Queue) takeMatchLocked(s *Subscription) *entry {
 		}
 		s.scan.returnsDirty = false
 	}
-	for e := range q.main.after(s.scan.seq) {
-		s.scan.seq = e.seq
-		if s.filter.Match(e.msg, e.anns()) {
-			q.takeMiddleLocked(e)
-			return e
-		}
-	}
-	if e := q.takePagedMatchLocked(s); e != nil {
+	if e := q.takeLevelMatchLocked(s, &q.level); e != nil {
 		return e
 	}
 	// Nothing ready matched: every seq given out so far has been tested
 	// (or is not ready, and comes back only through a requeue; or is being
 	// read back after a restart, and rewindFilteredLocked shows it).
 	s.scan.seq = q.seq
+	return nil
+}
+
+// takeLevelMatchLocked takes the first message of level l after s's scan
+// position that s's filter matches: the window, then behind it.
+func (q *Queue) takeLevelMatchLocked(s *Subscription, l *level) *entry {
+	for e := range l.main.after(s.scan.cursor(l.prio)) {
+		s.scan.advance(l.prio, e.seq)
+		if s.filter.Match(e.msg, e.anns()) {
+			q.takeMiddleLocked(e)
+			return e
+		}
+	}
+	return q.takePagedMatchLocked(s, l)
+}
+
+// takeMatchLevelsLocked is takeMatchLocked for a queue with priority
+// levels: the quorum returns first, then the highest level holding a
+// match (retested messages among it), first in first out within it.
+func (q *Queue) takeMatchLevelsLocked(s *Subscription) *entry {
+	// Retested messages: those that match stay in the list (only the best
+	// is taken, now or after a higher level's match), the others are
+	// tested.
+	var best *entry
+	keep := s.scan.retest[:0]
+	for _, e := range s.scan.retest {
+		if !e.ready || !s.filter.Match(e.msg, e.anns()) {
+			continue
+		}
+		keep = append(keep, e)
+		if best == nil || !best.inReturns && (e.inReturns || e.prio > best.prio) {
+			best = e
+		}
+	}
+	clear(s.scan.retest[len(keep):])
+	s.scan.retest = keep
+	takeBest := func() *entry {
+		if i := slices.Index(s.scan.retest, best); i >= 0 {
+			s.scan.retest = slices.Delete(s.scan.retest, i, i+1)
+		}
+		q.takeMiddleLocked(best)
+		return best
+	}
+	if best != nil && best.inReturns {
+		return takeBest()
+	}
+	if s.scan.returnsDirty {
+		for e := range q.returns.all() {
+			if s.filter.Match(e.msg, e.anns()) {
+				q.takeMiddleLocked(e)
+				return e
+			}
+		}
+		s.scan.returnsDirty = false
+	}
+	for _, l := range q.prio.active {
+		if best != nil && l.prio <= best.prio {
+			return takeBest()
+		}
+		if e := q.takeLevelMatchLocked(s, l); e != nil {
+			return e
+		}
+		s.scan.levelSeq[l.prio] = q.seq // every message of l tested
+	}
+	if best != nil {
+		return takeBest()
+	}
+	s.scan.seq = q.seq
+	clear(s.scan.levelSeq)
 	return nil
 }
 
@@ -145,11 +241,11 @@ const filterReadBatch = 256
 // Without it a filtered consumer would test only the window and never
 // reach a match behind it, since only unfiltered consumers drain the
 // window to make room.
-func (q *Queue) takePagedMatchLocked(s *Subscription) *entry {
-	for q.paged.n > 0 {
+func (q *Queue) takePagedMatchLocked(s *Subscription, l *level) *entry {
+	for l.paged.n > 0 {
 		var slots []slot
-		q.paged.eachAfter(s.scan.seq, func(p *indexPage, i int) bool {
-			sl := slot{seq: p.base + uint64(i), size: int64(p.sizes[i] - 1)}
+		l.paged.eachAfter(s.scan.cursor(l.prio), func(p *indexPage, i int) bool {
+			sl := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
 			if p.pinned != nil {
 				sl.e = p.pinned[i]
 			}
@@ -159,22 +255,22 @@ func (q *Queue) takePagedMatchLocked(s *Subscription) *entry {
 		if len(slots) == 0 {
 			return nil
 		}
-		for _, e := range q.loadSlotsLocked(slots, false) {
+		for _, e := range q.loadSlotsLocked(l, slots, false) {
 			if !s.filter.Match(e.msg, e.anns()) {
 				continue
 			}
-			p, i, ok := q.paged.find(e.seq)
+			p, i, ok := l.paged.find(e.seq)
 			if !ok {
 				continue
 			}
-			s.scan.seq = e.seq
-			sl := q.paged.take(p, i)
+			s.scan.advance(l.prio, e.seq)
+			sl := l.paged.take(p, i)
 			e.ready = false
 			q.readyCount--
 			q.readyBytes -= sl.size
 			return e
 		}
-		s.scan.seq = slots[len(slots)-1].seq
+		s.scan.advance(l.prio, slots[len(slots)-1].seq)
 	}
 	return nil
 }
@@ -187,8 +283,8 @@ func (q *Queue) rewindFilteredLocked(seq uint64) {
 		return
 	}
 	for _, s := range q.subs {
-		if s.filter != nil && s.scan.seq >= seq {
-			s.scan.seq = seq - 1
+		if s.filter != nil {
+			s.scan.rewind(seq - 1)
 		}
 	}
 }
@@ -198,11 +294,7 @@ func (q *Queue) rewindFilteredLocked(seq uint64) {
 func (q *Queue) takeMiddleLocked(e *entry) {
 	inReturns := e.inReturns
 	q.takeReadyLocked(e)
-	if inReturns {
-		q.returns.hole()
-	} else {
-		q.main.hole()
-	}
+	q.holeLocked(e, inReturns)
 }
 
 // filtersSeeRequeueLocked tells the filtered subscriptions that e is ready
@@ -213,7 +305,7 @@ func (q *Queue) filtersSeeRequeueLocked(e *entry) {
 		return
 	}
 	for _, s := range q.subs {
-		if s.filter == nil || !e.inReturns && e.seq > s.scan.seq {
+		if s.filter == nil || !e.inReturns && e.seq > s.scan.cursor(e.prio) {
 			continue // no filter, or the scan is still to reach it
 		}
 		if len(s.scan.retest) < maxRetest {
@@ -222,12 +314,12 @@ func (q *Queue) filtersSeeRequeueLocked(e *entry) {
 		}
 		// Too many to remember: test the queue again from the oldest.
 		for _, r := range s.scan.retest {
-			if !r.inReturns && r.seq <= s.scan.seq {
-				s.scan.seq = r.seq - 1
+			if !r.inReturns {
+				s.scan.rewind(r.seq - 1)
 			}
 		}
-		if !e.inReturns && e.seq <= s.scan.seq {
-			s.scan.seq = e.seq - 1
+		if !e.inReturns {
+			s.scan.rewind(e.seq - 1)
 		}
 		s.scan.returnsDirty = true
 		clear(s.scan.retest)

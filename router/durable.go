@@ -233,15 +233,21 @@ func (b *Broker) publishDurable(m *Message, queues []*Queue, confirm func(Outcom
 // entryBySeqLocked finds a just-enqueued entry (at the tail of main, or
 // handed out or retained meanwhile: then nil, nothing to withdraw).
 func (q *Queue) entryBySeqLocked(seq uint64) *entry {
-	if e := q.main.findTail(seq, 4); e != nil {
-		return e
-	}
-	for _, l := range []*pagedList{&q.paged, &q.fresh} {
-		if p, i, ok := l.find(seq); ok && p.pinned != nil {
-			return p.pinned[i]
+	var found *entry
+	q.eachLevel(func(lv *level) bool {
+		if e := lv.main.findTail(seq, 4); e != nil {
+			found = e
+			return false
 		}
-	}
-	return nil
+		for _, l := range []*pagedList{&lv.paged, &lv.fresh} {
+			if p, i, ok := l.find(seq); ok && p.pinned != nil {
+				found = p.pinned[i]
+				return false
+			}
+		}
+		return true
+	})
+	return found
 }
 
 // withdraw removes the in-memory copies of a publish the store refused,
@@ -259,11 +265,7 @@ func withdraw(ps []placed) {
 		} else if p.e.ready {
 			inReturns := p.e.inReturns
 			q.takeReadyLocked(p.e)
-			if inReturns {
-				q.returns.hole()
-			} else {
-				q.main.hole()
-			}
+			q.holeLocked(p.e, inReturns)
 			p.e.forwarded = true
 		}
 		q.unlock()

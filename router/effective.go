@@ -78,9 +78,12 @@ const maxPolicyPattern = 1000
 // They are validated and accepted, so that definitions exported from
 // RabbitMQ load. The value is the check (nil: any value).
 var noEffectPolicyKeys = map[string]func(v any) bool{
-	"queue-mode":                    func(v any) bool { s, ok := toString(v); return ok && (s == "default" || s == "lazy") },
-	"queue-version":                 func(v any) bool { n, ok := toInt64(v); return ok && (n == 1 || n == 2) },
-	"queue-leader-locator":          func(v any) bool { s, ok := toString(v); return ok && (s == "client-local" || s == "balanced") },
+	"queue-mode":    func(v any) bool { s, ok := toString(v); return ok && (s == "default" || s == "lazy") },
+	"queue-version": func(v any) bool { n, ok := toInt64(v); return ok && (n == 1 || n == 2) },
+	"queue-leader-locator": func(v any) bool { // rabbit_policies: random and least-leaders are deprecated, still valid
+		s, ok := toString(v)
+		return ok && (s == "client-local" || s == "balanced" || s == "random" || s == "least-leaders")
+	},
 	"queue-master-locator":          func(v any) bool { _, ok := toString(v); return ok },
 	"max-in-memory-length":          nonNegative,
 	"max-in-memory-bytes":           nonNegative,

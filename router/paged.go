@@ -37,9 +37,15 @@ const pageSlots = 256
 // [base, base+pageSlots). Its per-message cost is the 4-byte size slot,
 // plus 8 bytes of deadline for pages holding a message with a TTL, plus 8
 // bytes of entry pointer for pages still holding pinned entries.
+//
+// A sparse page (a priority level's, whose seqs interleave with the other
+// levels') holds up to pageSlots consecutive slots instead, each naming its
+// seq as an offset from base: 4 more bytes per message.
 type indexPage struct {
 	base      uint64
 	sizes     []uint32 // per slot: message size + 1; 0: no ready message at this seq
+	offs      []uint32 // sparse pages: per slot, its seq - base; nil for a dense page
+	hiSeq     uint64   // sparse pages: the highest seq ever put in the page
 	deadlines []int64  // nil until a slot has a deadline; unix ns, 0 = none
 	pinned    []*entry // nil, or per slot the entry still held in memory
 	npinned   int
@@ -51,6 +57,7 @@ type indexPage struct {
 
 // pagedList is a queue's paged ready messages, in seq order.
 type pagedList struct {
+	sparse     bool         // its pages are sparse (a priority level's list)
 	pages      []*indexPage // pages[first:] are live
 	first      int
 	n          int
@@ -69,6 +76,59 @@ type slot struct {
 	e        *entry // pinned entry, nil when the body is in the store only
 }
 
+// seqAt returns the seq of slot i.
+func (p *indexPage) seqAt(i int) uint64 {
+	if p.offs == nil {
+		return p.base + uint64(i)
+	}
+	return p.base + uint64(p.offs[i])
+}
+
+// maxSeq is the highest seq the page covers.
+func (p *indexPage) maxSeq() uint64 {
+	if p.offs == nil && p.hiSeq == 0 {
+		return p.base + pageSlots - 1
+	}
+	return p.hiSeq
+}
+
+// indexFrom returns the first slot whose seq is seq or above (len(sizes)
+// when none).
+func (p *indexPage) indexFrom(seq uint64) int {
+	if seq <= p.base {
+		return 0
+	}
+	if p.offs == nil && p.hiSeq == 0 {
+		return int(min(seq-p.base, uint64(len(p.sizes))))
+	}
+	return sort.Search(len(p.offs), func(k int) bool { return p.base+uint64(p.offs[k]) >= seq })
+}
+
+// slotFor returns the slot of seq (above every seq in the list) in the
+// last page, adding a page when seq does not fit it.
+func (l *pagedList) slotFor(seq uint64) (*indexPage, int) {
+	p := l.last()
+	if !l.sparse {
+		if p == nil || seq >= p.base+pageSlots {
+			p = &indexPage{base: seq - seq%pageSlots, heapIdx: -1}
+			l.pages = append(l.pages, p)
+		}
+		i := int(seq - p.base)
+		for len(p.sizes) <= i {
+			p.sizes = append(p.sizes, 0)
+		}
+		return p, i
+	}
+	if p == nil || len(p.sizes) >= pageSlots || seq-p.base > maxSparseSpan {
+		p = &indexPage{base: seq, heapIdx: -1}
+		l.pages = append(l.pages, p)
+	}
+	p.sizes = append(p.sizes, 0)
+	p.offs = append(p.offs, uint32(seq-p.base))
+	p.hiSeq = seq
+	return p, len(p.sizes) - 1
+}
+
 func (l *pagedList) last() *indexPage {
 	if len(l.pages) == l.first {
 		return nil
@@ -78,15 +138,7 @@ func (l *pagedList) last() *indexPage {
 
 // push appends e (ready, the highest seq so far) as a pinned slot.
 func (l *pagedList) push(e *entry) {
-	p := l.last()
-	if p == nil || e.seq >= p.base+pageSlots {
-		p = &indexPage{base: e.seq - e.seq%pageSlots, heapIdx: -1}
-		l.pages = append(l.pages, p)
-	}
-	i := int(e.seq - p.base)
-	for len(p.sizes) <= i {
-		p.sizes = append(p.sizes, 0)
-	}
+	p, i := l.slotFor(e.seq)
 	size := e.size()
 	p.sizes[i] = uint32(min(size, math.MaxUint32-1)) + 1
 	if p.pinned == nil {
@@ -113,15 +165,7 @@ func (l *pagedList) push(e *entry) {
 // pushSlot appends an unpinned slot (its body only in the store): a
 // message read back after a restart.
 func (l *pagedList) pushSlot(seq uint64, size, deadline int64) {
-	p := l.last()
-	if p == nil || seq >= p.base+pageSlots {
-		p = &indexPage{base: seq - seq%pageSlots, heapIdx: -1}
-		l.pages = append(l.pages, p)
-	}
-	i := int(seq - p.base)
-	for len(p.sizes) <= i {
-		p.sizes = append(p.sizes, 0)
-	}
+	p, i := l.slotFor(seq)
 	p.sizes[i] = uint32(min(size, math.MaxUint32-1)) + 1
 	if deadline != 0 {
 		if p.deadlines == nil {
@@ -148,7 +192,7 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 	start, hi := 0, len(live)
 	for start < hi { // the first page not wholly below outSeq
 		m := (start + hi) / 2
-		if live[m].base+pageSlots <= l.outSeq {
+		if live[m].maxSeq() < l.outSeq {
 			start = m + 1
 		} else {
 			hi = m
@@ -161,10 +205,10 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 		if p.npinned == 0 {
 			continue
 		}
-		lo := int(max(l.outSeq, p.base) - p.base)
+		lo := p.indexFrom(l.outSeq)
 		hi := len(p.sizes)
-		if durable < p.base+uint64(hi)-1 { // (durable may be the largest seq)
-			hi = int(durable-p.base) + 1
+		if durable != math.MaxUint64 { // (durable may be the largest seq)
+			hi = p.indexFrom(durable + 1)
 		}
 		for i := lo; i < hi; i++ {
 			e := p.pinned[i]
@@ -181,7 +225,11 @@ func (l *pagedList) pageOut(durable uint64, keep func(seq uint64) bool) {
 	// Slots not pushed yet are not covered: recovery sets the watermark
 	// above every seq it will push.
 	if p := l.last(); p != nil {
-		l.outSeq = min(durable, p.base+uint64(len(p.sizes))-1) + 1
+		lastSeq := p.base + uint64(len(p.sizes)) - 1
+		if l.sparse {
+			lastSeq = p.hiSeq
+		}
+		l.outSeq = min(durable, lastSeq) + 1
 	}
 }
 
@@ -218,7 +266,7 @@ func (l *pagedList) dropFront() {
 
 // take removes slot i of p and returns it.
 func (l *pagedList) take(p *indexPage, i int) slot {
-	s := slot{seq: p.base + uint64(i), size: int64(p.sizes[i] - 1)}
+	s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
 	p.sizes[i] = 0
 	if p.pinned != nil && p.pinned[i] != nil {
 		s.e = p.pinned[i]
@@ -250,7 +298,7 @@ func (l *pagedList) take(p *indexPage, i int) slot {
 	l.bytes -= s.size
 	if p.live == 0 {
 		// The slices go now; the page itself when it reaches the front.
-		p.sizes, p.deadlines, p.pinned, p.head, p.minDL = nil, nil, nil, 0, 0
+		p.sizes, p.offs, p.deadlines, p.pinned, p.head, p.minDL = nil, nil, nil, nil, 0, 0
 		if p.heapIdx >= 0 {
 			heap.Remove(&l.byDeadline, p.heapIdx)
 		}
@@ -285,12 +333,9 @@ func (l *pagedList) each(yield func(p *indexPage, i int) bool) {
 // does not walk the pages before.
 func (l *pagedList) eachAfter(seq uint64, yield func(p *indexPage, i int) bool) {
 	live := l.pages[l.first:]
-	k := sort.Search(len(live), func(m int) bool { return live[m].base+pageSlots > seq+1 })
+	k := sort.Search(len(live), func(m int) bool { return live[m].maxSeq() > seq })
 	for _, p := range live[k:] {
-		start := p.head
-		if seq+1 > p.base {
-			start = max(start, int(seq+1-p.base))
-		}
+		start := max(p.head, p.indexFrom(seq+1))
 		for i := start; i < len(p.sizes); i++ {
 			if p.sizes[i] != 0 && !yield(p, i) {
 				return
@@ -305,7 +350,7 @@ func (l *pagedList) find(seq uint64) (*indexPage, int, bool) {
 	lo, hi := 0, len(live)
 	for lo < hi {
 		m := (lo + hi) / 2
-		if live[m].base+pageSlots <= seq {
+		if live[m].maxSeq() < seq {
 			lo = m + 1
 		} else {
 			hi = m
@@ -315,8 +360,8 @@ func (l *pagedList) find(seq uint64) (*indexPage, int, bool) {
 		return nil, 0, false
 	}
 	p := live[lo]
-	i := int(seq - p.base)
-	if i >= len(p.sizes) || p.sizes[i] == 0 {
+	i := p.indexFrom(seq)
+	if i >= len(p.sizes) || p.seqAt(i) != seq || p.sizes[i] == 0 {
 		return nil, 0, false
 	}
 	return p, i, true
@@ -411,15 +456,17 @@ func (h *pageHeap) Pop() any {
 // read by one consumer at a time still reads its store in batches.
 const refillMin = 64
 
-// pagesLocked reports whether a new ready entry e goes behind the window.
-func (q *Queue) pagesLocked(e *entry) bool {
+// pagesLocked reports whether a new ready entry of level l goes behind
+// the window. The window is shared by the levels; each keeps at least its
+// head in it.
+func (q *Queue) pagesLocked(l *level) bool {
 	if !q.persist || q.b.windowBytes <= 0 {
 		return false
 	}
-	if q.paged.n > 0 {
+	if l.paged.n > 0 {
 		return true
 	}
-	if q.main.n == 0 {
+	if l.main.n == 0 {
 		return false // the window always takes one message
 	}
 	return q.windowBytesLocked() > q.b.windowBytes // e is counted already
@@ -427,13 +474,25 @@ func (q *Queue) pagesLocked(e *entry) bool {
 
 // windowBytesLocked is the size of the ready messages held with their
 // bodies (the window and the quorum returns).
-func (q *Queue) windowBytesLocked() int64 { return q.readyBytes - q.paged.bytes - q.fresh.bytes }
+func (q *Queue) windowBytesLocked() int64 { return q.readyBytes - q.pagedBytesLocked() }
 
 // pageOutLocked drops the bodies of paged messages whose appends are durable.
 func (q *Queue) pageOutLocked() {
-	q.paged.pageOut(q.durableSeq.Load(), q.appendFailed)
-	if q.fresh.n > 0 {
-		q.fresh.pageOut(q.durableSeq.Load(), q.appendFailed)
+	if q.prio == nil {
+		q.level.pageOutLocked(q)
+		return
+	}
+	for _, l := range q.prio.active {
+		l.pageOutLocked(q)
+	}
+}
+
+func (l *level) pageOutLocked(q *Queue) {
+	if l.paged.n > 0 {
+		l.paged.pageOut(q.durableSeq.Load(), q.appendFailed)
+	}
+	if l.fresh.n > 0 {
+		l.fresh.pageOut(q.durableSeq.Load(), q.appendFailed)
 	}
 }
 
@@ -499,16 +558,16 @@ func appendDone(qs []*Queue, recs []store.Record, done func(error)) func(error) 
 	}
 }
 
-// refillLocked moves messages from the paged list to the window: as many
-// as the consumers' credit asks for (at least refillMin), within the
+// refillLocked moves messages from level l's paged list to its window: as
+// many as the consumers' credit asks for (at least refillMin), within the
 // window's bytes (at least one), with one sequential store read.
-func (q *Queue) refillLocked() {
-	q.pageOutLocked()
+func (q *Queue) refillLocked(l *level) {
+	l.pageOutLocked(q)
 	want := max(int(min(q.creditLocked(), 1<<20)), refillMin)
 	var got []slot
 	var bytes int64
 	for len(got) < want {
-		p := q.paged.front()
+		p := l.paged.front()
 		if p == nil {
 			break
 		}
@@ -516,22 +575,22 @@ func (q *Queue) refillLocked() {
 		if len(got) > 0 && bytes+size > q.b.windowBytes {
 			break
 		}
-		s, _ := q.paged.popFront()
+		s, _ := l.paged.popFront()
 		got = append(got, s)
 		bytes += size
 	}
-	for _, e := range q.loadSlotsLocked(got, true) {
+	for _, e := range q.loadSlotsLocked(l, got, true) {
 		e.ready = true
-		q.main.pushBack(e)
+		l.main.pushBack(e)
 		q.ttl.add(e)
 	}
 }
 
-// loadSlotsLocked returns the entries of slots (in seq order): pinned ones
-// as they are, the others read back from the store in one pass. A message
-// the store cannot give back (damaged, missing) is reported and, when
-// ready, no longer counted.
-func (q *Queue) loadSlotsLocked(slots []slot, ready bool) []*entry {
+// loadSlotsLocked returns the entries of slots of level l (in seq order):
+// pinned ones as they are, the others read back from the store in one
+// pass. A message the store cannot give back (damaged, missing) is
+// reported and, when ready, no longer counted.
+func (q *Queue) loadSlotsLocked(l *level, slots []slot, ready bool) []*entry {
 	out := make([]*entry, 0, len(slots))
 	var need []slot
 	for _, s := range slots {
@@ -547,7 +606,7 @@ func (q *Queue) loadSlotsLocked(slots []slot, ready bool) []*entry {
 				if err != nil {
 					return fmt.Errorf("%w: message %d: %w", store.ErrCorrupt, seq, err)
 				}
-				e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true}
+				e := &entry{msg: m, seq: seq, dc: m.DeliveryCount, heapIdx: -1, stored: true, prio: l.prio}
 				if err := decodeState(e, state); err != nil {
 					return fmt.Errorf("%w: state of message %d: %w", store.ErrCorrupt, seq, err)
 				}
@@ -593,7 +652,7 @@ func (q *Queue) loadSlotsLocked(slots []slot, ready bool) []*entry {
 // expirePagedLocked dead-letters (or drops) s, a paged message whose
 // deadline passed and that is no longer counted as ready. Without a
 // dead-letterer its body is never read.
-func (q *Queue) expirePagedLocked(s slot) {
+func (q *Queue) expirePagedLocked(l *level, s slot) {
 	if s.e != nil {
 		s.e.ready = false
 		q.deadLocked(s.e, ReasonExpired, nil)
@@ -604,34 +663,37 @@ func (q *Queue) expirePagedLocked(s slot) {
 		return
 	}
 	s.size = 0 // already uncounted
-	for _, e := range q.loadSlotsLocked([]slot{s}, false) {
+	for _, e := range q.loadSlotsLocked(l, []slot{s}, false) {
 		q.deadLocked(e, ReasonExpired, nil)
 	}
 }
 
-// peekPagedLocked returns up to n paged messages from the front without
-// taking them.
-func (q *Queue) peekPagedLocked(n int) []*entry {
-	if n <= 0 || q.paged.n == 0 {
+// peekPagedLocked returns up to n paged messages of level l from the
+// front without taking them.
+func (q *Queue) peekPagedLocked(l *level, n int) []*entry {
+	if n <= 0 || l.paged.n == 0 {
 		return nil
 	}
 	var slots []slot
-	q.paged.each(func(p *indexPage, i int) bool {
-		s := slot{seq: p.base + uint64(i), size: int64(p.sizes[i] - 1)}
+	l.paged.each(func(p *indexPage, i int) bool {
+		s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
 		if p.pinned != nil {
 			s.e = p.pinned[i]
 		}
 		slots = append(slots, s)
 		return len(slots) < n
 	})
-	return q.loadSlotsLocked(slots, false)
+	return q.loadSlotsLocked(l, slots, false)
 }
 
 // clearPagedLocked drops every paged message; settle: their stored copies
 // are settled too (purge; a delete removes the queue's store at once).
 func (q *Queue) clearPagedLocked(settle bool) {
-	q.clearPagedListLocked(&q.paged, settle)
-	q.clearPagedListLocked(&q.fresh, settle)
+	q.eachLevel(func(l *level) bool {
+		q.clearPagedListLocked(&l.paged, settle)
+		q.clearPagedListLocked(&l.fresh, settle)
+		return true
+	})
 }
 
 func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
@@ -647,7 +709,7 @@ func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
 				q.settleStoredLocked(e)
 			}
 		case settle:
-			q.pend.Settle(q.id, p.base+uint64(i))
+			q.pend.Settle(q.id, p.seqAt(i))
 		}
 		return true
 	})
@@ -656,9 +718,10 @@ func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
 
 // takePagedLocked removes e, a pinned paged entry, from the paged list.
 func (q *Queue) takePagedLocked(e *entry) {
-	l := &q.paged
+	lv := q.levelOf(e)
+	l := &lv.paged
 	if q.loading && e.seq > q.loadEnd {
-		l = &q.fresh
+		l = &lv.fresh
 	}
 	if p, i, ok := l.find(e.seq); ok {
 		s := l.take(p, i)

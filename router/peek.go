@@ -45,15 +45,23 @@ func (q *Queue) peekedLocked(e *entry, remaining int) PeekedMessage {
 // returns first) without removing them.
 func (q *Queue) readyPrefixLocked(n int) []*entry {
 	var out []*entry
-	for _, l := range []*readyList{&q.returns, &q.main} {
-		for e := range l.all() {
+	for e := range q.returns.all() {
+		if len(out) >= n {
+			return out
+		}
+		out = append(out, e)
+	}
+	q.eachLevel(func(l *level) bool {
+		for e := range l.main.all() {
 			if len(out) >= n {
-				return out
+				return false
 			}
 			out = append(out, e)
 		}
-	}
-	return append(out, q.peekPagedLocked(n-len(out))...)
+		out = append(out, q.peekPagedLocked(l, n-len(out))...)
+		return len(out) < n
+	})
+	return out
 }
 
 // Peek returns up to n ready messages in delivery order without changing

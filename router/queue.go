@@ -88,12 +88,15 @@ type Queue struct {
 	// they may be called from anywhere); q.cfg is the same, under mu.
 	eff atomic.Pointer[queueConfig]
 
-	mu          sync.Mutex
-	cfg         queueConfig
-	policyDef   value.Map
-	deleted     bool
-	seq         uint64
-	main        readyList
+	mu        sync.Mutex
+	cfg       queueConfig
+	policyDef value.Map
+	deleted   bool
+	seq       uint64
+	// level is the queue's ready messages (main: the window, and paged
+	// behind it), or one level of them when prio is set (priority.go).
+	level
+	prio        *priorities
 	returns     readyList // quorum: returned messages, delivered first
 	readyCount  int
 	readyBytes  int64
@@ -134,18 +137,18 @@ type Queue struct {
 	retained      []*entry
 	retainedBytes int64
 
-	// Paging (paged.go): the ready messages behind the window, and how far
-	// the queue's appends are durable (set from the store's callbacks).
-	paged      pagedList
+	// Paging (paged.go): the ready messages behind the window are each
+	// level's paged list; durableSeq is how far the queue's appends are
+	// durable (set from the store's callbacks).
 	durableSeq atomic.Uint64
 	// While a deep queue is read back in the background (recover.go):
-	// loading, the last recovered seq, and fresh, the messages enqueued
-	// meanwhile, which go behind every recovered one once it is done.
-	// loadPurged: a purge came first, recovered messages are settled.
+	// loading, the last recovered seq; each level's fresh list holds the
+	// messages enqueued meanwhile, which go behind every recovered one once
+	// it is done. loadPurged: a purge came first, recovered messages are
+	// settled.
 	loading    bool
 	loadPurged bool
 	loadEnd    uint64
-	fresh      pagedList
 	failedMu   sync.Mutex
 	failed     [][2]uint64
 }
@@ -284,9 +287,11 @@ func (q *Queue) Purge() int {
 	defer q.unlock()
 	n := q.readyCount + len(q.delayed)
 	if q.persist {
-		for _, l := range []*readyList{&q.returns, &q.main} {
-			l.each(q.settleStoredLocked)
-		}
+		q.returns.each(q.settleStoredLocked)
+		q.eachLevel(func(l *level) bool {
+			l.main.each(q.settleStoredLocked)
+			return true
+		})
 		q.clearDelayedLocked(true)
 		q.clearPagedLocked(true)
 		q.loadPurged = q.loading
@@ -298,10 +303,14 @@ func (q *Queue) Purge() int {
 }
 
 func (q *Queue) clearReadyLocked() {
-	for _, l := range []*readyList{&q.returns, &q.main} {
-		l.each(func(e *entry) { e.ready = false })
-		l.reset()
-	}
+	unready := func(e *entry) { e.ready = false }
+	q.returns.each(unready)
+	q.returns.reset()
+	q.eachLevel(func(l *level) bool {
+		l.main.each(unready)
+		l.main.reset()
+		return true
+	})
 	q.clearPagedLocked(false)
 	q.clearDelayedLocked(false)
 	clear(q.ttl)
@@ -315,7 +324,14 @@ func (q *Queue) nowNano() int64 { return q.b.now().UnixNano() }
 // in the queue depends on it (no message deadline, no armed timer, no
 // x-expires): the per-message paths then read no clock.
 func (q *Queue) clockLocked() int64 {
-	if len(q.ttl) > 0 || len(q.delayed) > 0 || q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+	if len(q.ttl) > 0 || len(q.delayed) > 0 || q.timerAt != 0 || q.cfg.expires > 0 {
+		return q.nowNano()
+	}
+	if q.prio == nil {
+		if q.paged.minDeadline() != 0 || q.fresh.minDeadline() != 0 {
+			return q.nowNano()
+		}
+	} else if d, _, _ := q.pagedMinDeadlineLocked(); d != 0 {
 		return q.nowNano()
 	}
 	return 0
@@ -336,6 +352,9 @@ func (q *Queue) newEntry(m *Message, now int64) *entry {
 	// anns shares m.Anns (never modified in place; a merge makes a new map),
 	// which tells encodeState that they are unchanged.
 	e := &entry{msg: m, seq: q.seq, dc: m.DeliveryCount, heapIdx: -1}
+	if q.prio != nil {
+		e.prio = q.priorityOf(m)
+	}
 	ttl := q.cfg.messageTTL
 	if m.Header.HasTTL && (ttl < 0 || int64(m.Header.TTL) < ttl) {
 		ttl = int64(m.Header.TTL)
@@ -536,18 +555,22 @@ func (q *Queue) addReadyLocked(e *entry) {
 	e.ready = true
 	q.readyCount++
 	q.readyBytes += e.size()
+	l := &q.level
+	if q.prio != nil {
+		l = q.levelFor(e.prio)
+	}
 	if q.loading && e.seq > q.loadEnd {
-		q.fresh.push(e) // behind every message still being read back
+		l.fresh.push(e) // behind every message still being read back
 		q.pageOutLocked()
 		return
 	}
-	if q.pagesLocked(e) {
-		q.paged.push(e)
+	if q.pagesLocked(l) {
+		l.paged.push(e)
 		q.pageOutLocked()
 		return
 	}
 	q.ttl.add(e)
-	q.main.pushBack(e)
+	l.main.pushBack(e)
 }
 
 // requeueLocked returns a delivered entry to the ready set: a classic queue
@@ -564,7 +587,7 @@ func (q *Queue) requeueLocked(e *entry) {
 		e.inReturns = true
 		q.returns.pushBack(e)
 	} else {
-		q.main.insertBySeq(e)
+		q.levelOf(e).main.insertBySeq(e)
 	}
 	q.filtersSeeRequeueLocked(e)
 }
@@ -577,14 +600,19 @@ func (q *Queue) takeReadyLocked(e *entry) {
 	q.ttl.remove(e)
 }
 
-// popHeadLocked removes the next entry to deliver (quorum: returns first).
+// popHeadLocked removes the next entry to deliver (quorum: returns first;
+// then the highest level's head).
 func (q *Queue) popHeadLocked() *entry {
 	e := q.returns.popFront()
 	if e == nil {
-		e = q.main.popFront()
-		for e == nil && q.paged.n > 0 { // a refill may find only unreadable messages
-			q.refillLocked()
-			e = q.main.popFront()
+		if q.prio == nil {
+			e = q.popLevelLocked(&q.level)
+		} else {
+			for _, l := range q.prio.active {
+				if e = q.popLevelLocked(l); e != nil {
+					break
+				}
+			}
 		}
 	}
 	if e != nil {
@@ -597,16 +625,12 @@ func (q *Queue) popHeadLocked() *entry {
 // in deadline order (ties in queue order).
 func (q *Queue) expireLocked(now int64) {
 	for {
-		pl := &q.paged
-		if fd := q.fresh.minDeadline(); fd != 0 && (pl.minDeadline() == 0 || fd < pl.minDeadline()) {
-			pl = &q.fresh
-		}
-		pd := pl.minDeadline()
+		pd, lv, pl := q.pagedMinDeadlineLocked()
 		if pd != 0 && pd <= now && (len(q.ttl) == 0 || pd < q.ttl[0].deadline) {
 			s := pl.takeEarliest()
 			q.readyCount--
 			q.readyBytes -= s.size
-			q.expirePagedLocked(s)
+			q.expirePagedLocked(lv, s)
 			continue
 		}
 		if len(q.ttl) == 0 || q.ttl[0].deadline > now {
@@ -615,11 +639,7 @@ func (q *Queue) expireLocked(now int64) {
 		e := q.ttl[0]
 		inReturns := e.inReturns
 		q.takeReadyLocked(e)
-		if inReturns {
-			q.returns.hole()
-		} else {
-			q.main.hole()
-		}
+		q.holeLocked(e, inReturns)
 		q.deadLocked(e, ReasonExpired, nil)
 	}
 }
@@ -761,10 +781,11 @@ func (q *Queue) armTimerLocked(now int64) {
 		if len(q.ttl) > 0 {
 			next = q.ttl[0].deadline
 		}
-		for _, pd := range []int64{q.paged.minDeadline(), q.fresh.minDeadline(), q.nextDelayedLocked()} {
-			if pd != 0 && (next == 0 || pd < next) {
-				next = pd
-			}
+		if pd, _, _ := q.pagedMinDeadlineLocked(); pd != 0 && (next == 0 || pd < next) {
+			next = pd
+		}
+		if pd := q.nextDelayedLocked(); pd != 0 && (next == 0 || pd < next) {
+			next = pd
 		}
 		if d, ok := q.expiresAtLocked(); ok && (next == 0 || d < next) {
 			next = d

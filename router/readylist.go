@@ -22,6 +22,7 @@ type entry struct {
 	dc       uint32 // delivery-count
 	acquired uint32 // acquired-count (times returned to the queue)
 	heapIdx  int32  // index in the TTL heap, -1 when absent
+	prio     uint8  // its priority level (priority.go); 0 in a queue without levels
 
 	ready     bool // in a ready list (false: delivered, or a tombstone)
 	inReturns bool // quorum: in the returns list

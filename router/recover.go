@@ -257,7 +257,9 @@ func (q *Queue) loadInBackground() {
 		at := from
 		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
-			if s, ok := plainSlot(seq, msg, state); ok {
+			// A queue with priority levels decodes every message: its level
+			// is in the message.
+			if s, ok := plainSlot(seq, msg, state); ok && q.prio == nil {
 				slots = append(slots, s)
 			} else {
 				e, err := recoveredEntry(seq, msg, state)
@@ -323,10 +325,13 @@ func (q *Queue) loadInBackground() {
 		}
 		if done {
 			q.loading, q.loadPurged = false, false
-			if f := q.fresh.front(); f != nil {
-				q.rewindFilteredLocked(f.base + uint64(f.head))
-			}
-			q.paged.appendList(&q.fresh)
+			q.eachLevel(func(l *level) bool {
+				if f := l.fresh.front(); f != nil {
+					q.rewindFilteredLocked(f.seqAt(f.head))
+				}
+				l.paged.appendList(&l.fresh)
+				return true
+			})
 		}
 		q.pageOutLocked()
 		q.dispatchLocked()
@@ -373,6 +378,9 @@ func recoveredEntry(seq uint64, msg, state []byte) (*entry, error) {
 // recoverEntryLocked puts a message read back into q: retained, dead (over
 // its delivery limit after a crash took it from its consumer) or ready.
 func (q *Queue) recoverEntryLocked(e *entry) {
+	if q.prio != nil {
+		e.prio = q.priorityOf(e.msg)
+	}
 	if e.retained {
 		q.retained = append(q.retained, e)
 		q.retainedBytes += e.size()

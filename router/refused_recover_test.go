@@ -20,8 +20,8 @@ func TestRecoverRefusedArgumentsAndPolicyKeys(t *testing.T) {
 	// What an earlier epitaph stored: the internal recovery path is the
 	// only one that still takes these.
 	id := d.b.allocQueueID(&d.v.meta, true)
-	_, _, err := d.v.DeclareQueue(QueueSpec{Name: "legacy", Type: Classic, Durable: true, recoverID: id,
-		Arguments: value.Map{{Key: "x-max-priority", Value: int64(10)}}})
+	_, _, err := d.v.DeclareQueue(QueueSpec{Name: "legacy", Type: Quorum, Durable: true, recoverID: id,
+		Arguments: value.Map{{Key: "x-consumer-timeout", Value: int64(60000)}}})
 	require.NoError(t, err)
 	require.NoError(t, d.v.putPolicy(Policy{Name: "old", Pattern: "^legacy$",
 		Definition: def("ha-mode", "all", "delayed-retry-type", "all", "max-length", int64(50))}, true))
@@ -38,8 +38,8 @@ func TestRecoverRefusedArgumentsAndPolicyKeys(t *testing.T) {
 	assert.Equal(t, 1, logs.count(slog.LevelWarn, "policy keys accepted without effect"))
 
 	// A new declaration with the argument is refused, also as a redeclare.
-	_, _, err = d2.v.DeclareQueue(QueueSpec{Name: "legacy", Type: Classic, Durable: true,
-		Arguments: value.Map{{Key: "x-max-priority", Value: int64(10)}}})
+	_, _, err = d2.v.DeclareQueue(QueueSpec{Name: "legacy", Type: Quorum, Durable: true,
+		Arguments: value.Map{{Key: "x-consumer-timeout", Value: int64(60000)}}})
 	require.ErrorIs(t, err, ErrPreconditionFailed)
 	d2.close(t)
 }
@@ -49,8 +49,6 @@ func TestRecoverRefusedArgumentsAndPolicyKeys(t *testing.T) {
 // without it.
 func TestLoadDefinitionsRefusesUnimplementedSettings(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
-		{`{"queues": [{"name": "prio", "vhost": "/", "durable": true, "arguments": {"x-max-priority": 10}}]}`,
-			"invalid arg 'x-max-priority' for queue 'prio'"},
 		{`{"queues": [{"name": "retry", "vhost": "/", "durable": true, "arguments": {"x-queue-type": "quorum", "x-consumer-timeout": 1000}}]}`,
 			"invalid arg 'x-consumer-timeout' for queue 'retry'"},
 		{`{"policies": [{"vhost": "/", "name": "retry", "pattern": ".*", "definition": {"delayed-retry-type": "all"}}]}`,

@@ -181,6 +181,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		persist: v.b.st != nil && s.Durable && !s.Exclusive,
 		sel:     selection{singleActive: singleActiveArg(args)},
 	}
+	q.initPriorities()
 	q.id = s.recoverID
 	if q.id == 0 {
 		q.id = v.b.allocQueueID(&v.meta, q.persist)
