@@ -113,9 +113,8 @@ func (ch *channel) end() {
 	for _, k := range cons {
 		k.cancel(router.CancelConnectionLost)
 	}
-	for q, g := range ch.gets {
+	for _, g := range ch.gets {
 		g.sub.Cancel(router.CancelConnectionLost)
-		ch.c.srv.getterDone(q)
 	}
 	ch.gets = nil
 }
@@ -170,8 +169,11 @@ func (ch *channel) frame(f amqp091.Frame) error {
 			if cl, me, _, _ := amqp091.ParseMethodHeader(f.Payload); cl == 20 && me == 41 {
 				delete(ch.c.channels, ch.id)
 			} else if cl == 20 && me == 40 {
+				// Both sides closed at once: answer the client's close and
+				// keep waiting for the close-ok of ours, as rabbit_channel
+				// does in its closing state (deleting the channel now made
+				// that close-ok arrive on a channel not open: 504).
 				_ = ch.send(&amqp091.ChannelCloseOk{})
-				delete(ch.c.channels, ch.id)
 			}
 		}
 		return nil

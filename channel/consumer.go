@@ -193,7 +193,7 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 	}
 	srv := ch.c.srv
 	srv.mu.Lock()
-	if srv.exclusive[q] || m.Exclusive && (srv.consumers[q] > 0 || q.Info().Consumers-srv.getters[q] > 0) {
+	if srv.exclusive[q] || m.Exclusive && (srv.consumers[q] > 0 || q.Info().Consumers > 0) {
 		srv.mu.Unlock()
 		return ch.err(amqp091.AccessRefused, 60, 20, "queue '%s' in vhost '%s' in exclusive use", q.Name(), ch.c.vhost.Name())
 	}
@@ -280,17 +280,13 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	g := ch.gets[key]
 	if g == nil || m.NoAck {
 		g = &getConsumer{}
-		sub, err := q.Subscribe(g, router.ConsumerOptions{PreSettled: m.NoAck, Owner: ch.c})
+		sub, err := q.Subscribe(g, router.ConsumerOptions{PreSettled: m.NoAck, Owner: ch.c, Getter: true})
 		if err != nil {
 			return ch.routerErr(err, 60, 70)
 		}
 		g.sub = sub
 		if !m.NoAck {
 			ch.gets[key] = g
-			srv := ch.c.srv
-			srv.mu.Lock()
-			srv.getters[q]++
-			srv.mu.Unlock()
 		}
 	}
 	g.got = nil
@@ -466,13 +462,4 @@ func (ch *channel) recover(requeue, reply bool, methodID uint16) error {
 		return ch.send(&amqp091.BasicRecoverOk{})
 	}
 	return nil
-}
-
-// getterDone forgets a basic.get subscription of q.
-func (s *Server) getterDone(q *router.Queue) {
-	s.mu.Lock()
-	if s.getters[q]--; s.getters[q] <= 0 {
-		delete(s.getters, q)
-	}
-	s.mu.Unlock()
 }

@@ -124,7 +124,10 @@ func (c *conn) handshake() error {
 		}
 		return err
 	}
-	channelMax := o.ChannelMax
+	channelMax := o.AMQP091ChannelMax
+	if channelMax == 0 { // settings built by hand, not from config.Default
+		channelMax = config.Default().AMQP.AMQP091ChannelMax
+	}
 	tune := &amqp091.ConnectionTune{ChannelMax: channelMax, FrameMax: o.MaxFrameSize, Heartbeat: uint16(min(o.IdleTimeout/time.Second, 65535))}
 	if err := c.sendMethod(0, tune); err != nil {
 		return err

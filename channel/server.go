@@ -67,19 +67,11 @@ type Server struct {
 	// exclusive flag).
 	exclusive map[*router.Queue]bool
 	consumers map[*router.Queue]int
-	// getters counts each queue's basic.get subscriptions, which the
-	// router counts as consumers and RabbitMQ does not.
-	getters map[*router.Queue]int
 }
 
-// consumerCount is q's consumers as RabbitMQ counts them: without the
-// subscriptions basic.get uses.
-func (s *Server) consumerCount(q *router.Queue) int {
-	s.mu.Lock()
-	g := s.getters[q]
-	s.mu.Unlock()
-	return max(q.Info().Consumers-g, 0)
-}
+// consumerCount is q's consumers as RabbitMQ counts them: the router
+// leaves basic.get's subscriptions out (router.ConsumerOptions.Getter).
+func (s *Server) consumerCount(q *router.Queue) int { return q.Info().Consumers }
 
 // NewServer returns a server for link.Options.AMQP091.
 func NewServer(opts Options) *Server {
@@ -95,8 +87,7 @@ func NewServer(opts Options) *Server {
 	if opts.RabbitMQVersion == "" {
 		opts.RabbitMQVersion = "4.3.0"
 	}
-	return &Server{opts: opts, log: opts.Logger, exclusive: map[*router.Queue]bool{}, consumers: map[*router.Queue]int{},
-		getters: map[*router.Queue]int{}}
+	return &Server{opts: opts, log: opts.Logger, exclusive: map[*router.Queue]bool{}, consumers: map[*router.Queue]int{}}
 }
 
 var _ link.AMQP091Handler = (*Server)(nil)

@@ -60,6 +60,7 @@ const (
 	KeyAnonymous                    = "anonymous"
 	KeyMaxFrameSize                 = "max-frame-size"
 	KeyChannelMax                   = "channel-max"
+	KeyAMQP091ChannelMax            = "amqp091-channel-max"
 	KeyHandleMax                    = "handle-max"
 	KeyIdleTimeout                  = "idle-timeout"
 	KeyMaxMessageSize               = "max-message-size"
@@ -297,6 +298,9 @@ type AMQP struct {
 	MaxFrameSize uint32 `mapstructure:"max-frame-size"`
 	// ChannelMax is advertised in open (highest channel number); at least 1.
 	ChannelMax uint16 `mapstructure:"channel-max"`
+	// AMQP091ChannelMax is AMQP 0-9-1's channel-max, offered in
+	// connection.tune (RabbitMQ's channel_max, 2047); at least 1.
+	AMQP091ChannelMax uint16 `mapstructure:"amqp091-channel-max"`
 	// HandleMax is advertised in begin (highest link handle); at least 1.
 	HandleMax uint32 `mapstructure:"handle-max"`
 	// IdleTimeout closes a connection that sends nothing for this long.
@@ -500,6 +504,7 @@ func Default() Config {
 			PlainWithoutTLS:              PlainWithoutTLSLoopback,
 			MaxFrameSize:                 131072,
 			ChannelMax:                   255,
+			AMQP091ChannelMax:            2047,
 			HandleMax:                    255,
 			IdleTimeout:                  60 * time.Second,
 			MaxMessageSize:               16 << 20,
@@ -555,6 +560,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyAnonymous, d.Anonymous, "accept ANONYMOUS and no-SASL connections from: loopback, all or none")
 	fs.Uint32(KeyMaxFrameSize, d.MaxFrameSize, "max-frame-size advertised in open, in `bytes` (at least 512)")
 	fs.Uint16(KeyChannelMax, d.ChannelMax, "channel-max advertised in open")
+	fs.Uint16(KeyAMQP091ChannelMax, d.AMQP091ChannelMax, "AMQP 0-9-1 channel-max offered in connection.tune")
 	fs.Uint32(KeyHandleMax, d.HandleMax, "handle-max advertised in begin")
 	fs.Duration(KeyIdleTimeout, d.IdleTimeout, "close connections idle for this `duration`")
 	fs.Uint64(KeyMaxMessageSize, d.MaxMessageSize, "max-message-size advertised on attach, in `bytes`")
@@ -661,6 +667,7 @@ func Load(args []string) (*Config, error) {
 		KeyAnonymous:                    d.Anonymous,
 		KeyMaxFrameSize:                 d.MaxFrameSize,
 		KeyChannelMax:                   d.ChannelMax,
+		KeyAMQP091ChannelMax:            d.AMQP091ChannelMax,
 		KeyHandleMax:                    d.HandleMax,
 		KeyIdleTimeout:                  d.IdleTimeout,
 		KeyMaxMessageSize:               d.MaxMessageSize,
@@ -796,6 +803,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ChannelMax == 0 {
 		return invalid(KeyChannelMax, c.ChannelMax, "want at least 1")
+	}
+	if c.AMQP091ChannelMax == 0 {
+		return invalid(KeyAMQP091ChannelMax, c.AMQP091ChannelMax, "want at least 1")
 	}
 	if c.HandleMax == 0 {
 		return invalid(KeyHandleMax, c.HandleMax, "want at least 1")

@@ -319,7 +319,7 @@ func TestHelp(t *testing.T) {
 	require.ErrorIs(t, err, ErrHelp)
 	require.NotErrorIs(t, err, ErrInvalid)
 	for _, key := range []string{KeyListen, KeyHTTPListen, KeyDefinitions, KeyInMemory, KeyAutoCreateQueues,
-		KeyAnonymous, KeyMaxFrameSize, KeyChannelMax, KeyHandleMax, KeyIdleTimeout, KeyMaxMessageSize,
+		KeyAnonymous, KeyMaxFrameSize, KeyChannelMax, KeyAMQP091ChannelMax, KeyHandleMax, KeyIdleTimeout, KeyMaxMessageSize,
 		KeyHandshakeTimeout, KeyMaxConnections, KeyGCHeapFloor, KeyLogLevel, KeyLogFormat, KeyStoreRecovery, keyConfig} {
 		require.Contains(t, Usage(), "--"+key)
 	}

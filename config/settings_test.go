@@ -88,6 +88,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyPlainWithoutTLS:              "refused",
 		KeyMaxFrameSize:                 "refused",
 		KeyChannelMax:                   "refused",
+		KeyAMQP091ChannelMax:            "refused",
 		KeyHandleMax:                    "refused",
 		KeyIdleTimeout:                  "refused",
 		KeyMaxMessageSize:               "refused",

@@ -95,3 +95,28 @@ func TestAMQP091SingleActiveConsumer(t *testing.T) {
 	require.Equal(t, "m2", string(d.Body))
 	require.True(t, d.Redelivered)
 }
+
+// basic.get is not a consumer (RabbitMQ): an auto-delete queue read only
+// with basic.get outlives the channel that read it, its unacknowledged
+// message comes back, and the queue shows no consumer meanwhile.
+func TestAMQP091GetIsNotAConsumer(t *testing.T) {
+	b := startBroker(t, "")
+	c := dial091(t, b)
+	setup := channel091(t, c)
+	_, err := setup.QueueDeclare("getq", true, true, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, setup.Publish("", "getq", false, false, amqp091.Publishing{Body: []byte("m")}))
+
+	getter := channel091(t, c)
+	d := get091(t, getter, "getq", false)
+	require.Equal(t, "m", string(d.Body))
+	q, err := setup.QueueDeclarePassive("getq", true, true, false, false, nil)
+	require.NoError(t, err)
+	require.Zero(t, q.Consumers, "basic.get is not counted as a consumer")
+	require.NoError(t, getter.Close()) // unacknowledged: back to the queue
+
+	again := channel091(t, c)
+	d = get091(t, again, "getq", false)
+	require.Equal(t, "m", string(d.Body))
+	require.True(t, d.Redelivered)
+}

@@ -128,7 +128,7 @@ func TestAMQP091RawTuneOk(t *testing.T) {
 		{0, 10, "negotiated frame_max = 0 is higher than the maximum allowed value (131072)"},
 		{1 << 20, 10, "negotiated frame_max = 1048576 is higher than the maximum allowed value (131072)"},
 		{4096, 10, "negotiated frame_max = 4096 is lower than the minimum allowed value (8192)"},
-		{8192, 0, "negotiated channel_max = 0 is higher than the maximum allowed value (255)"},
+		{8192, 0, "negotiated channel_max = 0 is higher than the maximum allowed value (2047)"},
 	} {
 		r := dialRaw091(t, b)
 		_, ok := r.login("guest", nil).(*amqp091.ConnectionTune)
@@ -346,4 +346,26 @@ func TestAMQP091RawNoHeartbeat(t *testing.T) {
 	r.send(1, &amqp091.QueueDeclare{Queue: "", Exclusive: true})
 	_, ok := r.method().(*amqp091.QueueDeclareOk)
 	require.True(t, ok, "still open")
+}
+
+// Both sides close a channel at once (the broker for an error, the client
+// on its own): the broker answers the client's close and waits for the
+// close-ok of its own before the channel number is free, so that close-ok
+// is no error (amqp091-go's TestChannelExceptionWithCloseIssue43).
+func TestAMQP091RawSimultaneousChannelClose(t *testing.T) {
+	b := startBroker(t, "")
+	r := dialRaw091(t, b)
+	r.open(131072)
+	r.send(1, &amqp091.ExchangeDeclare{Exchange: "nope", Type: "direct", Passive: true})
+	r.send(1, &amqp091.ChannelClose{ReplyCode: 200, ReplyText: "bye"})
+	cl, ok := r.method().(*amqp091.ChannelClose)
+	require.True(t, ok, "the broker's channel.close")
+	assert.Equal(t, uint16(404), cl.ReplyCode)
+	_, ok = r.method().(*amqp091.ChannelCloseOk)
+	require.True(t, ok, "the answer to the client's close")
+	r.send(1, &amqp091.ChannelCloseOk{})
+	r.send(1, &amqp091.ChannelOpen{})
+	m := r.method()
+	_, ok = m.(*amqp091.ChannelOpenOk)
+	require.True(t, ok, "channel 1 opens again, the connection unharmed: got %T %+v", m, m)
 }

@@ -209,14 +209,22 @@ func TestAMQP091ExclusiveAndExchangeBindings(t *testing.T) {
 	})
 }
 
-// TestAMQP091Negotiation: channel-max bounds channel.open; a failed login is answered
-// with 403 to a client with authentication_failure_close.
+// TestAMQP091Negotiation: amqp091-channel-max (not AMQP 1.0's channel-max)
+// bounds channel.open, and its default is RabbitMQ's 2047; a failed login
+// is answered with 403 to a client with authentication_failure_close.
 func TestAMQP091Negotiation(t *testing.T) {
-	b := startBroker(t, "", func(o *epitaph.Options) { o.ChannelMax = 2; o.AuthFailureDelay = 0 })
+	def := startBroker(t, "")
+	dc, err := amqp091.Dial("amqp://guest:guest@" + def.Addr().String() + "/")
+	require.NoError(t, err)
+	assert.Equal(t, uint16(2047), dc.Config.ChannelMax)
+	require.NoError(t, dc.Close())
+
+	b := startBroker(t, "", func(o *epitaph.Options) { o.AMQP091ChannelMax = 2; o.ChannelMax = 100; o.AuthFailureDelay = 0 })
 	url := "amqp://guest:guest@" + b.Addr().String() + "/"
 	c, err := amqp091.DialConfig(url, amqp091.Config{Heartbeat: time.Second})
 	require.NoError(t, err)
 	defer c.Close()
+	assert.Equal(t, uint16(2), c.Config.ChannelMax)
 	for range 2 {
 		_, err := c.Channel()
 		require.NoError(t, err)

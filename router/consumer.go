@@ -60,6 +60,12 @@ type ConsumerOptions struct {
 	// Filter, when set, selects the messages the consumer gets; the others
 	// stay in the queue for other consumers (consumerfilter.go).
 	Filter MessageFilter
+	// Getter marks the subscription through which AMQP 0-9-1's basic.get
+	// takes messages. As in RabbitMQ, basic.get is not a consumer: the
+	// subscription is not counted in the queue's consumers, does not make
+	// an auto-delete queue deletable, and takes no part in single active
+	// consumer's election.
+	Getter bool
 }
 
 // CancelReason says why a subscription ends; it decides the delivery-count
@@ -99,6 +105,7 @@ type Subscription struct {
 	order      uint64        // attach order within the queue (immutable)
 	lastServed uint64        // when the queue last picked it (consumer_select.go)
 	told       uint8         // the activity it was last told (quorum: activityActive, ...)
+	getter     bool          // basic.get's subscription (ConsumerOptions.Getter)
 	filter     MessageFilter // nil: every message
 	scan       filterScan    // with a filter: what it has tested
 }
@@ -119,6 +126,7 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		handedOut:     opts.InitialDeliveryCount,
 		priority:      opts.Priority,
 		filter:        opts.Filter,
+		getter:        opts.Getter,
 	}
 	if s.filter != nil {
 		s.scan.returnsDirty = true
@@ -128,7 +136,11 @@ func (q *Queue) Subscribe(c Consumer, opts ConsumerOptions) (*Subscription, erro
 		q.filteredSubs++
 	}
 	q.addSubLocked(s)
-	q.hadConsumer = true
+	if s.getter {
+		q.getters++
+	} else {
+		q.hadConsumer = true
+	}
 	q.armTimerLocked(q.nowNano()) // no x-expires while consumed
 	return s, nil
 }
@@ -324,6 +336,9 @@ func (s *Subscription) Cancel(reason CancelReason) {
 	if s.filter != nil {
 		q.filteredSubs--
 	}
+	if s.getter {
+		q.getters--
+	}
 	promoted := q.removeSubLocked(s)
 	tags := make([]uint64, 0, s.unsettled.Len())
 	for t := range s.unsettled.All() {
@@ -352,7 +367,7 @@ func (s *Subscription) Cancel(reason CancelReason) {
 	} else if promoted {
 		q.dispatchLocked()
 	}
-	autoDelete := q.autoDelete && q.hadConsumer && len(q.subs) == 0
+	autoDelete := q.autoDelete && q.hadConsumer && q.consumersLocked() == 0
 	if len(q.subs) == 0 {
 		q.lastUsed = now
 	}
@@ -446,3 +461,7 @@ func mergeAnnotations(old, add value.Map) value.Map {
 	}
 	return m
 }
+
+// consumersLocked counts the queue's consumers: its subscriptions but
+// basic.get's.
+func (q *Queue) consumersLocked() int { return len(q.subs) - q.getters }

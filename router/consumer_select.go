@@ -153,7 +153,7 @@ func (q *Queue) electLocked() bool {
 func (q *Queue) bestWaitingLocked() *Subscription {
 	var best *Subscription
 	for _, s := range q.subs {
-		if s == q.sel.active || s.cancelled {
+		if s == q.sel.active || s.cancelled || s.getter {
 			continue
 		}
 		if best == nil || q.waitsBefore(s, best) {
@@ -228,7 +228,7 @@ func (q *Queue) nextSubLocked() *Subscription {
 	if q.sel.singleActive {
 		s := q.sel.active
 		if s == nil || q.sel.quiescing || s.credit() == 0 || !s.filterHasWorkLocked() {
-			return nil
+			return q.getterWithCreditLocked()
 		}
 		return s
 	}
@@ -273,4 +273,18 @@ func (q *Queue) nextSubLocked() *Subscription {
 func (q *Queue) served(s *Subscription) {
 	q.sel.serveClock++
 	s.lastServed = q.sel.serveClock
+}
+
+// getterWithCreditLocked returns a basic.get subscription asking for a
+// message: single active consumer does not hold back basic.get.
+func (q *Queue) getterWithCreditLocked() *Subscription {
+	if q.getters == 0 || q.sel.quiescing {
+		return nil
+	}
+	for _, s := range q.subs {
+		if s.getter && s.credit() > 0 {
+			return s
+		}
+	}
+	return nil
 }

@@ -105,6 +105,7 @@ type Queue struct {
 	rr          int
 	sel         selection
 	hadConsumer bool
+	getters     int   // subscriptions of basic.get among subs (not consumers)
 	blocked     bool  // quorum reject-publish: publishers refused until <= 80 %
 	lastUsed    int64 // unix ns: creation, redeclare or last consumer gone (x-expires)
 	unacked     int
@@ -256,7 +257,7 @@ func (q *Queue) Info() QueueInfo {
 		MessagesUnacknowledged:    q.unacked,
 		Retained:                  len(q.retained),
 		RetainedBytes:             q.retainedBytes,
-		Consumers:                 len(q.subs),
+		Consumers:                 q.consumersLocked(),
 		ConsumerCredit:            q.creditLocked(),
 		Policy:                    q.cfg.policy,
 		EffectivePolicyDefinition: cloneMap(q.policyDef),

@@ -333,7 +333,7 @@ func (v *VHost) expireQueue(q *Queue) {
 
 // autoDeleteQueue deletes an auto-delete q whose last consumer went away.
 func (v *VHost) autoDeleteQueue(q *Queue) {
-	v.deleteIf(q, func() bool { return q.hadConsumer && len(q.subs) == 0 })
+	v.deleteIf(q, func() bool { return q.hadConsumer && q.consumersLocked() == 0 })
 }
 
 func (v *VHost) deleteIf(q *Queue, cond func() bool) {

@@ -22,6 +22,9 @@
 #       raises a memory alarm with `rabbitmqctl set_vm_memory_high_watermark`
 #       (RabbitMQ's CLI, found through RABBITMQ_RABBITMQCTL_PATH); without it
 #       the test skips itself. epitaph's alarms are tested in e2e.
+# Left out because epitaph refuses the tx class (540 NOT_IMPLEMENTED; see
+# the README's AMQP 0-9-1 section for why):
+#   TestIntegrationTxCommit, TestIntegrationTxRollback
 # Not left out, but worth knowing: TestRabbitMQQueueTTLGet and
 # TestRabbitMQQueueNackMultipleRequeue do their work only when the server's
 # `product` property is "RabbitMQ" (else they pass having done nothing).
@@ -32,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AMQP091_VERSION="$(go list -m -f '{{.Version}}' github.com/rabbitmq/amqp091-go)"
 RUN_REGEX="${AMQP091_RUN:-.}"
-SKIP_REGEX='^TestConnection_Close_WhenMemoryAlarmIsActive$'
+SKIP_REGEX='^(TestConnection_Close_WhenMemoryAlarmIsActive|TestIntegrationTxCommit|TestIntegrationTxRollback)$'
 READY_TIMEOUT=30 # seconds to wait for "amqp listening on"
 
 source scripts/lib-epitaph.sh
