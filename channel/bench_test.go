@@ -53,9 +53,8 @@ type rawClient struct {
 	br *bufio.Reader
 	fr *amqp091.FrameReader
 	b  []byte
-	// seq is the last publish sequence number (confirm mode), tag the
-	// last delivery tag received.
-	seq, tag uint64
+	// seq is the last publish sequence number (confirm mode).
+	seq uint64
 }
 
 func dialRaw(tb testing.TB, addr string) *rawClient {
