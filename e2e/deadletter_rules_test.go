@@ -508,7 +508,10 @@ func TestDLRuleTTLRecordedForAnyReason(t *testing.T) {
 		s := session(t, dial(t, b, nil))
 		withTTL := func(n string) *amqp.Message {
 			m := msg(n)
-			m.Header = &amqp.MessageHeader{TTL: 30 * time.Second}
+			// Priority 4, the default: a go-amqp header otherwise says 0,
+			// which a quorum queue (32 levels, as RabbitMQ 4.3's) delivers
+			// and drops after the messages without a header.
+			m.Header = &amqp.MessageHeader{TTL: 30 * time.Second, Priority: 4}
 			return m
 		}
 		publish(t, s, "/queues/qrej", withTTL("rejected-ttl"), msg("rejected-queue-ttl"))
