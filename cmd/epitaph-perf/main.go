@@ -1,8 +1,9 @@
 // Command epitaph-perf is a load tool for any AMQP 1.0 or 0-9-1 broker
 // (like RabbitMQ's PerfTest): throughput, dead-letter, fixed-rate latency
-// and fill scenarios with three client engines, go-amqp and a fast
-// pipelining client on epitaph's amqp10 codec for AMQP 1.0, and amqp091-go
-// for AMQP 0-9-1; publishers and consumers may use different engines, so
+// and fill scenarios with four client engines, go-amqp and a fast
+// pipelining client on epitaph's amqp10 codec for AMQP 1.0, amqp091-go and
+// a fast pipelining client on epitaph's amqp091 codec (fast091) for AMQP
+// 0-9-1; publishers and consumers may use different engines, so
 // messages cross protocols. Every message carries a sequence number; lost,
 // duplicated and beyond-credit deliveries are reported and make it exit 1.
 // The idle scenario opens -connections silent connections (one session
@@ -20,6 +21,7 @@
 //	epitaph-perf -url amqp://127.0.0.1:5673 -target /amq/queue/plain -source /amq/queue/plain -credit-mode exhausted   # RabbitMQ 3.10
 //	epitaph-perf -engine amqp091 -window 100 -credit 1000   # AMQP 0-9-1: confirms, prefetch
 //	epitaph-perf -engine amqp091 -consume-engine fast -scenario deadletter -dlq-engine fast   # 0-9-1 in, 1.0 out
+//	epitaph-perf -engine fast091 -url amqp://guest:guest@127.0.0.1:5672   # 0-9-1, pipelined: the broker is the bottleneck
 //
 // Exit status: 0 clean, 1 loss/duplicates/beyond-credit/refused publishes
 // or run errors, 2 bad usage or the run could not start.
@@ -51,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var c perf.Config
 	var queue, dlq string
 	var asJSON, quiet bool
-	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes), goamqp (github.com/Azure/go-amqp) or amqp091 (AMQP 0-9-1 with github.com/rabbitmq/amqp091-go: publisher confirms with -window in flight, basic.qos -credit)")
+	fs.StringVar(&c.Engine, "engine", "fast", "client engine: fast (amqp10, pipelined, coalesced writes), goamqp (github.com/Azure/go-amqp) amqp091 (AMQP 0-9-1 with github.com/rabbitmq/amqp091-go: publisher confirms with -window in flight, basic.qos -credit) or fast091 (AMQP 0-9-1 on amqp091, pipelined, coalesced writes: the same confirms and prefetch; PLAIN login, guest/guest without user info)")
 	fs.StringVar(&c.ConsumeEngine, "consume-engine", "", "the consumers' engine (default -engine): publish over one protocol, consume over the other")
 	fs.StringVar(&c.DLQEngine, "dlq-engine", "", "deadletter: the dead-letter queue consumer's engine (default -consume-engine)")
 	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, deadletter, latency, tcp-latency (latency over raw TCP through epitaph-null -tcp-relay, -url tcp://host:port; no AMQP), fill, consume (drain -count messages a fill left, e.g. after a restart; reports the first delivery) or idle (open -connections idle connections; broker RSS per connection, needs -broker-pid)")
@@ -76,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "latency, tcp-latency: leave out messages intended in the first part of the run")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report broker CPU per message and RSS from /proc")
 	fs.BoolVar(&c.Durable, "durable", false, "set header durable=true on every message")
+	fs.BoolVar(&c.AckMultiple, "ack-multiple", false, "fast091 consumers: acknowledge with basic.ack multiple=true once per batch instead of once per delivery")
 	fs.BoolVar(&c.Drain, "drain", false, "fill: consume (and check) the messages after measuring")
 	fs.DurationVar(&c.Settle, "settle", time.Second, "fill: wait this long after the last publish settles before sampling RSS; idle: after the last connection opened (default 2s for idle)")
 	fs.IntVar(&c.Connections, "connections", perf.DefaultIdleConnections, "idle: connections to open (each needs a file descriptor here and in the broker)")

@@ -23,6 +23,9 @@ type ConnOptions struct {
 	CreditMode string // half (refill when half is used) or exhausted (grant again only at 0)
 	Window     int    // sender: unsettled transfers in flight
 	Durable    bool   // sender: a header section with durable=true on every message
+	// AckMultiple (fast091 consumers): acknowledge with basic.ack
+	// multiple=true, once per batch, instead of one basic.ack per delivery.
+	AckMultiple bool
 
 	// Publish-confirm latency (send -> accepted disposition): measured from
 	// the intended send time carried in body[8:16] when FromIntended (fixed

@@ -17,7 +17,7 @@ import (
 
 // Config is one run of epitaph-perf.
 type Config struct {
-	Engine    string // fast, goamqp or amqp091 (tcp-latency: always tcp): the publishers' engine
+	Engine    string // fast, goamqp, amqp091 or fast091 (tcp-latency: always tcp): the publishers' engine
 	Scenario  string // throughput, deadletter, latency, tcp-latency, fill, consume, idle
 	URL       string
 	SASL      string
@@ -43,6 +43,9 @@ type Config struct {
 	Timeout    time.Duration // overall bound for the run
 	Progress   io.Writer     // progress lines (nil: none)
 	Durable    bool          // header durable=true on every message
+	// AckMultiple: fast091 consumers acknowledge with multiple=true, once
+	// per batch of deliveries, instead of once per delivery.
+	AckMultiple bool
 
 	// Connections is how many idle connections the idle scenario opens
 	// (default DefaultIdleConnections). Each begins one session and then
@@ -164,7 +167,7 @@ type receiver interface {
 
 func (c *Config) conn() ConnOptions {
 	return ConnOptions{URL: c.URL, SASL: c.SASL, Credit: c.Credit, CreditMode: c.CreditMode, Window: c.Window,
-		Durable: c.Durable, FromIntended: c.Rate > 0, RecordAfter: c.recordAfter}
+		Durable: c.Durable, AckMultiple: c.AckMultiple, FromIntended: c.Rate > 0, RecordAfter: c.recordAfter}
 }
 
 func (c *Config) newSender(ctx context.Context) (sender, error) {
@@ -173,6 +176,8 @@ func (c *Config) newSender(ctx context.Context) (sender, error) {
 		return newGoSender(ctx, c.conn(), c.Target)
 	case "amqp091":
 		return newAMQP091Sender(ctx, c.conn(), c.Target)
+	case "fast091":
+		return newFast091Sender(ctx, c.conn(), c.Target)
 	case "tcp":
 		return newTCPSender(ctx, c.URL)
 	}
@@ -190,6 +195,8 @@ func (c *Config) newReceiverWith(ctx context.Context, engine, addr string, onMsg
 		return newGoReceiver(ctx, c.conn(), addr, c.Size, onMsg)
 	case "amqp091":
 		return newAMQP091Receiver(ctx, c.conn(), addr, c.Size, onMsg)
+	case "fast091":
+		return newFast091Receiver(ctx, c.conn(), addr, c.Size, onMsg)
 	case "tcp":
 		return newTCPReceiver(ctx, c.URL, c.Size, onMsg)
 	}
@@ -236,8 +243,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.DLQEngine = cfg.ConsumeEngine
 		}
 		for _, e := range []string{cfg.Engine, cfg.ConsumeEngine, cfg.DLQEngine} {
-			if e != "fast" && e != "goamqp" && e != "amqp091" {
-				return nil, fmt.Errorf("unknown engine %q (fast, goamqp, amqp091)", e)
+			if e != "fast" && e != "goamqp" && e != "amqp091" && e != "fast091" {
+				return nil, fmt.Errorf("unknown engine %q (fast, goamqp, amqp091, fast091)", e)
 			}
 		}
 	}
