@@ -140,6 +140,31 @@ func (m *Message) PropertyScalar(i int) (value.Scalar, error) {
 	return s, err
 }
 
+// PropertyScalars reads the first len(dst) fields of the properties section
+// into dst in one walk, each as PropertyScalar would return it (KindAbsent
+// when the message has no properties or the list is shorter); an error in
+// any of them is returned and leaves dst unspecified. Reading every field
+// of a conversion this way walks the section once, where PropertyScalar
+// per field walks the message's sections and the fields before it each
+// time.
+func (m *Message) PropertyScalars(dst []value.Scalar) error {
+	clear(dst)
+	sec, _, _, err := m.bareSections()
+	if err != nil || sec == nil {
+		return err
+	}
+	n, body, err := sectionBody(sec)
+	if err != nil {
+		return err
+	}
+	for i := range min(n, len(dst)) {
+		if dst[i], body, err = ReadScalar(body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ApplicationPropertyScalar returns the application property named key
 // (KindAbsent when there is none).
 func (m *Message) ApplicationPropertyScalar(key string) (value.Scalar, error) {

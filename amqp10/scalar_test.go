@@ -150,3 +150,27 @@ func FuzzMessageScalars(f *testing.F) {
 		_, _, _ = ReadScalar(b)
 	})
 }
+
+// PropertyScalars gives every field as PropertyScalar does, in one walk:
+// a message with properties (some null, the list shorter than asked), one
+// without, and one whose list is cut short (an error either way).
+func TestPropertyScalarsMatchPropertyScalar(t *testing.T) {
+	empty, err := ParseMessage(must(AppendAMQPValue(nil, "b")))
+	require.NoError(t, err)
+	for _, m := range []*Message{scalarMessage(t), empty} {
+		got := make([]value.Scalar, 14)
+		require.NoError(t, m.PropertyScalars(got))
+		for i := range got {
+			want, err := m.PropertyScalar(i)
+			require.NoError(t, err)
+			assert.Equal(t, want, got[i], "field %d", i)
+		}
+	}
+	// properties [message-id "id", user-id] with the user-id's octets cut
+	b := append([]byte{0x00, 0x53, 0x73, 0xc0, 0x08, 0x02, 0xa1, 0x02, 'i', 'd', 0xa0, 0x05, 'x'}, must(AppendAMQPValue(nil, "b"))...)
+	m, err := ParseMessage(b)
+	require.NoError(t, err, "the sections are read lazily")
+	_, errOne := m.PropertyScalar(1)
+	require.Error(t, errOne)
+	assert.Error(t, m.PropertyScalars(make([]value.Scalar, 14)))
+}

@@ -254,3 +254,17 @@ func TestPermissionNeverOutlivesItsVHost(t *testing.T) {
 		}
 	}
 }
+
+// The default pattern ".*", matched without a regexp, grants what the
+// regexp ^(?:.*) grants: every name, the empty one and names with a
+// newline (which `.` does not match) included; other patterns still go
+// through their regexp.
+func TestPermMatchDefaultPatternAsRegexp(t *testing.T) {
+	for _, name := range []string{"", "q", "amq.default", "a\nb", "\n", "ü"} {
+		assert.True(t, permMatch(".*", name), "%q", name)
+		assert.True(t, permMatch("(?:.*)", name), "%q through the regexp", name)
+	}
+	assert.True(t, permMatch("q.*", "q1"))
+	assert.False(t, permMatch("q.*", "p1"))
+	assert.False(t, permMatch("", "q"))
+}

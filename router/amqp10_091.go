@@ -368,12 +368,12 @@ const (
 func propertiesTo091InPlace(w *amqp10.Message, p *amqp091.Properties, h amqp091.Table) (amqp091.Table, bool) {
 	// Every field is read and its type checked, those not converted too,
 	// so that a section the decoder would refuse takes the decoder's path.
-	var f [propsFields]value.Scalar
-	for i := range propsFields + 1 {
-		s, err := w.PropertyScalar(i)
-		if err != nil {
-			return h, false
-		}
+	var f [propsFields + 1]value.Scalar // and the one beyond, which must be absent
+	if err := w.PropertyScalars(f[:]); err != nil {
+		return h, false
+	}
+	for i := range f {
+		s := &f[i]
 		want := value.KindString
 		switch i {
 		case propsFields: // no field beyond the thirteen
@@ -401,9 +401,6 @@ func propertiesTo091InPlace(w *amqp10.Message, p *amqp091.Properties, h amqp091.
 		}
 		if s.Kind != want && s.Kind != value.KindAbsent && s.Kind != value.KindNull {
 			return h, false
-		}
-		if i < propsFields {
-			f[i] = s
 		}
 	}
 	present := func(i int) bool { return f[i].Kind != value.KindAbsent && f[i].Kind != value.KindNull }
