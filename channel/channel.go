@@ -37,6 +37,7 @@ type channel struct {
 	props     amqp091.Properties // the last publish's properties, decoded
 	// Scratch of settle and apply.
 	takeBuf []unacked
+	spanBuf []settledSpan // scratch of apply: the traced deliveries settled
 	tagBuf  []uint64
 	errBuf  []error
 
@@ -68,6 +69,19 @@ type unacked struct {
 	sub  *router.Subscription
 	stag uint64 // the subscription's tag
 	cons *consumer
+	// span is the deliver span's context when tracing (nil otherwise): the
+	// settlement's span is its child.
+	span *trace.SpanContext
+}
+
+// spanContextOf returns span's context for an unacked delivery, nil
+// without tracing.
+func spanContextOf(span trace.Span) *trace.SpanContext {
+	if span == nil {
+		return nil
+	}
+	sc := span.SpanContext()
+	return &sc
 }
 
 // pendingPublish is a basic.publish whose content is being received.

@@ -8,6 +8,9 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
+	"github.com/epitaph-mq/epitaph/value"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // window is the credit of a consumer with no prefetch limit (prefetch 0,
@@ -83,7 +86,17 @@ func (k *consumer) write(d *router.Delivery) (int, error) {
 		}
 		return 0, nil
 	}
-	out, err := router.Delivery091Of(d, k.buf)
+	var span trace.Span
+	var extra value.Map
+	if tr := ch.c.srv.opts.Tracer; tr != nil {
+		// As over AMQP 1.0, the consumer sees this delivery's context (as
+		// the x-opt-traceparent header), and its settlement's span is a
+		// child of it.
+		span = tr.StartDeliver(k.q, d, k.tag)
+		defer span.End()
+		extra = telemetry.Inject(nil, span.SpanContext())
+	}
+	out, err := router.Delivery091With(d, k.buf, extra)
 	if err != nil {
 		ch.mu.Unlock()
 		ch.c.log.Warn("delivery not convertible to AMQP 0-9-1; rejected", "queue", k.q.Name(), "err", err)
@@ -95,15 +108,11 @@ func (k *consumer) write(d *router.Delivery) (int, error) {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !k.noAck {
-		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: k.sub, stag: d.Tag, cons: k})
+		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: k.sub, stag: d.Tag, cons: k, span: spanContextOf(span)})
 		k.out++
 	}
 	k.deliver = amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey}
-	if tr := ch.c.srv.opts.Tracer; tr != nil {
-		span := tr.StartDeliver(k.q, d, k.tag)
-		defer span.End()
-	}
 	n, err := ch.c.appendContent(ch.id, &k.deliver, out.Props, out.Body)
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.Delivered(k.q, k.noAck)
@@ -301,7 +310,14 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	if d == nil {
 		return ch.send(&amqp091.BasicGetEmpty{})
 	}
-	out, err := router.Delivery091Of(d, nil)
+	var span trace.Span
+	var extra value.Map
+	if tr := ch.c.srv.opts.Tracer; tr != nil {
+		span = tr.StartDeliver(q, d, "basic.get")
+		defer span.End()
+		extra = telemetry.Inject(nil, span.SpanContext())
+	}
+	out, err := router.Delivery091With(d, nil, extra)
 	if err != nil {
 		if !m.NoAck {
 			_ = g.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
@@ -313,7 +329,7 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: g.sub, stag: d.Tag})
+		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: g.sub, stag: d.Tag, span: spanContextOf(span)})
 	}
 	count := q.Len()
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
@@ -393,11 +409,15 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 	for len(take) > 0 {
 		sub := take[0].sub
 		tags := ch.tagBuf[:0]
+		spans := ch.spanBuf[:0]
 		var cons *consumer
 		rest := take[:0]
 		for _, u := range take {
 			if u.sub == sub {
 				tags = append(tags, u.stag)
+				if u.span != nil {
+					spans = append(spans, settledSpan{tag: u.stag, parent: u.span})
+				}
 				cons = u.cons
 			} else {
 				rest = append(rest, u)
@@ -410,6 +430,17 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 		}
 		errs := ch.errBuf[:len(tags)]
 		sub.SettleBatch(tags, o, errs)
+		if tr := ch.c.srv.opts.Tracer; tr != nil && len(spans) > 0 {
+			j := 0 // spans lists the traced tags in the order of tags
+			for _, sp := range spans {
+				for tags[j] != sp.tag {
+					j++
+				}
+				tr.Settle(*sp.parent, sub.Queue(), sp.tag, o, errs[j])
+			}
+		}
+		clear(spans)
+		ch.spanBuf = spans[:0]
 		clear(errs)
 		if ctr := ch.c.srv.opts.Counters; ctr != nil {
 			ctr.Settled(sub.Queue(), o, len(tags))
@@ -430,6 +461,13 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 			}
 		}
 	}
+}
+
+// settledSpan is a traced delivery in a settlement: its subscription tag
+// and its deliver span's context.
+type settledSpan struct {
+	tag    uint64
+	parent *trace.SpanContext
 }
 
 func cmpU64(a, b uint64) int {
