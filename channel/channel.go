@@ -167,7 +167,13 @@ func (ch *channel) send(m amqp091.Method) error { return ch.c.sendMethod(ch.id, 
 
 func (ch *channel) authorize(kind, name string, a auth.Access, classID, methodID uint16) error {
 	c := ch.c
-	if err := c.srv.opts.Auth.Authorize(c.user, c.vhost.Name(), kind, name, a); err != nil {
+	var err error
+	if c.token != nil {
+		err = c.token.Authorize(c.vhost.Name(), kind, name, a)
+	} else {
+		err = c.srv.opts.Auth.Authorize(c.user, c.vhost.Name(), kind, name, a)
+	}
+	if err != nil {
 		return ch.err(amqp091.AccessRefused, classID, methodID, "%s access to %s '%s' in vhost '%s' refused for user '%s'",
 			a, kind, name, c.vhost.Name(), c.user)
 	}
@@ -607,7 +613,7 @@ func (ch *channel) publish() error {
 			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid expiration '%s'", props.Expiration)
 		}
 	}
-	if props.Has(amqp091.FlagUserID) && props.UserID != c.user {
+	if props.Has(amqp091.FlagUserID) && props.UserID != c.user && !c.impersonator() {
 		return ch.err(amqp091.PreconditionFailed, 60, 40, "user_id property set to '%s' but authenticated user was '%s'", props.UserID, c.user)
 	}
 	keys := []string{pub.m.RoutingKey}

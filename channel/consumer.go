@@ -37,8 +37,8 @@ type consumer struct {
 	// checked out and settleable). Set under ch.mu, so that a delivery is
 	// written either before cancel-ok or not at all.
 	cancelled atomic.Bool
-	gone      bool // the subscription has ended
-	out       int  // unacknowledged deliveries (guarded by ch.mu)
+	gone      atomic.Bool // the subscription has ended (set under flowMu; write reads it under ch.mu)
+	out       int         // unacknowledged deliveries (guarded by ch.mu)
 	buf       []byte
 	deliver   amqp091.BasicDeliver // the method written for each delivery (guarded by ch.mu)
 }
@@ -58,7 +58,7 @@ func (k *consumer) flow(released uint32) {
 	k.flowMu.Lock()
 	defer k.flowMu.Unlock()
 	k.released += released
-	if k.cancelled.Load() || k.gone {
+	if k.cancelled.Load() || k.gone.Load() {
 		return
 	}
 	w := uint32(window)
@@ -74,7 +74,7 @@ func (k *consumer) flow(released uint32) {
 func (k *consumer) write(d *router.Delivery) (int, error) {
 	ch := k.ch
 	ch.mu.Lock()
-	if ch.ended || k.gone {
+	if ch.ended || k.gone.Load() {
 		ch.mu.Unlock()
 		return 0, nil // its unsettled delivery went back with the subscription
 	}
@@ -146,11 +146,11 @@ func (k *consumer) queueDeleted() {
 // cancel ends the subscription.
 func (k *consumer) cancel(reason router.CancelReason) {
 	k.flowMu.Lock()
-	if k.gone {
+	if k.gone.Load() {
 		k.flowMu.Unlock()
 		return
 	}
-	k.gone = true
+	k.gone.Store(true)
 	k.flowMu.Unlock()
 	k.sub.Cancel(reason)
 	srv := k.ch.c.srv
@@ -241,11 +241,18 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 }
 
 func (ch *channel) cancel(m *amqp091.BasicCancel) error {
+	ch.stopConsumer(m.ConsumerTag)
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+}
+
+// stopConsumer ends the consumer tag, if it exists: no more deliveries;
+// its unacknowledged ones can still be settled.
+func (ch *channel) stopConsumer(tag string) {
 	ch.mu.Lock()
-	k, ok := ch.consumers[m.ConsumerTag]
+	k, ok := ch.consumers[tag]
 	out := 0
 	if ok {
-		delete(ch.consumers, m.ConsumerTag)
+		delete(ch.consumers, tag)
 		k.cancelled.Store(true)
 		if out = k.out; out > 0 {
 			ch.draining[k] = struct{}{}
@@ -263,7 +270,6 @@ func (ch *channel) cancel(m *amqp091.BasicCancel) error {
 			k.flowMu.Unlock()
 		}
 	}
-	return ch.okUnlessNoWait(m.NoWait, &amqp091.BasicCancelOk{ConsumerTag: m.ConsumerTag})
 }
 
 // getConsumer is the subscription basic.get takes a message with: credit
