@@ -41,10 +41,12 @@ type channel struct {
 	tagBuf  []uint64
 	errBuf  []error
 
-	mu        sync.Mutex
-	ended     bool
-	nextTag   uint64 // last delivery tag used
-	unacked   []unacked
+	mu      sync.Mutex
+	ended   bool
+	nextTag uint64 // last delivery tag used
+	unacked []unacked
+	// reply is the direct reply-to consumer (nil: none), guarded by mu.
+	reply     *replyConsumer
 	consumers map[string]*consumer
 	// draining are consumers cancelled by the client while they still had
 	// unacknowledged deliveries: they end with their last settlement, or
@@ -123,7 +125,12 @@ func (ch *channel) end() {
 	}
 	ch.consumers, ch.draining = map[string]*consumer{}, map[*consumer]struct{}{}
 	ch.unacked = nil
+	reply := ch.reply
+	ch.reply = nil
 	ch.mu.Unlock()
+	if reply != nil {
+		reply.remove()
+	}
 	for _, k := range cons {
 		k.cancel(router.CancelConnectionLost)
 	}
@@ -448,6 +455,9 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 	if err := ch.authorize(auth.ResourceExchange, b.Source, auth.Read, classID, methodID); err != nil {
 		return err
 	}
+	if !b.DestinationIsExchange && isVolatileName(b.Destination) {
+		return ch.err(amqp091.AccessRefused, classID, methodID, "cannot bind or unbind to a volatile (direct reply-to) queue")
+	}
 	vh := ch.c.vhost
 	if !b.DestinationIsExchange {
 		q, ok := vh.Queue(b.Destination)
@@ -486,6 +496,9 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 func (ch *channel) queueDeclare(m *amqp091.QueueDeclare) error {
 	vh := ch.c.vhost
 	name := strings.NewReplacer("\r", "", "\n", "").Replace(m.Queue)
+	if name == replyToQueue || isVolatileName(name) {
+		return ch.declareReplyTo(name, m.NoWait)
+	}
 	if m.Passive {
 		q, ok := vh.Queue(ch.queueName(name))
 		if !ok {
@@ -606,6 +619,16 @@ func (ch *channel) publish() error {
 	props := ch.props
 	if err := ch.authorize(auth.ResourceExchange, exchange, auth.Write, 60, 40); err != nil {
 		return err
+	}
+	if rewritten, err := ch.replyTo(&props); err != nil {
+		return err
+	} else if rewritten {
+		// The stored properties are the publisher's but for reply_to.
+		b, err := props.Append(nil)
+		if err != nil {
+			return ch.err(amqp091.InternalError, 60, 40, "reply_to: %v", err)
+		}
+		pub.props = b
 	}
 	if props.Has(amqp091.FlagExpiration) {
 		n, err := strconv.ParseUint(props.Expiration, 10, 64)

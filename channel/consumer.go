@@ -168,6 +168,9 @@ func (k *consumer) cancel(reason router.CancelReason) {
 }
 
 func (ch *channel) consume(m *amqp091.BasicConsume) error {
+	if m.Queue == replyToQueue {
+		return ch.consumeReply(m)
+	}
 	name := ch.queueName(m.Queue)
 	if err := ch.authorize(auth.ResourceQueue, name, auth.Read, 60, 20); err != nil {
 		return err
@@ -182,6 +185,7 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 	}
 	ch.mu.Lock()
 	_, reused := ch.consumers[tag]
+	reused = reused || ch.reply != nil && ch.reply.tag == tag
 	ch.mu.Unlock()
 	if reused {
 		return connErr(amqp091.NotAllowed, 60, 20, "attempt to reuse consumer tag '%s'", tag)
@@ -241,7 +245,9 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 }
 
 func (ch *channel) cancel(m *amqp091.BasicCancel) error {
-	ch.stopConsumer(m.ConsumerTag)
+	if !ch.cancelReply(m.ConsumerTag) {
+		ch.stopConsumer(m.ConsumerTag)
+	}
 	return ch.okUnlessNoWait(m.NoWait, &amqp091.BasicCancelOk{ConsumerTag: m.ConsumerTag})
 }
 

@@ -20,11 +20,11 @@ import (
 // errRefused ends a handshake the broker refused.
 var errRefused = errors.New("channel: connection refused")
 
-// The capabilities RabbitMQ 4.3 advertises, in its order (all true); not
-// direct_reply_to, which epitaph does not implement.
+// The capabilities RabbitMQ 4.3 advertises, in its order (all true).
 var serverCapabilities = []string{
 	"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify",
 	"connection.blocked", "consumer_priorities", "authentication_failure_close", "per_consumer_qos",
+	"direct_reply_to",
 }
 
 func (c *conn) serverProperties() amqp091.Table {

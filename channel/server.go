@@ -166,6 +166,7 @@ type conn struct {
 // publisher confirms to send (flush).
 type mailItem struct {
 	cons  *consumer
+	reply *replyConsumer // a direct reply-to delivery (d), when set
 	d     router.Delivery
 	del   bool
 	flush *channel
@@ -604,6 +605,11 @@ func (c *conn) deliverLoop() {
 				err = it.flush.flushConfirms()
 			case it.del:
 				it.cons.queueDeleted()
+			case it.reply != nil:
+				var n int
+				if n, err = it.reply.write(&it.d); err == nil && n >= flushAt {
+					err = c.flush()
+				}
 			default:
 				var n int
 				if n, err = it.cons.write(&it.d); err == nil && n >= flushAt {
