@@ -45,6 +45,9 @@ type channel struct {
 	ended   bool
 	nextTag uint64 // last delivery tag used
 	unacked []unacked
+	// tx is the transaction in progress after tx.select (nil: the channel
+	// is not transactional). The reader's goroutine only.
+	tx *txState
 	// reply is the direct reply-to consumer (nil: none), guarded by mu.
 	reply     *replyConsumer
 	consumers map[string]*consumer
@@ -351,6 +354,9 @@ func (ch *channel) method(m amqp091.Method) error {
 	case *amqp091.BasicRecover:
 		return ch.recover(m.Requeue, true, 110)
 	case *amqp091.ConfirmSelect:
+		if ch.tx != nil {
+			return ch.err(amqp091.PreconditionFailed, 85, 10, "cannot switch from tx to confirm mode")
+		}
 		ch.mu.Lock()
 		ch.confirm = true
 		ch.mu.Unlock()
@@ -358,9 +364,12 @@ func (ch *channel) method(m amqp091.Method) error {
 			return nil
 		}
 		return ch.send(&amqp091.ConfirmSelectOk{})
-	case *amqp091.TxSelect, *amqp091.TxCommit, *amqp091.TxRollback:
-		cl, me := m.ID()
-		return connErr(amqp091.NotImplemented, cl, me, "transactions are not supported by epitaph")
+	case *amqp091.TxSelect:
+		return ch.txSelect()
+	case *amqp091.TxCommit:
+		return ch.txCommit()
+	case *amqp091.TxRollback:
+		return ch.txRollback()
 	}
 	cl, me := m.ID()
 	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
@@ -669,6 +678,16 @@ func (ch *channel) publish() error {
 	}
 	msg := router.NewMessage(container)
 	msg.RoutingKeys = keys
+	if ch.tx != nil {
+		// Routed and delivered at tx.commit; a missing exchange is refused
+		// now, as RabbitMQ looks it up at the publish.
+		if _, ok := vh.Exchange(exchange); !ok && exchange != "" {
+			return ch.err(amqp091.NotFound, 60, 40, "no exchange '%s' in vhost '%s'", exchange, vh.Name())
+		}
+		ch.tx.publishes = append(ch.tx.publishes, txPublish{exchange: exchange, routingKey: pub.m.RoutingKey,
+			mandatory: pub.m.Mandatory, msg: msg, routeKeys: routeKeys, props: container.RawProperties(), body: pub.body})
+		return nil
+	}
 	ch.mu.Lock()
 	confirm := ch.confirm
 	var seq uint64

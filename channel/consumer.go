@@ -393,7 +393,13 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 		}
 	}
 	ch.mu.Unlock()
-	ch.apply(take, o)
+	if ch.tx != nil {
+		// Applied at tx.commit, given back to the unacknowledged at
+		// tx.rollback.
+		ch.tx.settles = append(ch.tx.settles, txSettle{take: slices.Clone(take), o: o})
+	} else {
+		ch.apply(take, o)
+	}
 	clear(take) // no references kept past the settlement
 	ch.takeBuf = take[:0]
 	return nil
