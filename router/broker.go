@@ -60,7 +60,7 @@ type Options struct {
 	// brokers). Paging needs a window (QueueWindowBytes not negative).
 	SpillDir string
 
-	spillFS   segment.FS // tests: the spill logs' file system (fault injection)
+	spillFS  segment.FS                // tests: the spill logs' file system (fault injection)
 	loadHook func(q *Queue, done bool) // tests: Broker.loadHook
 }
 
