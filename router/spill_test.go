@@ -273,6 +273,8 @@ func TestSpillOverflow(t *testing.T) {
 			want = append(want, n+":maxlen")
 		}
 		assert.Equal(t, want, deadBodies(t, e.dl))
+		_, _, spilledN := held(q)
+		require.GreaterOrEqual(t, spilledN, 49, "all but the window's one on disk")
 		_, c := subscribe(t, q, 100)
 		assert.Equal(t, names("m", 151, 200), bodiesOf(t, c.all()))
 	})
@@ -282,6 +284,8 @@ func TestSpillOverflow(t *testing.T) {
 		q := e.transientQueue(t, "q", "x-max-length-bytes", 20*one)
 		publishTransientN(t, e, "q", "m", 139, nil)
 		assert.LessOrEqual(t, q.Info().MessageBytes, 20*one)
+		_, _, spilledN := held(q)
+		require.Positive(t, spilledN)
 		_, c := subscribe(t, q, 100)
 		got := bodiesOf(t, c.all())
 		require.GreaterOrEqual(t, len(got), 19)
@@ -297,6 +301,8 @@ func TestSpillOverflow(t *testing.T) {
 			if ov == "reject-publish-dlx" {
 				assert.Equal(t, []string{"over:maxlen"}, deadBodies(t, e.dl))
 			}
+			_, _, spilledN := held(q)
+			require.Equal(t, 99, spilledN)
 			_, c := subscribe(t, q, 200)
 			assert.Equal(t, names("m", 1, 100), bodiesOf(t, c.all()))
 		})
