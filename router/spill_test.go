@@ -536,3 +536,21 @@ func TestSpilledPayloadRoundTrip(t *testing.T) {
 	_, err = decodeSpilled(7, 3, p[:len(p)-3])
 	assert.Error(t, err)
 }
+
+// A queue whose consumer keeps up never pages, so it writes nothing.
+func TestSpillShallowQueueWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, withWindow(4096), withSpill(dir))
+	q := e.transientQueue(t, "q")
+	s, c := subscribe(t, q, 100)
+	for i := 1; i <= 5000; i++ {
+		require.Equal(t, Accepted, e.publish(t, "", transientMsg(t, fmt.Sprint("m", i), "q")))
+		ds := c.all()
+		require.Len(t, ds, i)
+		require.NoError(t, s.Settle(ds[i-1].Tag, Settlement{Kind: SettleAccept}))
+		s.Flow(uint32(i), 100, false)
+	}
+	assert.Empty(t, spillFiles(t, dir))
+	_, _, spilledN := held(q)
+	assert.Zero(t, spilledN)
+}
