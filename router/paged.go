@@ -13,8 +13,9 @@ import (
 
 // Paged queues.
 //
-// A persisting queue keeps only a head window of its ready messages in
-// memory as entries (bodies included): the main list, bounded by
+// A persisting queue (and, with a spill directory, any queue) keeps only
+// a head window of its ready messages in memory as entries (bodies
+// included): the main list, bounded by
 // Options.QueueWindowBytes. Every ready message behind the window is an
 // index slot in a pagedList: its size and, when it has one, its deadline.
 // The body stays in the store under (queue id, seq) and is read back ahead
@@ -28,8 +29,10 @@ import (
 //
 // A message is paged out (its entry dropped, only the slot kept) once its
 // append is durable: until then a read could miss it. Entries that are not
-// stored at all (a transient message on a durable queue) stay pinned in
-// their slot; so do messages whose append failed, until withdrawn.
+// stored at all (transient messages, every message of a non-durable queue)
+// are written to their level's spill log when the broker has one
+// (spill.go) and stay pinned in their slot otherwise; messages whose
+// append failed stay pinned until withdrawn.
 
 // pageSlots is how many consecutive seqs an index page covers.
 const pageSlots = 256
