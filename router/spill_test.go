@@ -554,3 +554,33 @@ func TestSpillShallowQueueWritesNothing(t *testing.T) {
 	_, _, spilledN := held(q)
 	assert.Zero(t, spilledN)
 }
+
+// Delivery limits apply to messages read back from the spill log: each
+// one returned as failed past the limit is dead-lettered, with its body.
+func TestSpillDeliveryLimit(t *testing.T) {
+	e := newEnv(t, withWindow(1), withSpill(t.TempDir()))
+	q := e.queue(t, "q", Quorum, "x-delivery-limit", int64(1)) // durable, but the broker has no store
+	publishTransientN(t, e, "q", "m", 100, nil)
+	_, _, spilledN := held(q)
+	require.Greater(t, spilledN, 90)
+	s, c := subscribe(t, q, 10)
+	done := 0
+	for range 1000 {
+		ds := c.all()
+		if done == len(ds) {
+			break
+		}
+		for _, dl := range ds[done:] {
+			require.NoError(t, s.Settle(dl.Tag, Settlement{Kind: SettleModify, DeliveryFailed: true}))
+		}
+		done = len(ds)
+		s.Flow(uint32(done), 10, false)
+	}
+	assert.Equal(t, 200, done, "each delivered twice")
+	var want []string
+	for _, n := range names("m", 1, 100) {
+		want = append(want, n+":delivery_limit")
+	}
+	assert.ElementsMatch(t, want, deadBodies(t, e.dl))
+	assert.Zero(t, q.Len())
+}
