@@ -99,8 +99,8 @@ func (q *Queue) flushSpillLocked(l *level) {
 			continue // taken meanwhile
 		}
 		p, err := encodeSpilled(e)
-		if err != nil {
-			continue // stays in memory (cannot be encoded: logged at publish for a durable one)
+		if err != nil || len(p) > segment.MaxEntrySize {
+			continue // stays in memory (cannot be encoded, or larger than a log entry may be)
 		}
 		kept = append(kept, e)
 		payloads = append(payloads, p)
