@@ -1,10 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -583,4 +586,40 @@ func TestSpillDeliveryLimit(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, deadBodies(t, e.dl))
 	assert.Zero(t, q.Len())
+}
+
+// At start the spill directory is emptied, and what was discarded logged.
+func TestSpillDirEmptiedAtStartAndLogged(t *testing.T) {
+	dir := t.TempDir()
+	left := filepath.Join(dir, "12-0")
+	require.NoError(t, os.MkdirAll(left, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "00000000000000000001.seg"), make([]byte, 1000), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "state"), make([]byte, 24), 0o644))
+	var buf syncBuffer
+	newEnv(t, withWindow(1), withSpill(dir), func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	})
+	assert.Empty(t, spillFiles(t, dir))
+	out := buf.String()
+	assert.Contains(t, out, "discarded transient messages spilled by the previous run")
+	assert.Contains(t, out, "files=2")
+	assert.Contains(t, out, "bytes=1024")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
