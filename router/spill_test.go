@@ -623,3 +623,43 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Transient messages published while a deep queue is read back in the
+// background are spilled behind every recovered one and delivered after
+// them, in order.
+func TestSpillWhileDeepQueueReadBack(t *testing.T) {
+	old := syncLoadMax
+	syncLoadMax = 100
+	t.Cleanup(func() { syncLoadMax = old })
+	dir, spill := t.TempDir(), t.TempDir()
+	d := openDurable(t, dir, withWindow(512), withSpill(spill))
+	d.queue(t, "q", Classic)
+	publishDurableN(t, d, "q", "m", 3000, nil)
+	d.close(t)
+
+	firstChunk, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d2 := openDurable(t, dir, withWindow(512), withSpill(spill), func(o *Options) {
+		o.loadHook = func(q *Queue, done bool) {
+			once.Do(func() {
+				close(firstChunk)
+				<-release
+			})
+		}
+	})
+	<-firstChunk
+	q, ok := d2.v.Queue("q")
+	require.True(t, ok)
+	publishTransientN(t, d2.env, "q", "t", 500, nil)
+	_, _, spilledN := held(q)
+	require.Greater(t, spilledN, 400, "transient messages published meanwhile are on disk")
+	close(release)
+	eventually(t, func() bool { return q.Len() == 3500 }, 20*time.Second, "read back")
+	_, _, spilledN = held(q)
+	require.Greater(t, spilledN, 400)
+	got := drainInSteps(t, q, 3500, 97)
+	assert.Equal(t, append(names("m", 1, 3000), names("t", 1, 500)...), got)
+	assert.Zero(t, d2.b.UnreadableMessages())
+	assert.Empty(t, spillFiles(t, spill))
+	d2.close(t)
+}
