@@ -469,6 +469,7 @@ func (q *Queue) takePagedBySeqLocked(seq uint64) *entry {
 		return nil
 	}
 	sl := l.paged.take(p, i)
+	q.spillDirty = q.spillDirty || sl.spill != 0
 	e := es[0]
 	e.ready = false
 	q.readyCount--

@@ -261,6 +261,7 @@ func (q *Queue) takePagedMatchLocked(s *Subscription, l *level) *entry {
 			}
 			s.scan.advance(l.prio, e.seq)
 			sl := l.paged.take(p, i)
+			q.spillDirty = q.spillDirty || sl.spill != 0
 			e.ready = false
 			q.readyCount--
 			q.readyBytes -= sl.size

@@ -75,6 +75,9 @@ type pagedList struct {
 	bytes      int64
 	byDeadline pageHeap
 	nspilled   int // live slots whose bodies are in the spill log only
+	// released: spill log indices of slots taken since the log's last
+	// release (spill.go), in any order.
+	released []uint64
 	// outSeq: pinned stored entries below it were paged out already, or
 	// could not be (not stored, append failed).
 	outSeq uint64
@@ -329,6 +332,7 @@ func (l *pagedList) take(p *indexPage, i int) slot {
 	s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1), spill: p.spillIndex(i)}
 	if s.spill != 0 {
 		l.nspilled--
+		l.released = append(l.released, s.spill)
 	}
 	p.sizes[i] = 0
 	if p.pinned != nil && p.pinned[i] != nil {
@@ -481,6 +485,7 @@ func (l *pagedList) appendList(o *pagedList) {
 	l.n += o.n
 	l.bytes += o.bytes
 	l.nspilled += o.nspilled
+	l.released = append(l.released, o.released...)
 	l.outSeq = max(l.outSeq, o.outSeq)
 	*o = pagedList{}
 }

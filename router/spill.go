@@ -41,8 +41,9 @@ import (
 // spillBatchMax bounds the bytes a level collects before writing them.
 const spillBatchMax = 256 << 10
 
-// spillSegmentSize: spill logs free disk a segment at a time.
-const spillSegmentSize = 16 << 20
+// spillSegmentSize: spill logs free disk a segment at a time (a variable
+// so that tests can use small segments).
+var spillSegmentSize int64 = 16 << 20
 
 // spillRetryAfter: after a failed write (a full disk), messages stay in
 // memory for this long before the level tries to write again.
@@ -234,8 +235,10 @@ func (q *Queue) readSpilledLocked(l *level, slots []slot, loaded map[uint64]*ent
 const spillReleasable = 16
 
 // releaseSpillLocked releases the head of each spill log of q up to its
-// first spilled slot still live (all of it when there is none), after a
-// refill or an expiry took spilled slots.
+// first spilled slot still live (all of it when there is none), and the
+// spilled slots taken behind that out of order (an expiry, a filtered
+// consumer's match, a move), after a refill or such a take: a segment
+// whose entries are all released is deleted.
 func (q *Queue) releaseSpillLocked() {
 	if !q.spillDirty {
 		return
@@ -245,6 +248,11 @@ func (q *Queue) releaseSpillLocked() {
 		sp := l.spill
 		if sp == nil || sp.log == nil {
 			return true
+		}
+		released := append(l.paged.released, l.fresh.released...)
+		l.paged.released, l.fresh.released = l.paged.released[:0], nil
+		if cap(l.paged.released) > 4096 {
+			l.paged.released = nil
 		}
 		sp.pending = slices.DeleteFunc(sp.pending, func(e *entry) bool { return !e.ready || !e.paged })
 		if l.paged.nspilled+l.fresh.nspilled == 0 && len(sp.pending) == 0 {
@@ -269,6 +277,21 @@ func (q *Queue) releaseSpillLocked() {
 			if err := sp.log.TruncatePrefix(to, nil); err != nil {
 				q.b.storeLog.Error("spill: release", "cannot release spilled messages", "queue", q.String(), "err", err)
 			}
+			first = to
+		}
+		// What was taken behind the head, as runs of consecutive indices.
+		released = slices.DeleteFunc(released, func(i uint64) bool { return i < first })
+		slices.Sort(released)
+		for k := 0; k < len(released); {
+			j := k + 1
+			for j < len(released) && released[j] == released[j-1]+1 {
+				j++
+			}
+			if err := sp.log.Settle(released[k], released[j-1]+1, nil); err != nil {
+				q.b.storeLog.Error("spill: release", "cannot release spilled messages", "queue", q.String(), "err", err)
+				break
+			}
+			k = j
 		}
 		return true
 	})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -662,4 +663,38 @@ func TestSpillWhileDeepQueueReadBack(t *testing.T) {
 	assert.Zero(t, d2.b.UnreadableMessages())
 	assert.Empty(t, spillFiles(t, spill))
 	d2.close(t)
+}
+
+// Spilled messages that expire in the middle of a queue free their
+// segments at once; the others are still read back, in order.
+func TestSpillExpiryInTheMiddleFreesSegments(t *testing.T) {
+	old := spillSegmentSize
+	spillSegmentSize = 16 << 10
+	t.Cleanup(func() { spillSegmentSize = old })
+	clock := newClock()
+	dir := t.TempDir()
+	e := newEnv(t, withWindow(1), withSpill(dir), withClock(clock), func(o *Options) { o.DeadLetterer = nil })
+	q := e.transientQueue(t, "q")
+	pad := strings.Repeat("x", 500)
+	publishTransientN(t, e, "q", "m", 1500, func(i int, m *Message) {
+		*m = *transientMsg(t, fmt.Sprintf("m%d-%s", i, pad), "q")
+		if i > 500 && i <= 1000 {
+			m.Header.TTL, m.Header.HasTTL = 100, true
+		}
+	})
+	before := len(spillFiles(t, dir))
+	require.Greater(t, before, 30)
+	clock.Advance(100 * time.Millisecond)
+	require.Equal(t, 1000, q.Len())
+	eventually(t, func() bool { return len(spillFiles(t, dir)) <= before-10 }, 5*time.Second,
+		"segments of the expired messages deleted")
+	var want []string
+	for i := 1; i <= 1500; i++ {
+		if i <= 500 || i > 1000 {
+			want = append(want, fmt.Sprintf("m%d-%s", i, pad))
+		}
+	}
+	assert.Equal(t, want, drainInSteps(t, q, 1000, 33))
+	assert.Zero(t, e.b.UnreadableMessages())
+	assert.Empty(t, spillFiles(t, dir))
 }
