@@ -10,24 +10,15 @@ import (
 )
 
 // armCredentialTimer starts the timer that ends the connection at its
-// token's expiry (none for a stored user). Reader-owned.
-//
-// The wait is the expiry minus now, both in whole seconds since the
-// epoch, as RabbitMQ 4.3's reader computes it, and never less than the
-// time left to the expiry.
+// token's expiry (Token.ExpiresIn; none for a stored user). Reader-owned.
 func (c *conn) armCredentialTimer() {
 	c.stopCredentialTimer()
 	if c.token == nil {
 		return
 	}
-	now := time.Now()
-	wait := time.Duration(c.token.Expiry.Unix()-now.Unix()) * time.Second
-	if left := c.token.Expiry.Sub(now); left > wait {
-		wait = left
-	}
 	expired := make(chan struct{})
 	c.credentialExpired = expired
-	c.credentialTimer = time.AfterFunc(wait, func() {
+	c.credentialTimer = time.AfterFunc(c.token.ExpiresIn(time.Now()), func() {
 		close(expired)
 		// Wake the reader, which sets its read deadline before it looks
 		// at expired: whichever comes last, it sees the expiry.
