@@ -463,6 +463,10 @@ type run struct {
 	// the write permission on it (a batch's messages mostly share their
 	// target, and each is asked once per batch).
 	targets map[targetKey]targetInfo
+	// The last target looked up (the next message mostly has the same).
+	lastTarget targetKey
+	lastInfo   targetInfo
+	hasLast    bool
 	// Reused from batch to batch.
 	browsed []router.BrowsedMessage
 	moves   []router.ReadyMove
@@ -510,11 +514,21 @@ type targetInfo struct {
 	err   error // the write permission
 }
 
+// forgetTargets empties the targets cache.
+func (r *run) forgetTargets() {
+	clear(r.targets)
+	r.hasLast, r.lastInfo = false, targetInfo{}
+}
+
 // target returns the queue (or, for an exchange, whether it exists) and
 // the write permission on it, asked once per batch.
 func (r *run) target(exchange bool, name string) targetInfo {
 	k := targetKey{exchange, name}
+	if r.hasLast && r.lastTarget == k {
+		return r.lastInfo
+	}
 	if ti, ok := r.targets[k]; ok {
+		r.lastTarget, r.lastInfo, r.hasLast = k, ti, true
 		return ti
 	}
 	var ti targetInfo
@@ -536,6 +550,7 @@ func (r *run) target(exchange bool, name string) targetInfo {
 		r.targets = map[targetKey]targetInfo{}
 	}
 	r.targets[k] = ti
+	r.lastTarget, r.lastInfo, r.hasLast = k, ti, true
 	return ti
 }
 
@@ -629,7 +644,7 @@ func (r *run) loop() {
 // call whose store batch also holds the task's progress. It reports false
 // when the task stopped meanwhile.
 func (r *run) step(batch []router.BrowsedMessage, last uint64) bool {
-	clear(r.targets) // targets and permissions are looked up again for each batch
+	r.forgetTargets() // targets and permissions are looked up again for each batch
 	r.moves, r.ends = r.moves[:0], r.ends[:0]
 	changed := last > r.task.Cursor
 	var cp *router.Message
@@ -702,6 +717,8 @@ func (r *run) step(batch []router.BrowsedMessage, last uint64) bool {
 // it did), given the batch's store error.
 func moveCause(moveErr, storeErr error) string {
 	switch {
+	case moveErr == nil && storeErr == nil:
+		return ""
 	case errors.Is(moveErr, router.ErrNotReady):
 		return CauseNotReady
 	case moveErr != nil:
@@ -889,7 +906,7 @@ func (r *run) dryRun() error {
 	var would int64
 	for {
 		msgs, last, done := r.src.BrowseAfterAppend(nil, cursor, r.m.scan, r.m.scan, mf, true)
-		clear(r.targets)
+		r.forgetTargets()
 		for i := range msgs {
 			if r.task.Max > 0 && would >= r.task.Max {
 				return nil
