@@ -1,6 +1,7 @@
 package router
 
 import (
+	"container/heap"
 	"errors"
 	"slices"
 	"time"
@@ -85,7 +86,7 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 		scan--
 		next = i + 1
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, q.browsed(e, i, q.readyCount-i-1, true))
+			out = append(out, q.browsed(e, i, max(q.readyCount-i-1, 0), true))
 		}
 		i++
 		return true
@@ -123,9 +124,85 @@ func (q *Queue) Browse(pos, limit, scan int, match MessageFilter) (out []Browsed
 		}
 		return cont
 	})
+	if cont && len(q.delayed) > 0 {
+		// Then the delayed messages (quorum delayed retry), in the order
+		// they become ready: positions after the ready ones.
+		passed := min(skip, len(q.delayed))
+		i += passed
+		skip -= passed
+		if skip == 0 {
+			q.visitDelayedLocked(passed, func(e *entry) bool { return visit(e) })
+		}
+	}
 	q.unlock()
 	q.flushDead()
 	return out, next, depth
+}
+
+// visitDelayedLocked calls visit for the delayed messages in the order
+// they become ready, passing over the first skip of them, until visit
+// returns false: a heap walk of a copy of the delayed set, so its cost is
+// the copy plus the messages visited, not a sort of them all.
+func (q *Queue) visitDelayedLocked(skip int, visit func(e *entry) bool) {
+	h := delayOrder(slices.Clone(q.delayed))
+	for n := 0; len(h) > 0; n++ {
+		e := heap.Pop(&h).(*entry)
+		if n >= skip && !visit(e) {
+			return
+		}
+	}
+}
+
+// DelayCursor is where a walk of a queue's delayed messages in the order
+// they become ready (BrowseDelayed) has got to; the zero value is the
+// start.
+type DelayCursor struct {
+	due int64
+	ord uint64
+}
+
+// BrowseDelayed returns up to limit delayed messages (quorum delayed
+// retry) that match (nil: every one), in the order they become ready,
+// after cursor, and the cursor after the last one returned. A message
+// delayed later than the walk got to, to become ready before, is not
+// returned. The cost is a copy of the delayed set plus a heap step per
+// message passed or returned. match is called with the queue's lock held.
+func (q *Queue) BrowseDelayed(cursor DelayCursor, limit int, match MessageFilter) ([]BrowsedMessage, DelayCursor) {
+	var out []BrowsedMessage
+	q.mu.Lock()
+	if !q.deleted && len(q.delayed) > 0 {
+		q.visitDelayedLocked(0, func(e *entry) bool {
+			due, ord := dueOf(e), e.ext.delayOrd
+			if due < cursor.due || due == cursor.due && ord <= cursor.ord {
+				return true
+			}
+			if len(out) >= limit {
+				return false
+			}
+			cursor = DelayCursor{due: due, ord: ord}
+			if match == nil || match.Match(e.msg, e.anns()) {
+				out = append(out, q.browsed(e, 0, 0, false))
+			}
+			return true
+		})
+	}
+	q.unlock()
+	return out, cursor
+}
+
+// delayOrder orders a copy of a delayed set as delayHeap does, leaving the
+// entries' heap indexes alone.
+type delayOrder []*entry
+
+func (h delayOrder) Len() int           { return len(h) }
+func (h delayOrder) Less(i, j int) bool { return delayHeap(h).Less(i, j) }
+func (h delayOrder) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *delayOrder) Push(x any)        { *h = append(*h, x.(*entry)) }
+func (h *delayOrder) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 // BrowseAfter returns up to limit ready messages with a Seq above seq that

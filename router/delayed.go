@@ -319,3 +319,10 @@ func (q *Queue) undelayLocked(e *entry) {
 	e.ext.delayed = false
 	q.delayedBytes -= e.size()
 }
+
+// DelayedLen is the number of messages in the delayed set.
+func (q *Queue) DelayedLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.delayed)
+}

@@ -73,7 +73,7 @@ func (s *server) peekQueue(req *request) error {
 		msgs[i] = peekJSON(bm)
 	}
 	return req.ok(map[string]any{
-		"queue": q.Name(), "vhost": v.Name(), "depth": page.Depth,
+		"queue": q.Name(), "vhost": v.Name(), "depth": page.Depth, "delayed": page.Delayed,
 		"messages": msgs, "next_position": page.Next,
 	})
 }
@@ -112,6 +112,12 @@ func peekJSON(bm router.BrowsedMessage) map[string]any {
 		"exchange":               m.Exchange,
 		"routing_keys":           nonNilStrings(m.RoutingKeys),
 		"durable":                m.Header.Durable,
+		// A delayed message (quorum delayed retry) shows when it becomes
+		// ready again; a ready one null.
+		"delivery_time": nil,
+	}
+	if bm.DeliveryTime != 0 {
+		out["delivery_time"] = timeJSON(amqp10.Timestamp(bm.DeliveryTime))
 	}
 	if utf8.Valid(payload) {
 		out["body"], out["body_encoding"] = string(payload), "text"
