@@ -298,7 +298,7 @@ func Start(opts Options) (*Broker, error) {
 		redriveTr = redriveTracer{b.tracer}
 	}
 	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
-		FilterLimits: filterLimits, Tracer: redriveTr})
+		FilterLimits: filterLimits, Tracer: redriveTr, Retention: opts.RedriveTaskRetention})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),

@@ -119,6 +119,13 @@ func maps(m map[string]int64) map[string]int64 {
 // ErrTaskNotFound is returned for an unknown task id.
 var ErrTaskNotFound = errors.New("no such redrive task")
 
+// ErrTaskRunning is returned by Delete for a task that has not ended.
+var ErrTaskRunning = errors.New("redrive task is running")
+
+// DefaultRetention is how many ended tasks a Manager keeps by default
+// (config redrive-task-retention).
+const DefaultRetention = 1000
+
 // metaPrefix is the metadata-store prefix of redrive tasks (the router and
 // auth leave it alone): R/<id> → the task's JSON.
 const metaPrefix = "R/"
@@ -134,6 +141,10 @@ type Options struct {
 	Scan int
 	// Tracer, when set, traces each task's run and moves.
 	Tracer Tracer
+	// Retention is how many ended tasks are kept (in memory and in the
+	// store); when one more ends the oldest ended ones are removed. 0
+	// means no limit.
+	Retention int
 }
 
 // Tracer traces redrive tasks. The broker implements it over package
@@ -163,6 +174,7 @@ type Manager struct {
 	lim  filter.Limits
 	scan int
 	tr   Tracer
+	keep int // Options.Retention
 
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -181,7 +193,7 @@ type taskState struct {
 func New(opts Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{b: opts.Router, auth: opts.Auth, log: opts.Logger, lim: opts.FilterLimits, scan: opts.Scan,
-		ctx: ctx, stop: stop, tasks: map[string]*taskState{}, tr: opts.Tracer}
+		ctx: ctx, stop: stop, tasks: map[string]*taskState{}, tr: opts.Tracer, keep: opts.Retention}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -227,7 +239,79 @@ func (m *Manager) Recover() error {
 			m.launch(ts)
 		}
 	}
+	m.prune() // the retention may have been lowered since
 	return nil
+}
+
+// Delete removes an ended task and its report, from memory and the store.
+// A running task is refused with ErrTaskRunning (cancel it first).
+func (m *Manager) Delete(id string) (Task, error) {
+	m.mu.Lock()
+	ts, ok := m.tasks[id]
+	if !ok {
+		m.mu.Unlock()
+		return Task{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	t := ts.task.clone()
+	if t.State == StateRunning || ts.cancel != nil {
+		m.mu.Unlock()
+		return t, fmt.Errorf("%w: %q has not ended; cancel it first", ErrTaskRunning, id)
+	}
+	delete(m.tasks, id)
+	m.mu.Unlock()
+	m.forget([]string{id})
+	return t, nil
+}
+
+// prune removes the oldest ended tasks beyond the retention (by end time,
+// then id).
+func (m *Manager) prune() {
+	if m.keep <= 0 {
+		return
+	}
+	m.mu.Lock()
+	var ended []Task
+	for _, ts := range m.tasks {
+		if ts.task.State != StateRunning && ts.cancel == nil {
+			ended = append(ended, ts.task)
+		}
+	}
+	if len(ended) <= m.keep {
+		m.mu.Unlock()
+		return
+	}
+	endOf := func(t Task) time.Time {
+		if t.Finished != nil {
+			return *t.Finished
+		}
+		return t.Started
+	}
+	slices.SortFunc(ended, func(a, b Task) int {
+		if c := endOf(a).Compare(endOf(b)); c != 0 {
+			return c
+		}
+		return idNumber(a.ID) - idNumber(b.ID)
+	})
+	var ids []string
+	for _, t := range ended[:len(ended)-m.keep] {
+		delete(m.tasks, t.ID)
+		ids = append(ids, t.ID)
+	}
+	m.mu.Unlock()
+	m.forget(ids)
+	m.log.Info("redrive tasks removed by the retention", "tasks", len(ids), "retention", m.keep)
+}
+
+// forget deletes the stored records of tasks.
+func (m *Manager) forget(ids []string) {
+	if m.b.Store() == nil || len(ids) == 0 {
+		return
+	}
+	b := new(store.Batch)
+	for _, id := range ids {
+		b.DeleteMeta(metaPrefix + id)
+	}
+	m.b.CommitMeta(b)
 }
 
 func idNumber(id string) int {
@@ -571,6 +655,7 @@ func (r *run) finish(state, errText string) {
 	r.m.mu.Unlock()
 	r.m.log.Info("redrive task ended", "task", r.task.ID, "state", state, "moved", r.task.Moved,
 		"skipped", r.task.Skipped, "failed", r.task.Failed)
+	r.m.prune()
 }
 
 func (r *run) matcher() router.MessageFilter {
