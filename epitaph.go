@@ -305,6 +305,7 @@ func Start(opts Options) (*Broker, error) {
 		Router: rt,
 		Auth:   users,
 		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, Redrives: b.redrives,
+			PeekMaxScan: opts.PeekMaxScan, FilterLimits: filterLimits,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,
