@@ -734,6 +734,13 @@ func (r *run) step(batch []router.BrowsedMessage, last uint64) bool {
 	changed := last > r.task.Cursor
 	var cp *router.Message
 	for i := range batch {
+		if r.task.Max > 0 && int64(len(r.moves)) >= r.task.Max-r.task.Moved {
+			// The maximum is reached within the batch (returned or delayed
+			// messages may come on top of its size): the rest of it is not
+			// looked at, and the cursor stops at the last one that was.
+			batch, last = batch[:i], batch[i-1].Seq
+			break
+		}
 		if cp == nil {
 			cp = r.newCopy()
 		}
