@@ -220,18 +220,56 @@ func (q *Queue) BrowseAfter(seq uint64, limit, scan int, match MessageFilter) (o
 // delayed retry) of the range walked are among those returned, in Seq
 // order with the others, their DeliveryTime set.
 func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan int, match MessageFilter, withDelayed bool) (_ []BrowsedMessage, last uint64, done bool) {
+	return browseAfter(q, out, seq, limit, scan, match, withDelayed,
+		func(e *entry) BrowsedMessage { return q.browsed(e, 0, 0, false) },
+		func(bm *BrowsedMessage) uint64 { return bm.Seq })
+}
+
+// WalkedMessage is a message seen by WalkAfter: what moving it needs.
+type WalkedMessage struct {
+	Seq uint64
+	// Msg carries the queue's delivery count and annotations for it.
+	Msg *Message
+	// DeliveryTime is as BrowsedMessage's (a delayed message's).
+	DeliveryTime int64
+}
+
+// WalkAfter is BrowseAfterAppend with withDelayed, giving each message's
+// Seq and message only (a walk that moves what it sees, as a redrive,
+// needs no more, and writes far less per message).
+func (q *Queue) WalkAfter(out []WalkedMessage, seq uint64, limit, scan int, match MessageFilter) (_ []WalkedMessage, last uint64, done bool) {
+	return browseAfter(q, out, seq, limit, scan, match, true, q.walked,
+		func(wm *WalkedMessage) uint64 { return wm.Seq })
+}
+
+// walked describes e for WalkAfter.
+func (q *Queue) walked(e *entry) WalkedMessage {
+	msg := e.msg
+	if e.dc != msg.DeliveryCount || e.ext != nil && e.ext.hasAnns {
+		msg = msg.withState(e.dc, e.anns())
+	}
+	var at int64
+	if e.isDelayed() {
+		at = e.ext.readyAt / int64(time.Millisecond)
+	}
+	return WalkedMessage{Seq: e.seq, Msg: msg, DeliveryTime: at}
+}
+
+// browseAfter is BrowseAfterAppend's walk, making each element with mk.
+func browseAfter[T any](q *Queue, out []T, seq uint64, limit, scan int, match MessageFilter, withDelayed bool,
+	mk func(*entry) T, seqOf func(*T) uint64) (_ []T, last uint64, done bool) {
 	base := len(out)
 	limit += base
 	last = seq
 	q.mu.Lock()
 	if q.deleted {
 		q.unlock()
-		return nil, last, true
+		return out, last, true
 	}
 	q.expireLocked(q.nowNano())
 	done = true
 	if q.prio != nil {
-		out, last, done = q.browseAfterLevelsLocked(out, seq, limit, scan, match)
+		out, last, done = browseAfterLevelsLocked(q, out, seq, limit, scan, match, mk)
 	}
 	for e := range q.main.after(seq) {
 		if q.prio != nil {
@@ -244,7 +282,7 @@ func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan 
 		scan--
 		last = e.seq
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, q.browsed(e, 0, 0, false))
+			out = append(out, mk(e))
 		}
 	}
 	if done && q.paged.n > 0 && q.prio == nil {
@@ -258,7 +296,7 @@ func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan 
 			scan--
 			last = e.seq
 			if match == nil || match.Match(e.msg, e.anns()) {
-				out = append(out, q.browsed(e, 0, 0, false))
+				out = append(out, mk(e))
 			}
 			return true
 		})
@@ -268,7 +306,7 @@ func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan 
 	walked := len(out)
 	for e := range q.returns.all() {
 		if e.seq > seq && (done || e.seq <= last) && (match == nil || match.Match(e.msg, e.anns())) {
-			out = append(out, q.browsed(e, 0, 0, false))
+			out = append(out, mk(e))
 		}
 	}
 	if withDelayed {
@@ -276,13 +314,13 @@ func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan 
 		// the ready ones of their range.
 		for _, e := range q.delayed {
 			if e.seq > seq && (done || e.seq <= last) && (match == nil || match.Match(e.msg, e.anns())) {
-				out = append(out, q.browsed(e, 0, 0, false))
+				out = append(out, mk(e))
 			}
 		}
 	}
 	if len(out) > walked {
 		// The walk itself is in Seq order.
-		slices.SortFunc(out[base:], func(a, b BrowsedMessage) int { return cmpSeq(a.Seq, b.Seq) })
+		slices.SortFunc(out[base:], func(a, b T) int { return cmpSeq(seqOf(&a), seqOf(&b)) })
 	}
 	q.unlock()
 	q.flushDead()
@@ -292,7 +330,7 @@ func (q *Queue) BrowseAfterAppend(out []BrowsedMessage, seq uint64, limit, scan 
 // browseAfterLevelsLocked is BrowseAfter's walk of a queue with priority
 // levels: the messages of every level after seq, merged in seq order, so
 // that a caller walking the queue by seq sees each message once.
-func (q *Queue) browseAfterLevelsLocked(out []BrowsedMessage, seq uint64, limit, scan int, match MessageFilter) (_ []BrowsedMessage, last uint64, done bool) {
+func browseAfterLevelsLocked[T any](q *Queue, out []T, seq uint64, limit, scan int, match MessageFilter, mk func(*entry) T) (_ []T, last uint64, done bool) {
 	last, done = seq, true
 	type ref struct {
 		e  *entry
@@ -341,7 +379,7 @@ func (q *Queue) browseAfterLevelsLocked(out []BrowsedMessage, seq uint64, limit,
 		scan--
 		last = e.seq
 		if match == nil || match.Match(e.msg, e.anns()) {
-			out = append(out, q.browsed(e, 0, 0, false))
+			out = append(out, mk(e))
 		}
 	}
 	return out, last, !truncated

@@ -552,7 +552,7 @@ type run struct {
 	lastInfo   targetInfo
 	hasLast    bool
 	// Reused from batch to batch.
-	browsed []router.BrowsedMessage
+	walked  []router.WalkedMessage
 	moves   []router.ReadyMove
 	ends    []func(string)
 	movedCh chan error
@@ -712,8 +712,8 @@ func (r *run) loop() {
 		}
 		var last uint64
 		var done bool
-		r.browsed, last, done = r.src.BrowseAfterAppend(r.browsed[:0], r.task.Cursor, r.batchSize(), r.m.scan, mf, true)
-		if !r.step(r.browsed, last) {
+		r.walked, last, done = r.src.WalkAfter(r.walked[:0], r.task.Cursor, r.batchSize(), r.m.scan, mf)
+		if !r.step(r.walked, last) {
 			return
 		}
 		if done {
@@ -728,7 +728,7 @@ func (r *run) loop() {
 // move, waits for the batch's tokens, and moves the rest with one router
 // call whose store batch also holds the task's progress. It reports false
 // when the task stopped meanwhile.
-func (r *run) step(batch []router.BrowsedMessage, last uint64) bool {
+func (r *run) step(batch []router.WalkedMessage, last uint64) bool {
 	r.forgetTargets() // targets and permissions are looked up again for each batch
 	r.moves, r.ends = r.moves[:0], r.ends[:0]
 	changed := last > r.task.Cursor
@@ -850,7 +850,7 @@ func (r *run) stopped() bool {
 
 // resolveInto finds bm's targets and builds, in cp, the copy that goes
 // there. cause is set when the message does not move.
-func (r *run) resolveInto(bm *router.BrowsedMessage, cp *router.Message) (targets []*router.Queue, cause string) {
+func (r *run) resolveInto(bm *router.WalkedMessage, cp *router.Message) (targets []*router.Queue, cause string) {
 	targets, _, cause = r.resolveTo(bm, cp, true)
 	return targets, cause
 }
@@ -858,14 +858,14 @@ func (r *run) resolveInto(bm *router.BrowsedMessage, cp *router.Message) (target
 // resolve finds bm's targets and builds the copy that goes there; label
 // names the targets for a dry run's report. cause is set when the message
 // does not move.
-func (r *run) resolve(bm *router.BrowsedMessage) (targets []*router.Queue, label, cause string) {
+func (r *run) resolve(bm *router.WalkedMessage) (targets []*router.Queue, label, cause string) {
 	var cp router.Message
 	return r.resolveTo(bm, &cp, false)
 }
 
 // resolveTo is resolve building the copy in c; blocks: its annotations
 // are carved out of the run's blocks.
-func (r *run) resolveTo(bm *router.BrowsedMessage, c *router.Message, blocks bool) (targets []*router.Queue, label, cause string) {
+func (r *run) resolveTo(bm *router.WalkedMessage, c *router.Message, blocks bool) (targets []*router.Queue, label, cause string) {
 	v := r.op.VHost
 	msg := bm.Msg
 	h, hasHistory := annotations.HistoryOf(msg.Anns)
@@ -997,7 +997,7 @@ func (r *run) dryRun() error {
 	var cursor uint64
 	var would int64
 	for {
-		msgs, last, done := r.src.BrowseAfterAppend(nil, cursor, r.m.scan, r.m.scan, mf, true)
+		msgs, last, done := r.src.WalkAfter(nil, cursor, r.m.scan, r.m.scan, mf)
 		r.forgetTargets()
 		for i := range msgs {
 			if r.task.Max > 0 && would >= r.task.Max {
