@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
+	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -80,4 +82,54 @@ func TestRedriveTaskDeleteAndRetention(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b3.Close()) })
 	assert.Equal(t, ids[2:], listIDs(apiServer(t, b3)))
+}
+
+// A task moving in batches of several messages (rate 500: batches of 10)
+// stopped by a restart in the middle resumes without moving any message
+// twice or losing one: each batch's moves and its progress are one store
+// batch.
+func TestRedriveBatchesResumeAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions()
+	opts.Definitions = []byte(redriveTopology)
+	opts.InMemory, opts.DataDir = false, dir
+	withHTTP(&opts)
+	b, err := epitaph.Start(opts)
+	require.NoError(t, err)
+	base := apiServer(t, b)
+	c, err := amqp.Dial(ctxT(t), "amqp://"+b.Addr().String(), nil)
+	require.NoError(t, err)
+	s := session(t, c)
+	snd := sender(t, s, "/queues/work", nil)
+	const n = 300
+	for i := range n {
+		require.Equal(t, &amqp.StateAccepted{}, send(t, snd, durableMsg(fmt.Sprintf("m-%03d", i))))
+	}
+	rejectAll(t, base, "work", n)
+	eventually(t, "dlq filled", func() bool { return queueLen(t, b, "dlq") == n })
+	tk := startRedrive(t, base, map[string]any{"source_queue": "dlq", "target": "first_death_queue", "rate": 500}, 201)
+	mid := waitTask(t, base, tk.ID, func(tk task) bool { return tk.Moved >= 30 })
+	require.Less(t, mid.Moved, int64(n))
+	_ = c.Close()
+	require.NoError(t, b.Close())
+
+	b2, err := epitaph.Start(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b2.Close()) })
+	base2 := apiServer(t, b2)
+	done := waitTask(t, base2, tk.ID, finished)
+	assert.Equal(t, "completed", done.State)
+	assert.EqualValues(t, n, done.Moved)
+	assert.Empty(t, done.Failed)
+	assert.Empty(t, done.Skipped)
+	assert.Equal(t, 0, queueLen(t, b2, "dlq"))
+	require.Equal(t, n, queueLen(t, b2, "work"))
+	r := receiver(t, session(t, dial(t, b2, nil)), "/queues/work", &amqp.ReceiverOptions{Credit: n})
+	seen := map[string]int{}
+	for range n {
+		m := recv(t, r)
+		seen[body(m)]++
+		require.NoError(t, r.AcceptMessage(ctxT(t), m))
+	}
+	assert.Len(t, seen, n, "every message once")
 }
