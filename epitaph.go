@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -229,6 +230,9 @@ func Start(opts Options) (*Broker, error) {
 		if opts.QueueWindowBytes > 0 {
 			ropts.QueueWindowBytes = int64(min(opts.QueueWindowBytes, 1<<62))
 		}
+		// Transient messages behind a window are written there (no fsync)
+		// and the directory is emptied at every start.
+		ropts.SpillDir = filepath.Join(opts.DataDir, "transient")
 	}
 	rt := router.New(ropts)
 	b.router = rt

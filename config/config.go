@@ -230,10 +230,11 @@ type Config struct {
 	// MemoryHighWatermark blocks publishers while the process uses more
 	// memory, in bytes; 0 turns the memory alarm off.
 	MemoryHighWatermark uint64 `mapstructure:"memory-high-watermark"`
-	// QueueWindowBytes bounds the ready messages each durable queue keeps
-	// in memory with their bodies; the others stay on disk, with a small
-	// index entry in memory, and are read back ahead of consumers. 0 keeps
-	// every message in memory. Not used in memory mode.
+	// QueueWindowBytes bounds the ready messages each queue keeps in
+	// memory with their bodies; the others stay on disk (durable ones in
+	// the store, transient ones in the data directory's transient spill
+	// logs), with a small index entry in memory, and are read back ahead of
+	// consumers. 0 keeps every message in memory. Not used in memory mode.
 	QueueWindowBytes uint64 `mapstructure:"queue-window-bytes"`
 	// DeadLetterRetryInterval is how often retained at-least-once dead
 	// letters are retried (RabbitMQ's default is 180s); positive.
@@ -558,7 +559,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyStoreRecovery, d.StoreRecovery, "a damaged store: strict refuses to start, salvage starts with what is readable (logged, damaged files kept)")
 	fs.Uint64(KeyDiskFreeLimit, d.DiskFreeLimit, "block publishers below this much free disk, in `bytes` (0: no disk alarm)")
 	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
-	fs.Uint64(KeyQueueWindowBytes, d.QueueWindowBytes, "ready message `bytes` a durable queue keeps in memory; the rest is paged to disk (0: all in memory)")
+	fs.Uint64(KeyQueueWindowBytes, d.QueueWindowBytes, "ready message `bytes` each queue keeps in memory; the rest is paged to disk, transient messages included (0: all in memory)")
 	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
 	fs.Bool(KeyPermitTransientNonExclQueues, d.PermitTransientNonExclQueues, "AMQP 0-9-1 clients may declare non-durable, non-exclusive queues (false: refused with 541, as RabbitMQ 4.3)")

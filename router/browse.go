@@ -354,11 +354,7 @@ func browseAfterLevelsLocked[T any](q *Queue, out []T, seq uint64, limit, scan i
 				truncated = true
 				return false
 			}
-			sl := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
-			if p.pinned != nil {
-				sl.e = p.pinned[i]
-			}
-			refs = append(refs, ref{l: l, sl: sl})
+			refs = append(refs, ref{l: l, sl: p.slotAt(i)})
 			n++
 			return true
 		})
@@ -737,15 +733,12 @@ func (q *Queue) takePagedBySeqLocked(seq uint64) *entry {
 	if l == nil {
 		return nil
 	}
-	sl := slot{seq: seq, size: int64(p.sizes[i] - 1)}
-	if p.pinned != nil {
-		sl.e = p.pinned[i]
-	}
-	es := q.loadSlotsLocked(l, []slot{sl}, false)
+	es := q.loadSlotsLocked(l, []slot{p.slotAt(i)}, false)
 	if len(es) == 0 {
 		return nil
 	}
-	sl = l.paged.take(p, i)
+	sl := l.paged.take(p, i)
+	q.spillDirty = q.spillDirty || sl.spill != 0
 	e := es[0]
 	e.ready = false
 	q.readyCount--
@@ -767,11 +760,7 @@ func (q *Queue) visitPagedLocked(l *level, after uint64, skip int, visit func(e 
 				skipped++
 				return true
 			}
-			sl := slot{seq: after, size: int64(p.sizes[i] - 1)}
-			if p.pinned != nil {
-				sl.e = p.pinned[i]
-			}
-			slots = append(slots, sl)
+			slots = append(slots, p.slotAt(i))
 			return len(slots) < filterReadBatch
 		})
 		if len(slots) == 0 {

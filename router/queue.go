@@ -152,6 +152,14 @@ type Queue struct {
 	loadEnd    uint64
 	failedMu   sync.Mutex
 	failed     [][2]uint64
+
+	// Transient paging (spill.go): spills, the messages not in the store
+	// are paged too, their bodies written to the levels' spill logs
+	// (spillLogs, every one opened); spillDirty, a refill or an expiry
+	// took spilled slots, so the logs' heads may be released.
+	spills     bool
+	spillLogs  []*spillLog
+	spillDirty bool
 }
 
 // Name returns the queue name.
@@ -430,9 +438,9 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			}
 			break
 		}
+		e.stored = persist // before it is paged: a stored message is not spilled
 		q.addReadyLocked(e)
 		if persist {
-			e.stored = true
 			*recs = append(*recs, q.recordLocked(e, enc))
 		}
 		q.dispatchLocked()
@@ -562,16 +570,25 @@ func (q *Queue) addReadyLocked(e *entry) {
 	}
 	if q.loading && e.seq > q.loadEnd {
 		l.fresh.push(e) // behind every message still being read back
-		q.pageOutLocked()
+		q.pagedOutLocked(l, e)
 		return
 	}
 	if q.pagesLocked(l) {
 		l.paged.push(e)
-		q.pageOutLocked()
+		q.pagedOutLocked(l, e)
 		return
 	}
 	q.ttl.add(e)
 	l.main.pushBack(e)
+}
+
+// pagedOutLocked follows e's push behind level l's window: stored
+// messages are dropped once durable, the others written to the spill log.
+func (q *Queue) pagedOutLocked(l *level, e *entry) {
+	if q.spills && !e.stored {
+		q.spillLocked(l, e)
+	}
+	q.pageOutLocked()
 }
 
 // requeueLocked returns a delivered entry to the ready set: a classic queue
@@ -635,6 +652,7 @@ func (q *Queue) expireLocked(now int64) {
 			continue
 		}
 		if len(q.ttl) == 0 || q.ttl[0].deadline > now {
+			q.releaseSpillLocked()
 			return
 		}
 		e := q.ttl[0]

@@ -179,6 +179,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
 		owner: s.Owner, args: args,
 		persist: v.b.st != nil && s.Durable && !s.Exclusive,
+		spills:  v.b.spillDir != "",
 		sel:     selection{singleActive: singleActiveArg(args)},
 	}
 	q.initPriorities()
