@@ -48,7 +48,7 @@ func TestMoveBatchDurableAtomicWithProgress(t *testing.T) {
 	var meta []byte
 	require.NoError(t, d2.st.Meta(func(k string, v []byte) error {
 		if k == "R/test" {
-			meta = v
+			meta = append([]byte(nil), v...) // v is only valid during the call
 		}
 		return nil
 	}))
