@@ -122,10 +122,6 @@ var ErrTaskNotFound = errors.New("no such redrive task")
 // ErrTaskRunning is returned by Delete for a task that has not ended.
 var ErrTaskRunning = errors.New("redrive task is running")
 
-// DefaultRetention is how many ended tasks a Manager keeps by default
-// (config redrive-task-retention).
-const DefaultRetention = 1000
-
 // metaPrefix is the metadata-store prefix of redrive tasks (the router and
 // auth leave it alone): R/<id> → the task's JSON.
 const metaPrefix = "R/"
@@ -166,7 +162,7 @@ type TaskTrace interface {
 
 // Manager runs redrive tasks. It owns the task table (one mutex); each
 // running task has one goroutine that owns its progress and publishes a
-// copy into the table after every message.
+// copy into the table after every batch.
 type Manager struct {
 	b    *router.Broker
 	auth *auth.Registry
@@ -477,7 +473,8 @@ func (m *Manager) Cancel(id string) (Task, error) {
 		cancel()
 	}
 	// Wait until the runner has recorded the end (it checks between
-	// messages; a move in progress finishes first).
+	// batches and while it waits for a batch's tokens; a batch's move in
+	// progress finishes first).
 	for {
 		m.mu.Lock()
 		st := ts.task.State
