@@ -302,13 +302,14 @@ func Start(opts Options) (*Broker, error) {
 		redriveTr = redriveTracer{b.tracer}
 	}
 	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
-		FilterLimits: filterLimits, Tracer: redriveTr})
+		FilterLimits: filterLimits, Tracer: redriveTr, Retention: opts.RedriveTaskRetention})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
 		Auth:   users,
 		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, Redrives: b.redrives,
+			PeekMaxScan: opts.PeekMaxScan, FilterLimits: filterLimits,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,

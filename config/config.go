@@ -81,6 +81,7 @@ const (
 
 	KeyHTTPGetMaxCount        = "http-get-max-count"
 	KeyPeekMaxScan            = "peek-max-scan"
+	KeyRedriveTaskRetention   = "redrive-task-retention"
 	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
 	KeyManagementPendingBytes = "management-pending-bytes"
 
@@ -253,6 +254,10 @@ type Config struct {
 	// before it answers with what it found and where to continue; at
 	// least 1.
 	PeekMaxScan int `mapstructure:"peek-max-scan"`
+	// RedriveTaskRetention is how many ended redrive tasks are kept (in
+	// memory and in the store); beyond it the oldest ended ones are
+	// removed. 0 means no limit.
+	RedriveTaskRetention int `mapstructure:"redrive-task-retention"`
 	// DeadLetterEventsBuffer is how many dead-letter events (and gap
 	// markers) one subscriber's buffer holds before it loses events; at
 	// least 1. DeadLetterEventsMaxSubscribers bounds the subscribers (AMQP
@@ -493,6 +498,7 @@ func Default() Config {
 		AuthFailureSources:      10000,
 		HTTPGetMaxCount:         10000,
 		PeekMaxScan:             10000,
+		RedriveTaskRetention:    1000,
 		HTTPGetMaxBytes:         16 << 20,
 
 		DeadLetterEventsBuffer:         1024,
@@ -571,6 +577,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
 	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
 	fs.Int(KeyPeekMaxScan, d.PeekMaxScan, "most messages one peek tests for its filters before it answers with where to continue")
+	fs.Int(KeyRedriveTaskRetention, d.RedriveTaskRetention, "most ended redrive tasks kept; beyond it the oldest ended are removed (0: no limit)")
 	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
 	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
@@ -689,6 +696,7 @@ func Load(args []string) (*Config, error) {
 
 		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
 		KeyPeekMaxScan:            d.PeekMaxScan,
+		KeyRedriveTaskRetention:   d.RedriveTaskRetention,
 		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
 		KeyManagementPendingBytes: d.ManagementPendingBytes,
 		KeyFilterSQLMaxLength:     d.FilterSQLMaxLength,
@@ -856,6 +864,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PeekMaxScan < 1 {
 		return invalid(KeyPeekMaxScan, c.PeekMaxScan, "want 1 or more")
+	}
+	if c.RedriveTaskRetention < 0 {
+		return invalid(KeyRedriveTaskRetention, c.RedriveTaskRetention, "want 0 (no limit) or more")
 	}
 	if c.HTTPGetMaxBytes < 1 {
 		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")
