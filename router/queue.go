@@ -64,6 +64,24 @@ type QueueInfo struct {
 	NextDelayedAt   int64
 	LastDelayedAt   int64
 	DelayedRetry    string
+	// Stats are the queue's message counters since it was declared (or
+	// the broker started).
+	Stats QueueStats
+}
+
+// QueueStats count what passed through a queue, for RabbitMQ's
+// management message_stats. Kept under the queue's lock: an increment
+// costs nothing beside the work it counts.
+type QueueStats struct {
+	// Published: messages that entered the queue (publishes, dead-letter
+	// copies and redrive moves).
+	Published uint64
+	// Delivered: deliveries to consumers (basic.get included);
+	// DeliveredNoAck the pre-settled (no-ack) ones of them, Redelivered
+	// the ones of a message delivered before.
+	Delivered, DeliveredNoAck, Redelivered uint64
+	// Acknowledged: deliveries settled accepted.
+	Acknowledged uint64
 }
 
 // QueueDeletedNotifier may be implemented by a Consumer that wants to know
@@ -97,6 +115,7 @@ type Queue struct {
 	// behind it), or one level of them when prio is set (priority.go).
 	level
 	prio        *priorities
+	stats       QueueStats
 	returns     readyList // quorum: returned messages, delivered first
 	readyCount  int
 	readyBytes  int64
@@ -271,6 +290,7 @@ func (q *Queue) Info() QueueInfo {
 		EffectivePolicyDefinition: cloneMap(q.policyDef),
 		MessagesDelayed:           len(q.delayed),
 		DelayedRetry:              q.cfg.retry.String(),
+		Stats:                     q.stats,
 	}
 	info.NextDelayedAt, info.LastDelayedAt = q.delayedSpanLocked()
 	q.unlock()
@@ -418,6 +438,7 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			q.deadLocked(q.newEntry(m, now), ReasonMaxLen, nil)
 		}
 	default:
+		q.stats.Published++
 		e := q.newEntry(m, now)
 		if e.deadline != 0 && e.deadline <= now {
 			// x-message-ttl=0 (or header ttl 0): delivered at once if a

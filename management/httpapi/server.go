@@ -98,6 +98,7 @@ type server struct {
 
 	conns Connections
 	rates rateSampler
+	qrate queueRates
 	node  string
 
 	events             *dlevents.Hub
