@@ -29,7 +29,7 @@ func TestHTTPQueueMessageStats(t *testing.T) {
 
 	s := session(t, dial(t, b, nil))
 	publishBodies(t, s, "/queues/dlq", "1", "2", "3", "4", "5")
-	r := receiver(t, s, "/queues/dlq", &amqp.ReceiverOptions{Credit: 3})
+	r := receiver(t, s, "/queues/dlq", &amqp.ReceiverOptions{Credit: 1})
 	accept(t, r, recv(t, r))
 	m := recv(t, r)
 	require.NoError(t, r.ReleaseMessage(ctxT(t), m)) // back to the queue: delivered again
@@ -44,7 +44,8 @@ func TestHTTPQueueMessageStats(t *testing.T) {
 		return counts["publish"] == 5 && counts["ack"] == 2 && rate > 0
 	})
 	assert.GreaterOrEqual(t, counts["deliver_get"], 4)
-	assert.Equal(t, 1, counts["deliver_no_ack"])
-	assert.Equal(t, counts["deliver_get"]-1, counts["deliver"])
+	// The consumers' credit may have taken one more each meanwhile.
+	assert.GreaterOrEqual(t, counts["deliver_no_ack"], 1)
+	assert.Equal(t, counts["deliver_get"]-counts["deliver_no_ack"], counts["deliver"])
 	assert.GreaterOrEqual(t, counts["redeliver"], 1)
 }
