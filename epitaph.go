@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -229,6 +230,9 @@ func Start(opts Options) (*Broker, error) {
 		if opts.QueueWindowBytes > 0 {
 			ropts.QueueWindowBytes = int64(min(opts.QueueWindowBytes, 1<<62))
 		}
+		// Transient messages behind a window are written there (no fsync)
+		// and the directory is emptied at every start.
+		ropts.SpillDir = filepath.Join(opts.DataDir, "transient")
 	}
 	rt := router.New(ropts)
 	b.router = rt
@@ -298,13 +302,14 @@ func Start(opts Options) (*Broker, error) {
 		redriveTr = redriveTracer{b.tracer}
 	}
 	b.redrives = dlops.New(dlops.Options{Router: rt, Auth: users, Logger: opts.Logger.With("component", "redrive"),
-		FilterLimits: filterLimits, Tracer: redriveTr})
+		FilterLimits: filterLimits, Tracer: redriveTr, Retention: opts.RedriveTaskRetention})
 	srv := link.NewServer(link.Options{
 		AMQP:   opts.AMQP,
 		Logger: opts.Logger.With("component", "amqp"),
 		Router: rt,
 		Auth:   users,
 		Management: amqpnode.New(amqpnode.Options{Router: rt, Auth: users, Redrives: b.redrives,
+			PeekMaxScan: opts.PeekMaxScan, FilterLimits: filterLimits,
 			Logger: opts.Logger.With("component", "management")}),
 		Product:  "epitaph",
 		Version:  Version,

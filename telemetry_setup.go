@@ -181,6 +181,8 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 		"Messages that died in the queue and reached at least one dead-letter target, by reason")
 	qDropped := counter("epitaph_queue_messages_dead_letter_dropped_total",
 		"Messages that died in the queue and were dropped, by reason and cause (no_dlx, no_route, cycle)")
+	qCopiesRefused := counter("epitaph_queue_dead_letter_copies_refused_total",
+		"At-most-once dead-letter copies this queue refused as a target (x-overflow reject-publish, or deleted meanwhile): each is lost")
 	storeCorrupt := counter("epitaph_store_corrupt_blocks_total",
 		"Blocks of the durable store found failing their checksum (reads and compactions)")
 	storeSalvaged := counter("epitaph_store_salvaged_total",
@@ -328,6 +330,9 @@ func registerMetrics(m metric.Meter, b *Broker) error {
 			}{{telemetry.DropNoDLX, c.DroppedNoDLX}, {telemetry.DropNoRoute, c.DroppedNoRoute}, {telemetry.DropCycle, c.DroppedCycle}} {
 				o.ObserveInt64(qDropped, int64(d.n), metric.WithAttributes(append(base, attribute.String("cause", d.cause))...))
 			}
+		}
+		for k, n := range b.dl.RefusedCopies() {
+			o.ObserveInt64(qCopiesRefused, int64(n), metric.WithAttributes(attribute.String("vhost", k.VHost), attribute.String("queue", k.Queue)))
 		}
 		global := b.dl.GlobalStats()
 		for i, f := range deadLetterFamilies {

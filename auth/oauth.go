@@ -381,6 +381,16 @@ func NewTokenForScopes(user string, expiry time.Time, scopes []string) *Token {
 	return newToken(user, expiry, scopes)
 }
 
+// ExpiresIn is how long a connection holding t may stay open from now, as
+// RabbitMQ 4.3's readers time it: the expiry minus now, both in whole
+// seconds since the epoch (a token expiring at the next second keeps its
+// connection a whole second), never less than the time left to the
+// expiry (a fractional exp, or leeway, is not cut short).
+func (t *Token) ExpiresIn(now time.Time) time.Duration {
+	wait := time.Duration(t.Expiry.Unix()-now.Unix()) * time.Second
+	return max(wait, t.Expiry.Sub(now))
+}
+
 // HasTag reports whether a tag scope grants tag.
 func (t *Token) HasTag(tag string) bool { return slices.Contains(t.Tags, tag) }
 

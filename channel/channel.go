@@ -37,13 +37,19 @@ type channel struct {
 	props     amqp091.Properties // the last publish's properties, decoded
 	// Scratch of settle and apply.
 	takeBuf []unacked
+	spanBuf []settledSpan // scratch of apply: the traced deliveries settled
 	tagBuf  []uint64
 	errBuf  []error
 
-	mu        sync.Mutex
-	ended     bool
-	nextTag   uint64 // last delivery tag used
-	unacked   []unacked
+	mu      sync.Mutex
+	ended   bool
+	nextTag uint64 // last delivery tag used
+	unacked []unacked
+	// tx is the transaction in progress after tx.select (nil: the channel
+	// is not transactional). The reader's goroutine only.
+	tx *txState
+	// reply is the direct reply-to consumer (nil: none), guarded by mu.
+	reply     *replyConsumer
 	consumers map[string]*consumer
 	// draining are consumers cancelled by the client while they still had
 	// unacknowledged deliveries: they end with their last settlement, or
@@ -68,6 +74,19 @@ type unacked struct {
 	sub  *router.Subscription
 	stag uint64 // the subscription's tag
 	cons *consumer
+	// span is the deliver span's context when tracing (nil otherwise): the
+	// settlement's span is its child.
+	span *trace.SpanContext
+}
+
+// spanContextOf returns span's context for an unacked delivery, nil
+// without tracing.
+func spanContextOf(span trace.Span) *trace.SpanContext {
+	if span == nil {
+		return nil
+	}
+	sc := span.SpanContext()
+	return &sc
 }
 
 // pendingPublish is a basic.publish whose content is being received.
@@ -109,7 +128,12 @@ func (ch *channel) end() {
 	}
 	ch.consumers, ch.draining = map[string]*consumer{}, map[*consumer]struct{}{}
 	ch.unacked = nil
+	reply := ch.reply
+	ch.reply = nil
 	ch.mu.Unlock()
+	if reply != nil {
+		reply.remove()
+	}
 	for _, k := range cons {
 		k.cancel(router.CancelConnectionLost)
 	}
@@ -153,7 +177,13 @@ func (ch *channel) send(m amqp091.Method) error { return ch.c.sendMethod(ch.id, 
 
 func (ch *channel) authorize(kind, name string, a auth.Access, classID, methodID uint16) error {
 	c := ch.c
-	if err := c.srv.opts.Auth.Authorize(c.user, c.vhost.Name(), kind, name, a); err != nil {
+	var err error
+	if c.token != nil {
+		err = c.token.Authorize(c.vhost.Name(), kind, name, a)
+	} else {
+		err = c.srv.opts.Auth.Authorize(c.user, c.vhost.Name(), kind, name, a)
+	}
+	if err != nil {
 		return ch.err(amqp091.AccessRefused, classID, methodID, "%s access to %s '%s' in vhost '%s' refused for user '%s'",
 			a, kind, name, c.vhost.Name(), c.user)
 	}
@@ -324,6 +354,9 @@ func (ch *channel) method(m amqp091.Method) error {
 	case *amqp091.BasicRecover:
 		return ch.recover(m.Requeue, true, 110)
 	case *amqp091.ConfirmSelect:
+		if ch.tx != nil {
+			return ch.err(amqp091.PreconditionFailed, 85, 10, "cannot switch from tx to confirm mode")
+		}
 		ch.mu.Lock()
 		ch.confirm = true
 		ch.mu.Unlock()
@@ -331,9 +364,12 @@ func (ch *channel) method(m amqp091.Method) error {
 			return nil
 		}
 		return ch.send(&amqp091.ConfirmSelectOk{})
-	case *amqp091.TxSelect, *amqp091.TxCommit, *amqp091.TxRollback:
-		cl, me := m.ID()
-		return connErr(amqp091.NotImplemented, cl, me, "transactions are not supported by epitaph")
+	case *amqp091.TxSelect:
+		return ch.txSelect()
+	case *amqp091.TxCommit:
+		return ch.txCommit()
+	case *amqp091.TxRollback:
+		return ch.txRollback()
 	}
 	cl, me := m.ID()
 	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
@@ -428,6 +464,9 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 	if err := ch.authorize(auth.ResourceExchange, b.Source, auth.Read, classID, methodID); err != nil {
 		return err
 	}
+	if !b.DestinationIsExchange && isVolatileName(b.Destination) {
+		return ch.err(amqp091.AccessRefused, classID, methodID, "cannot bind or unbind to a volatile (direct reply-to) queue")
+	}
 	vh := ch.c.vhost
 	if !b.DestinationIsExchange {
 		q, ok := vh.Queue(b.Destination)
@@ -466,6 +505,9 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 func (ch *channel) queueDeclare(m *amqp091.QueueDeclare) error {
 	vh := ch.c.vhost
 	name := strings.NewReplacer("\r", "", "\n", "").Replace(m.Queue)
+	if name == replyToQueue || isVolatileName(name) {
+		return ch.declareReplyTo(name, m.NoWait)
+	}
 	if m.Passive {
 		q, ok := vh.Queue(ch.queueName(name))
 		if !ok {
@@ -587,13 +629,23 @@ func (ch *channel) publish() error {
 	if err := ch.authorize(auth.ResourceExchange, exchange, auth.Write, 60, 40); err != nil {
 		return err
 	}
+	if rewritten, err := ch.replyTo(&props); err != nil {
+		return err
+	} else if rewritten {
+		// The stored properties are the publisher's but for reply_to.
+		b, err := props.Append(nil)
+		if err != nil {
+			return ch.err(amqp091.InternalError, 60, 40, "reply_to: %v", err)
+		}
+		pub.props = b
+	}
 	if props.Has(amqp091.FlagExpiration) {
 		n, err := strconv.ParseUint(props.Expiration, 10, 64)
 		if err != nil || n > maxExpiration {
 			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid expiration '%s'", props.Expiration)
 		}
 	}
-	if props.Has(amqp091.FlagUserID) && props.UserID != c.user {
+	if props.Has(amqp091.FlagUserID) && props.UserID != c.user && !c.impersonator() {
 		return ch.err(amqp091.PreconditionFailed, 60, 40, "user_id property set to '%s' but authenticated user was '%s'", props.UserID, c.user)
 	}
 	keys := []string{pub.m.RoutingKey}
@@ -626,6 +678,16 @@ func (ch *channel) publish() error {
 	}
 	msg := router.NewMessage(container)
 	msg.RoutingKeys = keys
+	if ch.tx != nil {
+		// Routed and delivered at tx.commit; a missing exchange is refused
+		// now, as RabbitMQ looks it up at the publish.
+		if _, ok := vh.Exchange(exchange); !ok && exchange != "" {
+			return ch.err(amqp091.NotFound, 60, 40, "no exchange '%s' in vhost '%s'", exchange, vh.Name())
+		}
+		ch.tx.publishes = append(ch.tx.publishes, txPublish{exchange: exchange, routingKey: pub.m.RoutingKey,
+			mandatory: pub.m.Mandatory, msg: msg, routeKeys: routeKeys, props: container.RawProperties(), body: pub.body})
+		return nil
+	}
 	ch.mu.Lock()
 	confirm := ch.confirm
 	var seq uint64

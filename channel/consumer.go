@@ -8,6 +8,9 @@ import (
 	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/telemetry"
+	"github.com/epitaph-mq/epitaph/value"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // window is the credit of a consumer with no prefetch limit (prefetch 0,
@@ -34,8 +37,8 @@ type consumer struct {
 	// checked out and settleable). Set under ch.mu, so that a delivery is
 	// written either before cancel-ok or not at all.
 	cancelled atomic.Bool
-	gone      bool // the subscription has ended
-	out       int  // unacknowledged deliveries (guarded by ch.mu)
+	gone      atomic.Bool // the subscription has ended (set under flowMu; write reads it under ch.mu)
+	out       int         // unacknowledged deliveries (guarded by ch.mu)
 	buf       []byte
 	deliver   amqp091.BasicDeliver // the method written for each delivery (guarded by ch.mu)
 }
@@ -55,7 +58,7 @@ func (k *consumer) flow(released uint32) {
 	k.flowMu.Lock()
 	defer k.flowMu.Unlock()
 	k.released += released
-	if k.cancelled.Load() || k.gone {
+	if k.cancelled.Load() || k.gone.Load() {
 		return
 	}
 	w := uint32(window)
@@ -71,7 +74,7 @@ func (k *consumer) flow(released uint32) {
 func (k *consumer) write(d *router.Delivery) (int, error) {
 	ch := k.ch
 	ch.mu.Lock()
-	if ch.ended || k.gone {
+	if ch.ended || k.gone.Load() {
 		ch.mu.Unlock()
 		return 0, nil // its unsettled delivery went back with the subscription
 	}
@@ -83,7 +86,17 @@ func (k *consumer) write(d *router.Delivery) (int, error) {
 		}
 		return 0, nil
 	}
-	out, err := router.Delivery091Of(d, k.buf)
+	var span trace.Span
+	var extra value.Map
+	if tr := ch.c.srv.opts.Tracer; tr != nil {
+		// As over AMQP 1.0, the consumer sees this delivery's context (as
+		// the x-opt-traceparent header), and its settlement's span is a
+		// child of it.
+		span = tr.StartDeliver(k.q, d, k.tag)
+		defer span.End()
+		extra = telemetry.Inject(nil, span.SpanContext())
+	}
+	out, err := router.Delivery091With(d, k.buf, extra)
 	if err != nil {
 		ch.mu.Unlock()
 		ch.c.log.Warn("delivery not convertible to AMQP 0-9-1; rejected", "queue", k.q.Name(), "err", err)
@@ -95,15 +108,11 @@ func (k *consumer) write(d *router.Delivery) (int, error) {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !k.noAck {
-		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: k.sub, stag: d.Tag, cons: k})
+		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: k.sub, stag: d.Tag, cons: k, span: spanContextOf(span)})
 		k.out++
 	}
 	k.deliver = amqp091.BasicDeliver{ConsumerTag: k.tag, DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey}
-	if tr := ch.c.srv.opts.Tracer; tr != nil {
-		span := tr.StartDeliver(k.q, d, k.tag)
-		defer span.End()
-	}
 	n, err := ch.c.appendContent(ch.id, &k.deliver, out.Props, out.Body)
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.Delivered(k.q, k.noAck)
@@ -137,11 +146,11 @@ func (k *consumer) queueDeleted() {
 // cancel ends the subscription.
 func (k *consumer) cancel(reason router.CancelReason) {
 	k.flowMu.Lock()
-	if k.gone {
+	if k.gone.Load() {
 		k.flowMu.Unlock()
 		return
 	}
-	k.gone = true
+	k.gone.Store(true)
 	k.flowMu.Unlock()
 	k.sub.Cancel(reason)
 	srv := k.ch.c.srv
@@ -159,6 +168,9 @@ func (k *consumer) cancel(reason router.CancelReason) {
 }
 
 func (ch *channel) consume(m *amqp091.BasicConsume) error {
+	if m.Queue == replyToQueue {
+		return ch.consumeReply(m)
+	}
 	name := ch.queueName(m.Queue)
 	if err := ch.authorize(auth.ResourceQueue, name, auth.Read, 60, 20); err != nil {
 		return err
@@ -173,6 +185,7 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 	}
 	ch.mu.Lock()
 	_, reused := ch.consumers[tag]
+	reused = reused || ch.reply != nil && ch.reply.tag == tag
 	ch.mu.Unlock()
 	if reused {
 		return connErr(amqp091.NotAllowed, 60, 20, "attempt to reuse consumer tag '%s'", tag)
@@ -232,11 +245,20 @@ func (ch *channel) consume(m *amqp091.BasicConsume) error {
 }
 
 func (ch *channel) cancel(m *amqp091.BasicCancel) error {
+	if !ch.cancelReply(m.ConsumerTag) {
+		ch.stopConsumer(m.ConsumerTag)
+	}
+	return ch.okUnlessNoWait(m.NoWait, &amqp091.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+}
+
+// stopConsumer ends the consumer tag, if it exists: no more deliveries;
+// its unacknowledged ones can still be settled.
+func (ch *channel) stopConsumer(tag string) {
 	ch.mu.Lock()
-	k, ok := ch.consumers[m.ConsumerTag]
+	k, ok := ch.consumers[tag]
 	out := 0
 	if ok {
-		delete(ch.consumers, m.ConsumerTag)
+		delete(ch.consumers, tag)
 		k.cancelled.Store(true)
 		if out = k.out; out > 0 {
 			ch.draining[k] = struct{}{}
@@ -254,7 +276,6 @@ func (ch *channel) cancel(m *amqp091.BasicCancel) error {
 			k.flowMu.Unlock()
 		}
 	}
-	return ch.okUnlessNoWait(m.NoWait, &amqp091.BasicCancelOk{ConsumerTag: m.ConsumerTag})
 }
 
 // getConsumer is the subscription basic.get takes a message with: credit
@@ -301,7 +322,14 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	if d == nil {
 		return ch.send(&amqp091.BasicGetEmpty{})
 	}
-	out, err := router.Delivery091Of(d, nil)
+	var span trace.Span
+	var extra value.Map
+	if tr := ch.c.srv.opts.Tracer; tr != nil {
+		span = tr.StartDeliver(q, d, "basic.get")
+		defer span.End()
+		extra = telemetry.Inject(nil, span.SpanContext())
+	}
+	out, err := router.Delivery091With(d, nil, extra)
 	if err != nil {
 		if !m.NoAck {
 			_ = g.sub.Settle(d.Tag, router.Settlement{Kind: router.SettleReject})
@@ -313,7 +341,7 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: g.sub, stag: d.Tag})
+		ch.unacked = append(ch.unacked, unacked{tag: tag, sub: g.sub, stag: d.Tag, span: spanContextOf(span)})
 	}
 	count := q.Len()
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
@@ -365,7 +393,13 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 		}
 	}
 	ch.mu.Unlock()
-	ch.apply(take, o)
+	if ch.tx != nil {
+		// Applied at tx.commit, given back to the unacknowledged at
+		// tx.rollback.
+		ch.tx.settles = append(ch.tx.settles, txSettle{take: slices.Clone(take), o: o})
+	} else {
+		ch.apply(take, o)
+	}
 	clear(take) // no references kept past the settlement
 	ch.takeBuf = take[:0]
 	return nil
@@ -393,11 +427,15 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 	for len(take) > 0 {
 		sub := take[0].sub
 		tags := ch.tagBuf[:0]
+		spans := ch.spanBuf[:0]
 		var cons *consumer
 		rest := take[:0]
 		for _, u := range take {
 			if u.sub == sub {
 				tags = append(tags, u.stag)
+				if u.span != nil {
+					spans = append(spans, settledSpan{tag: u.stag, parent: u.span})
+				}
 				cons = u.cons
 			} else {
 				rest = append(rest, u)
@@ -410,6 +448,17 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 		}
 		errs := ch.errBuf[:len(tags)]
 		sub.SettleBatch(tags, o, errs)
+		if tr := ch.c.srv.opts.Tracer; tr != nil && len(spans) > 0 {
+			j := 0 // spans lists the traced tags in the order of tags
+			for _, sp := range spans {
+				for tags[j] != sp.tag {
+					j++
+				}
+				tr.Settle(*sp.parent, sub.Queue(), sp.tag, o, errs[j])
+			}
+		}
+		clear(spans)
+		ch.spanBuf = spans[:0]
 		clear(errs)
 		if ctr := ch.c.srv.opts.Counters; ctr != nil {
 			ctr.Settled(sub.Queue(), o, len(tags))
@@ -430,6 +479,13 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 			}
 		}
 	}
+}
+
+// settledSpan is a traced delivery in a settlement: its subscription tag
+// and its deliver span's context.
+type settledSpan struct {
+	tag    uint64
+	parent *trace.SpanContext
 }
 
 func cmpU64(a, b uint64) int {

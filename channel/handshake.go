@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp091"
+	"github.com/epitaph-mq/epitaph/auth"
 	"github.com/epitaph-mq/epitaph/config"
 	"github.com/epitaph-mq/epitaph/link"
 	"github.com/epitaph-mq/epitaph/value"
@@ -18,11 +20,11 @@ import (
 // errRefused ends a handshake the broker refused.
 var errRefused = errors.New("channel: connection refused")
 
-// The capabilities RabbitMQ 4.3 advertises, in its order (all true); not
-// direct_reply_to, which epitaph does not implement.
+// The capabilities RabbitMQ 4.3 advertises, in its order (all true).
 var serverCapabilities = []string{
 	"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify",
 	"connection.blocked", "consumer_priorities", "authentication_failure_close", "per_consumer_qos",
+	"direct_reply_to",
 }
 
 func (c *conn) serverProperties() amqp091.Table {
@@ -164,10 +166,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return fail(connErr(amqp091.NotAllowed, 10, 40, "vhost %s not found", op.VirtualHost))
 	}
-	if !o.Auth.CanAccessVHost(c.user, op.VirtualHost) {
+	if !c.mayUseVHost(op.VirtualHost) {
 		return fail(connErr(amqp091.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", op.VirtualHost, c.user))
 	}
 	c.vhost = vh
+	c.armCredentialTimer()
 	_ = c.nc.SetDeadline(time.Time{})
 	if err := c.sendMethod(0, &amqp091.ConnectionOpenOk{}); err != nil {
 		return err
@@ -239,14 +242,51 @@ func (c *conn) login(so *amqp091.ConnectionStartOk) error {
 	default:
 		return fmt.Errorf("%w: unsupported mechanism %q", errRefused, so.Mechanism)
 	}
+	// A token as the password (RabbitMQ's OAuth 2 backend: the user name is
+	// ignored, the token names the user). A refused token falls through to
+	// the stored users, as RabbitMQ tries its next backend.
+	var tokErr error
+	if reg.OAuthEnabled() && auth.LooksLikeJWT(pass) {
+		var tok *auth.Token
+		if tok, tokErr = reg.AuthenticateToken(pass); tokErr == nil {
+			// RabbitMQ checks loopback_users on the authenticated name.
+			if tok.User == "guest" && !c.h.Loopback {
+				return fmt.Errorf("%w: user guest may only connect from loopback", errRefused)
+			}
+			c.user, c.token = tok.User, tok
+			return nil
+		}
+	}
 	if user == "guest" && !c.h.Loopback {
 		return fmt.Errorf("%w: user guest may only connect from loopback", errRefused)
 	}
 	if !reg.Authenticate(user, pass) {
+		if tokErr != nil {
+			return fmt.Errorf("%w: invalid credentials for user %q; as an OAuth 2 token: %w", errRefused, user, tokErr)
+		}
 		return fmt.Errorf("%w: invalid credentials for user %q", errRefused, user)
 	}
 	c.user = user
 	return nil
+}
+
+// mayUseVHost reports whether the connection's user may open vhost: by
+// its token's scopes, or the registry's permissions.
+func (c *conn) mayUseVHost(vhost string) bool {
+	if c.token != nil {
+		return c.token.CanAccessVHost(vhost)
+	}
+	return c.srv.opts.Auth.CanAccessVHost(c.user, vhost)
+}
+
+// impersonator reports whether the connection's user has RabbitMQ's
+// impersonator tag (may publish with another user_id).
+func (c *conn) impersonator() bool {
+	if c.token != nil {
+		return c.token.HasTag("impersonator")
+	}
+	u, ok := c.srv.opts.Auth.User(c.user)
+	return ok && slices.Contains(u.Tags, "impersonator")
 }
 
 func tableString(t amqp091.Table, k string) string {

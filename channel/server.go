@@ -142,6 +142,13 @@ type conn struct {
 
 	// Owned by the reader.
 	channels map[uint16]*channel
+	// token is the OAuth 2 token the user authenticated with (nil for a
+	// stored user), replaced by connection.update-secret.
+	token *auth.Token
+	// credentialTimer closes credentialExpired at the token's expiry and
+	// wakes the reader, which closes the connection (320).
+	credentialTimer   *time.Timer
+	credentialExpired chan struct{}
 
 	smu   sync.Mutex // held while writing to nc (flush)
 	spare []byte     // the buffer out swaps with (guarded by smu)
@@ -159,6 +166,7 @@ type conn struct {
 // publisher confirms to send (flush).
 type mailItem struct {
 	cons  *consumer
+	reply *replyConsumer // a direct reply-to delivery (d), when set
 	d     router.Delivery
 	del   bool
 	flush *channel
@@ -274,6 +282,7 @@ func appendHeaderFrame(b []byte, ch uint16, size uint64, props []byte) []byte {
 // serve runs the handshake, then the reader loop, then cleans up.
 func (c *conn) serve() {
 	if err := c.handshake(); err != nil {
+		c.stopCredentialTimer()
 		c.log.Info("AMQP 0-9-1 handshake failed", "err", err)
 		return
 	}
@@ -297,6 +306,7 @@ func (c *conn) serve() {
 	c.dwg.Add(1)
 	go c.watchAlarms() // exits when done is closed
 	err := c.readLoop()
+	c.stopCredentialTimer()
 	if err != nil && !errors.Is(err, errClosed) {
 		c.log.Debug("connection ended", "err", err)
 	}
@@ -399,6 +409,9 @@ func (c *conn) waitUnblocked() bool {
 		case <-c.h.Force:
 			c.closeConnection(c.forcedError())
 			return false
+		case <-c.credentialExpired:
+			c.closedForExpiry()
+			return false
 		}
 	}
 }
@@ -424,6 +437,9 @@ func (c *conn) readLoop() error {
 				_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
 			}
 		}
+		if c.closedForExpiry() {
+			return errClosed
+		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			if pe, ok := errors.AsType[*amqp091.Error](err); ok {
@@ -437,6 +453,9 @@ func (c *conn) readLoop() error {
 					c.closeConnection(c.forcedError())
 					return errClosed
 				default:
+				}
+				if c.closedForExpiry() {
+					return errClosed
 				}
 				return fmt.Errorf("missed heartbeats from client: %w", err)
 			}
@@ -545,10 +564,7 @@ func (c *conn) channelZero(f amqp091.Frame) error {
 	case *amqp091.ConnectionCloseOk:
 		return errClosed
 	case *amqp091.ConnectionUpdateSecret:
-		// A refreshed password changes nothing for a stored user; a token
-		// refresh is AMQP 1.0's (PUT /auth/tokens) for now.
-		_ = m
-		return connErr(amqp091.NotImplemented, 10, 70, "connection.update_secret is not supported")
+		return c.updateSecret(m)
 	}
 	cl, me := m.ID()
 	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
@@ -589,6 +605,11 @@ func (c *conn) deliverLoop() {
 				err = it.flush.flushConfirms()
 			case it.del:
 				it.cons.queueDeleted()
+			case it.reply != nil:
+				var n int
+				if n, err = it.reply.write(&it.d); err == nil && n >= flushAt {
+					err = c.flush()
+				}
 			default:
 				var n int
 				if n, err = it.cons.write(&it.d); err == nil && n >= flushAt {

@@ -81,6 +81,7 @@ const (
 
 	KeyHTTPGetMaxCount        = "http-get-max-count"
 	KeyPeekMaxScan            = "peek-max-scan"
+	KeyRedriveTaskRetention   = "redrive-task-retention"
 	KeyHTTPGetMaxBytes        = "http-get-max-bytes"
 	KeyManagementPendingBytes = "management-pending-bytes"
 
@@ -229,10 +230,11 @@ type Config struct {
 	// MemoryHighWatermark blocks publishers while the process uses more
 	// memory, in bytes; 0 turns the memory alarm off.
 	MemoryHighWatermark uint64 `mapstructure:"memory-high-watermark"`
-	// QueueWindowBytes bounds the ready messages each durable queue keeps
-	// in memory with their bodies; the others stay on disk, with a small
-	// index entry in memory, and are read back ahead of consumers. 0 keeps
-	// every message in memory. Not used in memory mode.
+	// QueueWindowBytes bounds the ready messages each queue keeps in
+	// memory with their bodies; the others stay on disk (durable ones in
+	// the store, transient ones in the data directory's transient spill
+	// logs), with a small index entry in memory, and are read back ahead of
+	// consumers. 0 keeps every message in memory. Not used in memory mode.
 	QueueWindowBytes uint64 `mapstructure:"queue-window-bytes"`
 	// DeadLetterRetryInterval is how often retained at-least-once dead
 	// letters are retried (RabbitMQ's default is 180s); positive.
@@ -252,6 +254,10 @@ type Config struct {
 	// before it answers with what it found and where to continue; at
 	// least 1.
 	PeekMaxScan int `mapstructure:"peek-max-scan"`
+	// RedriveTaskRetention is how many ended redrive tasks are kept (in
+	// memory and in the store); beyond it the oldest ended ones are
+	// removed. 0 means no limit.
+	RedriveTaskRetention int `mapstructure:"redrive-task-retention"`
 	// DeadLetterEventsBuffer is how many dead-letter events (and gap
 	// markers) one subscriber's buffer holds before it loses events; at
 	// least 1. DeadLetterEventsMaxSubscribers bounds the subscribers (AMQP
@@ -492,6 +498,7 @@ func Default() Config {
 		AuthFailureSources:      10000,
 		HTTPGetMaxCount:         10000,
 		PeekMaxScan:             10000,
+		RedriveTaskRetention:    1000,
 		HTTPGetMaxBytes:         16 << 20,
 
 		DeadLetterEventsBuffer:         1024,
@@ -552,7 +559,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyStoreRecovery, d.StoreRecovery, "a damaged store: strict refuses to start, salvage starts with what is readable (logged, damaged files kept)")
 	fs.Uint64(KeyDiskFreeLimit, d.DiskFreeLimit, "block publishers below this much free disk, in `bytes` (0: no disk alarm)")
 	fs.Uint64(KeyMemoryHigh, d.MemoryHighWatermark, "block publishers above this much memory, in `bytes` (0: no memory alarm)")
-	fs.Uint64(KeyQueueWindowBytes, d.QueueWindowBytes, "ready message `bytes` a durable queue keeps in memory; the rest is paged to disk (0: all in memory)")
+	fs.Uint64(KeyQueueWindowBytes, d.QueueWindowBytes, "ready message `bytes` each queue keeps in memory; the rest is paged to disk, transient messages included (0: all in memory)")
 	fs.Duration(KeyDLRetryInterval, d.DeadLetterRetryInterval, "retry interval for retained at-least-once dead letters")
 	fs.Bool(KeyAutoCreateQueues, d.AutoCreateQueues, "declare a classic queue when a link attaches to an unknown bare address")
 	fs.Bool(KeyPermitTransientNonExclQueues, d.PermitTransientNonExclQueues, "AMQP 0-9-1 clients may declare non-durable, non-exclusive queues (false: refused with 541, as RabbitMQ 4.3)")
@@ -570,6 +577,7 @@ func newFlagSet(name string) *pflag.FlagSet {
 	fs.Int(KeyAuthFailureSources, d.AuthFailureSources, "most client addresses whose failed authentications are remembered")
 	fs.Int(KeyHTTPGetMaxCount, d.HTTPGetMaxCount, "most messages one HTTP get may ask for (above: 400)")
 	fs.Int(KeyPeekMaxScan, d.PeekMaxScan, "most messages one peek tests for its filters before it answers with where to continue")
+	fs.Int(KeyRedriveTaskRetention, d.RedriveTaskRetention, "most ended redrive tasks kept; beyond it the oldest ended are removed (0: no limit)")
 	fs.Int(KeyHTTPGetMaxBytes, d.HTTPGetMaxBytes, "most payload `bytes` one HTTP get answers with (fewer messages beyond)")
 	fs.Int(KeyDLEventsBuffer, d.DeadLetterEventsBuffer, "dead-letter events one subscriber's buffer holds before it loses events (a gap marker)")
 	fs.Int(KeyDLEventsMaxSubscribers, d.DeadLetterEventsMaxSubscribers, "most dead-letter event subscribers (AMQP links and HTTP streams) at once (0: no limit)")
@@ -688,6 +696,7 @@ func Load(args []string) (*Config, error) {
 
 		KeyHTTPGetMaxCount:        d.HTTPGetMaxCount,
 		KeyPeekMaxScan:            d.PeekMaxScan,
+		KeyRedriveTaskRetention:   d.RedriveTaskRetention,
 		KeyHTTPGetMaxBytes:        d.HTTPGetMaxBytes,
 		KeyManagementPendingBytes: d.ManagementPendingBytes,
 		KeyFilterSQLMaxLength:     d.FilterSQLMaxLength,
@@ -855,6 +864,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PeekMaxScan < 1 {
 		return invalid(KeyPeekMaxScan, c.PeekMaxScan, "want 1 or more")
+	}
+	if c.RedriveTaskRetention < 0 {
+		return invalid(KeyRedriveTaskRetention, c.RedriveTaskRetention, "want 0 (no limit) or more")
 	}
 	if c.HTTPGetMaxBytes < 1 {
 		return invalid(KeyHTTPGetMaxBytes, c.HTTPGetMaxBytes, "want 1 or more")

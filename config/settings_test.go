@@ -135,6 +135,7 @@ func TestZeroOfEverySetting(t *testing.T) {
 		KeyOAuthLeeway:                  "no leeway",
 		KeyOAuthMaxScopes:               "no limit",
 		KeyPeekMaxScan:                  "refused",
+		KeyRedriveTaskRetention:         "no limit",
 		KeyWebConsole:                   "off",
 	}
 	d := Default()

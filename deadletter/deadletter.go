@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/epitaph-mq/epitaph/annotations"
 	"github.com/epitaph-mq/epitaph/dlevents"
 	"github.com/epitaph-mq/epitaph/router"
+	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/telemetry"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -97,6 +99,16 @@ type DeadLetterer struct {
 	// retained counts the failed forwarding attempts of at-least-once
 	// messages, which stay in their source (RetainedStats).
 	retained map[Key]uint64
+	// refused counts the at-most-once copies each target queue refused
+	// (RefusedCopies); refusedLog reports them, once per target per
+	// interval.
+	refused    map[QueueKey]uint64
+	refusedLog *ratelog.Limiter
+}
+
+// QueueKey names a queue.
+type QueueKey struct {
+	VHost, Queue string
 }
 
 // New returns a DeadLetterer.
@@ -108,7 +120,35 @@ func New(opts Options) *DeadLetterer {
 		opts.Now = time.Now
 	}
 	return &DeadLetterer{log: opts.Logger, now: opts.Now, strict: opts.Strict, tr: opts.Tracer, events: opts.Events,
-		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64), retained: make(map[Key]uint64)}
+		counts: make(map[Key]*Counts), global: make(map[GlobalKey]uint64), retained: make(map[Key]uint64),
+		refused: make(map[QueueKey]uint64), refusedLog: ratelog.New(opts.Logger, 0)}
+}
+
+// RefusedCopies returns, per target queue, how many at-most-once
+// dead-letter copies it refused (x-overflow reject-publish, or deleted
+// while the copy was on its way). Such a copy is lost; the message is lost
+// when none of its targets took it. RabbitMQ counts these messages as
+// dead-lettered and says no more; epitaph counts them there too, and here.
+func (d *DeadLetterer) RefusedCopies() map[QueueKey]uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.refused)
+}
+
+// copiesRefused records n at-most-once copies refused by target and logs
+// it (at most once per target every ten seconds).
+func (d *DeadLetterer) copiesRefused(src, target *router.Queue, n int) {
+	if n <= 0 {
+		return
+	}
+	k := QueueKey{VHost: target.VHost().Name(), Queue: target.Name()}
+	d.mu.Lock()
+	d.refused[k] += uint64(n)
+	total := d.refused[k]
+	d.mu.Unlock()
+	d.refusedLog.Warn("refused "+k.VHost+"/"+k.Queue,
+		"dead-letter copies refused by their target queue and lost (at most once); a message no other target took is lost",
+		"vhost", k.VHost, "target_queue", k.Queue, "source_queue", src.Name(), "refused", n, "refused_total", total)
 }
 
 // Stats returns a snapshot of the counters.
@@ -248,8 +288,9 @@ func (b *batch) enqueue(q *router.Queue, m *router.Message) {
 
 func (b *batch) flushCopies() {
 	if len(b.msgs) > 0 {
-		// At most once: a target that refuses a copy (reject-publish) loses it.
-		b.q.EnqueueBatch(b.msgs)
+		// At most once: a target that refuses a copy (reject-publish) loses
+		// it, which is counted and logged.
+		b.d.copiesRefused(b.src, b.q, b.q.EnqueueBatch(b.msgs))
 		clear(b.msgs)
 		b.msgs = b.msgs[:0]
 	}
@@ -391,6 +432,13 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		if ev != nil {
 			ev.TargetQueues, ev.RefusedQueues = outcomesSplit(targets, states)
 		}
+		if !dm.Retained {
+			for i, q := range targets {
+				if i < len(states) && states[i].Kind != router.Accepted {
+					d.copiesRefused(src, q, 1)
+				}
+			}
+		}
 		if dm.Retained {
 			if !moved {
 				// nil states: no longer retained (already moved, or
@@ -406,7 +454,7 @@ func (d *DeadLetterer) forward(src *router.Queue, dm *router.Dead, b *batch) {
 		// Someone listens: enqueue one by one to learn which target
 		// refused the copy (the batch would not tell).
 		b.flushCopies()
-		ev.TargetQueues, ev.RefusedQueues = enqueueReporting(cp, targets)
+		ev.TargetQueues, ev.RefusedQueues = d.enqueueReporting(src, cp, targets)
 	} else {
 		for _, q := range targets {
 			b.enqueue(q, cp)

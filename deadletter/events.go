@@ -73,12 +73,13 @@ func queueNames(qs []*router.Queue) []string {
 // enqueueReporting enqueues cp into each of targets one by one, reporting
 // which took it and which refused it (overflow, deleted): the event path,
 // where the batched EnqueueBatch would not tell.
-func enqueueReporting(cp *router.Message, targets []*router.Queue) (took, refused []string) {
+func (d *DeadLetterer) enqueueReporting(src *router.Queue, cp *router.Message, targets []*router.Queue) (took, refused []string) {
 	for _, q := range targets {
 		if q.Enqueue(cp).Kind == router.Accepted {
 			took = append(took, q.Name())
 		} else {
 			refused = append(refused, q.Name())
+			d.copiesRefused(src, q, 1)
 		}
 	}
 	return took, refused

@@ -112,7 +112,20 @@ func TestAMQP091ErrorCodes(t *testing.T) {
 		//lint:ignore SA1019 basic.recover is AMQP 0-9-1, which the broker serves
 		{"recover without requeue", func(ch *amqp091.Channel) error { return ch.Recover(false) }, 540, true, "NOT_IMPLEMENTED - requeue=false"},
 		{"qos with prefetch-size", func(ch *amqp091.Channel) error { return ch.Qos(1, 10, false) }, 540, true, "NOT_IMPLEMENTED - prefetch_size!=0 (10)"},
-		{"tx.select", func(ch *amqp091.Channel) error { return ch.Tx() }, 540, true, "NOT_IMPLEMENTED"},
+		{"tx.commit without tx.select", func(ch *amqp091.Channel) error { return ch.TxCommit() }, 406, false, "PRECONDITION_FAILED - channel is not transactional"},
+		{"tx.rollback without tx.select", func(ch *amqp091.Channel) error { return ch.TxRollback() }, 406, false, "PRECONDITION_FAILED - channel is not transactional"},
+		{"tx.select in confirm mode", func(ch *amqp091.Channel) error {
+			if err := ch.Confirm(false); err != nil {
+				return err
+			}
+			return ch.Tx()
+		}, 406, false, "PRECONDITION_FAILED - cannot switch from confirm to tx mode"},
+		{"confirm.select in tx mode", func(ch *amqp091.Channel) error {
+			if err := ch.Tx(); err != nil {
+				return err
+			}
+			return ch.Confirm(false)
+		}, 406, false, "PRECONDITION_FAILED - cannot switch from tx to confirm mode"},
 		{"flow(false)", func(ch *amqp091.Channel) error { return ch.Flow(false) }, 540, true, "NOT_IMPLEMENTED - active=false"},
 		{"reused consumer tag", func(ch *amqp091.Channel) error {
 			if _, err := ch.Consume("plain", "t", false, false, false, false, nil); err != nil {

@@ -10,8 +10,9 @@ import (
 // the next ready message after the last one it was sent (router
 // BrowseAfter, in queue order, with the attach's filters): nothing is
 // acquired, nothing counts as delivered, and the messages stay for the
-// queue's consumers. Copies are sent settled, since there is nothing for
-// an outcome to do. A browse reads what is ready when the receiver grants
+// queue's consumers; after the ready messages come the delayed ones
+// (quorum delayed retry), in the order they become ready. Copies are sent
+// settled, since there is nothing for an outcome to do. A browse reads what is ready when the receiver grants
 // credit (at attach and at every flow); it does not wait for messages that
 // arrive later: a drain ends at once when the browser has reached the end,
 // and a later flow continues from there. Owned by the connection loop.
@@ -22,6 +23,7 @@ type browseLink struct {
 	q             *router.Queue
 	filter        router.MessageFilter
 	cursor        uint64 // the highest seq of the main list already browsed
+	delayCursor   router.DelayCursor
 	ahead         []router.BrowsedMessage
 	deliveryCount uint32
 	limit         uint32 // receiver's delivery-count + link-credit
@@ -78,6 +80,11 @@ func (l *browseLink) flush() {
 				}
 			}
 			if len(l.ahead) == 0 {
+				// After the ready messages, the delayed ones (quorum
+				// delayed retry), in the order they become ready.
+				l.ahead, l.delayCursor = l.q.BrowseDelayed(l.delayCursor, browseBatch, l.filter)
+			}
+			if len(l.ahead) == 0 {
 				return
 			}
 		}
@@ -93,7 +100,9 @@ func (l *browseLink) flush() {
 		} else {
 			l.deliveryCount++
 		}
-		l.cursor = max(l.cursor, bm.Seq)
+		if bm.DeliveryTime == 0 { // a delayed one is not on the ready walk
+			l.cursor = max(l.cursor, bm.Seq)
+		}
 		l.ahead = l.ahead[1:]
 	}
 }

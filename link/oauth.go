@@ -21,22 +21,15 @@ func credentialExpired() *amqp10.Error {
 // armCredentialTimer closes the connection when its token expires; a
 // connection without a token never expires. Loop-owned.
 //
-// The timer runs for the token's expiry minus now, both in whole seconds
-// since the epoch, as RabbitMQ 4.3's reader arms it: a token expiring at
-// the next second keeps the connection a whole second from now (exp is in
-// seconds, so a client that asks for a token one second ahead gets its
-// second), never less than the time left to exp.
+// The timer runs for Token.ExpiresIn, as RabbitMQ 4.3's reader arms it
+// (exp is in seconds, so a client that asks for a token one second ahead
+// gets its second).
 func (c *conn) armCredentialTimer() {
 	c.stopCredentialTimer()
 	if c.token == nil {
 		return
 	}
-	now := time.Now()
-	wait := time.Duration(c.token.Expiry.Unix()-now.Unix()) * time.Second
-	if left := c.token.Expiry.Sub(now); left > wait {
-		wait = left // a fractional exp (or leeway) is not cut short
-	}
-	c.credentialTimer = time.AfterFunc(wait, func() {
+	c.credentialTimer = time.AfterFunc(c.token.ExpiresIn(time.Now()), func() {
 		c.log.Info("closing connection: credential expired", "user", c.user)
 		c.forceCloseWith(credentialExpired())
 	})

@@ -219,6 +219,14 @@ type Delivery091 struct {
 // has headers. A message that has died has no expiration (its TTL is
 // in the history's original-expiration). scratch is reused storage.
 func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
+	return Delivery091With(d, scratch, nil)
+}
+
+// Delivery091With is Delivery091Of with extra annotations (the deliver
+// span's x-opt-traceparent) merged over the message's own, as the AMQP 1.0
+// sender adds its extra message annotations: an AMQP 0-9-1 consumer gets
+// them as headers.
+func Delivery091With(d *Delivery, scratch []byte, extra value.Map) (Delivery091, error) {
 	out := Delivery091{Exchange: d.Msg.Exchange, RoutingKey: d.Msg.primaryKey()}
 	acquired, quorum := quorumCounters(d.quorum, d.acquired, d.Header.DeliveryCount)
 	out.Redelivered = d.acquired > 0 || d.quorum && d.Header.DeliveryCount > 0
@@ -227,7 +235,7 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 	switch c := d.Msg.Container.(type) {
 	case AMQP091:
 		out.Body = c.m.body
-		if !needsRewrite091(c, d, quorum) {
+		if len(extra) == 0 && !needsRewrite091(c, d, quorum) {
 			out.Props = c.m.props
 			return out, nil
 		}
@@ -237,7 +245,7 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 			p.Expiration = ""
 		}
 		headers = p.Headers
-		if quorum || len(d.anns) > 0 || !sortedUnique(headers) {
+		if quorum || len(d.anns) > 0 || len(extra) > 0 || !sortedUnique(headers) {
 			// The stored message's table is never modified.
 			headers = slices.Clone(headers)
 		}
@@ -249,6 +257,7 @@ func Delivery091Of(d *Delivery, scratch []byte) (Delivery091, error) {
 		headers = p.Headers // built for this delivery
 	}
 	headers = mergeBrokerHeaders(headers, d.anns)
+	headers = mergeBrokerHeaders(headers, extra)
 	if quorum {
 		headers = setField(headers, "x-acquired-count", int64(acquired))
 		if d.Header.DeliveryCount != 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/epitaph-mq/epitaph/alarm"
 	"github.com/epitaph-mq/epitaph/router/ratelog"
 	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/segment"
 )
 
 // Options configure a Broker. Zero values mean defaults.
@@ -52,7 +54,13 @@ type Options struct {
 	// an index slot in memory, the body in the store (paged.go). 0 means
 	// DefaultQueueWindowBytes; negative keeps every message in memory.
 	QueueWindowBytes int64
+	// SpillDir is where queues write the transient messages that fall
+	// behind their window (spill.go): one segment log per queue level,
+	// without fsync, emptied by New. "" keeps them in memory (in-memory
+	// brokers). Paging needs a window (QueueWindowBytes not negative).
+	SpillDir string
 
+	spillFS  segment.FS                // tests: the spill logs' file system (fault injection)
 	loadHook func(q *Queue, done bool) // tests: Broker.loadHook
 }
 
@@ -128,6 +136,11 @@ type Broker struct {
 	// the store could not give back (UnreadableMessages).
 	windowBytes int64
 	unreadable  atomic.Int64
+	// Transient paging (spill.go): spillDir is "" when it is off;
+	// spillFailed counts messages kept in memory for want of disk.
+	spillDir    string
+	spillFS     segment.FS
+	spillFailed atomic.Int64
 	// Deep queues are read back after Recover returns, by one loader
 	// goroutine (recover.go); Close waits for it. loadHook, when set (tests),
 	// runs after each chunk a queue reads back, without locks.
@@ -225,6 +238,10 @@ func New(opts Options) *Broker {
 	if b.windowBytes == 0 {
 		b.windowBytes = DefaultQueueWindowBytes
 	}
+	if opts.SpillDir != "" && b.windowBytes > 0 {
+		b.spillDir, b.spillFS = opts.SpillDir, opts.spillFS
+		wipeSpillDir(b.spillDir, b.log)
+	}
 	b.vhosts[DefaultVHost] = newVHost(b, DefaultVHost)
 	b.alarms.Start(alarm.Options{Logger: b.log, DataDir: opts.DataDir, DiskFreeLimit: opts.DiskFreeLimit,
 		MemoryHighWatermark: opts.MemoryHighWatermark, Interval: opts.AlarmInterval,
@@ -280,6 +297,27 @@ func (b *Broker) Close() {
 			q.stopTimerLocked()
 			q.unlock()
 		}
+	}
+	b.closeSpill(vhosts)
+}
+
+// closeSpill closes the queues' spill logs and removes the spill
+// directory: the transient messages in it end with the broker. Queues
+// closed after it keep their other messages; a refill of a spilled one
+// reports it unreadable.
+func (b *Broker) closeSpill(vhosts []*VHost) {
+	if b.spillDir == "" {
+		return
+	}
+	for _, v := range vhosts {
+		for _, q := range v.Queues() {
+			q.mu.Lock()
+			q.clearSpillLocked()
+			q.unlock()
+		}
+	}
+	if err := os.RemoveAll(b.spillDir); err != nil {
+		b.log.Warn("cannot remove the transient spill directory", "dir", b.spillDir, "err", err)
 	}
 }
 

@@ -263,6 +263,7 @@ func (s *Subscription) SettleBatch(tags []uint64, o Settlement, errs []error) {
 		q.unacked--
 		switch o.Kind {
 		case SettleAccept:
+			q.stats.Acknowledged++
 			q.settleStoredLocked(e)
 		case SettleRelease:
 			e.acquired++
@@ -415,6 +416,13 @@ func (q *Queue) dispatchLocked() {
 
 // deliverLocked hands e (no longer ready) to s.
 func (q *Queue) deliverLocked(s *Subscription, e *entry) {
+	q.stats.Delivered++
+	if s.preSettled {
+		q.stats.DeliveredNoAck++
+	}
+	if e.acquired > 0 {
+		q.stats.Redelivered++
+	}
 	s.nextTag++
 	tag := s.nextTag
 	s.handedOut++

@@ -245,11 +245,7 @@ func (q *Queue) takePagedMatchLocked(s *Subscription, l *level) *entry {
 	for l.paged.n > 0 {
 		var slots []slot
 		l.paged.eachAfter(s.scan.cursor(l.prio), func(p *indexPage, i int) bool {
-			sl := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
-			if p.pinned != nil {
-				sl.e = p.pinned[i]
-			}
-			slots = append(slots, sl)
+			slots = append(slots, p.slotAt(i))
 			return len(slots) < filterReadBatch
 		})
 		if len(slots) == 0 {
@@ -265,6 +261,7 @@ func (q *Queue) takePagedMatchLocked(s *Subscription, l *level) *entry {
 			}
 			s.scan.advance(l.prio, e.seq)
 			sl := l.paged.take(p, i)
+			q.spillDirty = q.spillDirty || sl.spill != 0
 			e.ready = false
 			q.readyCount--
 			q.readyBytes -= sl.size

@@ -312,3 +312,17 @@ func (q *Queue) delayedSpanLocked() (first, last int64) {
 	}
 	return first, last
 }
+
+// undelayLocked takes e out of the delayed set (a redrive moved it).
+func (q *Queue) undelayLocked(e *entry) {
+	heap.Remove(&q.delayed, e.ext.delayIdx)
+	e.ext.delayed = false
+	q.delayedBytes -= e.size()
+}
+
+// DelayedLen is the number of messages in the delayed set.
+func (q *Queue) DelayedLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.delayed)
+}

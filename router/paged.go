@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -12,8 +13,9 @@ import (
 
 // Paged queues.
 //
-// A persisting queue keeps only a head window of its ready messages in
-// memory as entries (bodies included): the main list, bounded by
+// A persisting queue (and, with a spill directory, any queue) keeps only
+// a head window of its ready messages in memory as entries (bodies
+// included): the main list, bounded by
 // Options.QueueWindowBytes. Every ready message behind the window is an
 // index slot in a pagedList: its size and, when it has one, its deadline.
 // The body stays in the store under (queue id, seq) and is read back ahead
@@ -27,8 +29,10 @@ import (
 //
 // A message is paged out (its entry dropped, only the slot kept) once its
 // append is durable: until then a read could miss it. Entries that are not
-// stored at all (a transient message on a durable queue) stay pinned in
-// their slot; so do messages whose append failed, until withdrawn.
+// stored at all (transient messages, every message of a non-durable queue)
+// are written to their level's spill log when the broker has one
+// (spill.go) and stay pinned in their slot otherwise; messages whose
+// append failed stay pinned until withdrawn.
 
 // pageSlots is how many consecutive seqs an index page covers.
 const pageSlots = 256
@@ -53,6 +57,13 @@ type indexPage struct {
 	live      int
 	minDL     int64 // smallest deadline of a live slot, 0 = none
 	heapIdx   int   // index in pagedList.byDeadline, -1 when absent
+	// Transient messages written to the level's spill log (spill.go):
+	// spilled marks their slots (a bit is never cleared while the page
+	// holds a live slot), and a marked slot's log index is spillBase plus
+	// the number of marked slots before it, since a level's transient
+	// messages are written in seq order.
+	spilled   *[pageSlots / 64]uint64
+	spillBase uint64
 }
 
 // pagedList is a queue's paged ready messages, in seq order.
@@ -63,6 +74,10 @@ type pagedList struct {
 	n          int
 	bytes      int64
 	byDeadline pageHeap
+	nspilled   int // live slots whose bodies are in the spill log only
+	// released: spill log indices of slots taken since the log's last
+	// release (spill.go), in any order.
+	released []uint64
 	// outSeq: pinned stored entries below it were paged out already, or
 	// could not be (not stored, append failed).
 	outSeq uint64
@@ -74,6 +89,54 @@ type slot struct {
 	size     int64
 	deadline int64
 	e        *entry // pinned entry, nil when the body is in the store only
+	spill    uint64 // its index in the level's spill log; 0: not spilled
+}
+
+// spillIndex returns slot i's index in the spill log, 0 when its body is
+// not there.
+func (p *indexPage) spillIndex(i int) uint64 {
+	if p.spilled == nil || p.spilled[i/64]&(1<<(i%64)) == 0 {
+		return 0
+	}
+	n := bits.OnesCount64(p.spilled[i/64] & (1<<(i%64) - 1))
+	for w := range i / 64 {
+		n += bits.OnesCount64(p.spilled[w])
+	}
+	return p.spillBase + uint64(n)
+}
+
+// markSpilled records that slot i's body was written to the spill log at
+// index idx and drops its pinned entry. It refuses (false) when idx is not
+// the index the page's marks give slot i, so a mismatch can never make a
+// slot read another message's body: the entry then stays in memory.
+func (l *pagedList) markSpilled(p *indexPage, i int, idx uint64) bool {
+	if p.spilled == nil {
+		p.spilled, p.spillBase = new([pageSlots / 64]uint64), idx
+	}
+	p.spilled[i/64] |= 1 << (i % 64)
+	if p.spillIndex(i) != idx {
+		p.spilled[i/64] &^= 1 << (i % 64)
+		return false
+	}
+	p.pinned[i] = nil
+	p.npinned--
+	if p.npinned == 0 {
+		p.pinned = nil
+	}
+	l.nspilled++
+	return true
+}
+
+// slotAt describes live slot i of p without taking it.
+func (p *indexPage) slotAt(i int) slot {
+	s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1), spill: p.spillIndex(i)}
+	if p.pinned != nil {
+		s.e = p.pinned[i]
+	}
+	if p.deadlines != nil {
+		s.deadline = p.deadlines[i]
+	}
+	return s
 }
 
 // seqAt returns the seq of slot i.
@@ -266,7 +329,11 @@ func (l *pagedList) dropFront() {
 
 // take removes slot i of p and returns it.
 func (l *pagedList) take(p *indexPage, i int) slot {
-	s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
+	s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1), spill: p.spillIndex(i)}
+	if s.spill != 0 {
+		l.nspilled--
+		l.released = append(l.released, s.spill)
+	}
 	p.sizes[i] = 0
 	if p.pinned != nil && p.pinned[i] != nil {
 		s.e = p.pinned[i]
@@ -299,6 +366,7 @@ func (l *pagedList) take(p *indexPage, i int) slot {
 	if p.live == 0 {
 		// The slices go now; the page itself when it reaches the front.
 		p.sizes, p.offs, p.deadlines, p.pinned, p.head, p.minDL = nil, nil, nil, nil, 0, 0
+		p.spilled, p.spillBase = nil, 0
 		if p.heapIdx >= 0 {
 			heap.Remove(&l.byDeadline, p.heapIdx)
 		}
@@ -416,6 +484,8 @@ func (l *pagedList) appendList(o *pagedList) {
 	}
 	l.n += o.n
 	l.bytes += o.bytes
+	l.nspilled += o.nspilled
+	l.released = append(l.released, o.released...)
 	l.outSeq = max(l.outSeq, o.outSeq)
 	*o = pagedList{}
 }
@@ -460,7 +530,7 @@ const refillMin = 64
 // the window. The window is shared by the levels; each keeps at least its
 // head in it.
 func (q *Queue) pagesLocked(l *level) bool {
-	if !q.persist || q.b.windowBytes <= 0 {
+	if !(q.persist || q.spills) || q.b.windowBytes <= 0 {
 		return false
 	}
 	if l.paged.n > 0 {
@@ -584,6 +654,13 @@ func (q *Queue) refillLocked(l *level) {
 		l.main.pushBack(e)
 		q.ttl.add(e)
 	}
+	if q.spills {
+		// The log's head follows the spilled slots taken; once the list is
+		// empty, the entries waiting for their write are gone too.
+		q.spillDirty = q.spillDirty || l.paged.n+l.fresh.n == 0 ||
+			slices.ContainsFunc(got, func(s slot) bool { return s.spill != 0 })
+		q.releaseSpillLocked()
+	}
 }
 
 // loadSlotsLocked returns the entries of slots of level l (in seq order):
@@ -592,13 +669,20 @@ func (q *Queue) refillLocked(l *level) {
 // reported and, when ready, no longer counted.
 func (q *Queue) loadSlotsLocked(l *level, slots []slot, ready bool) []*entry {
 	out := make([]*entry, 0, len(slots))
-	var need []slot
+	var need, spilled []slot
 	for _, s := range slots {
-		if s.e == nil {
+		switch {
+		case s.e != nil:
+		case s.spill != 0:
+			spilled = append(spilled, s)
+		default:
 			need = append(need, s)
 		}
 	}
-	loaded := make(map[uint64]*entry, len(need))
+	loaded := make(map[uint64]*entry, len(need)+len(spilled))
+	if len(spilled) > 0 {
+		q.readSpilledLocked(l, spilled, loaded)
+	}
 	if len(need) > 0 {
 		read := func(from, to uint64) error {
 			return q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
@@ -658,6 +742,12 @@ func (q *Queue) expirePagedLocked(l *level, s slot) {
 		q.deadLocked(s.e, ReasonExpired, nil)
 		return
 	}
+	if s.spill != 0 {
+		q.spillDirty = true // released after the expiry
+		if q.b.deadLetterer() == nil {
+			return
+		}
+	}
 	if q.b.deadLetterer() == nil {
 		q.pend.Settle(q.id, s.seq)
 		return
@@ -676,11 +766,7 @@ func (q *Queue) peekPagedLocked(l *level, n int) []*entry {
 	}
 	var slots []slot
 	l.paged.each(func(p *indexPage, i int) bool {
-		s := slot{seq: p.seqAt(i), size: int64(p.sizes[i] - 1)}
-		if p.pinned != nil {
-			s.e = p.pinned[i]
-		}
-		slots = append(slots, s)
+		slots = append(slots, p.slotAt(i))
 		return len(slots) < n
 	})
 	return q.loadSlotsLocked(l, slots, false)
@@ -694,6 +780,7 @@ func (q *Queue) clearPagedLocked(settle bool) {
 		q.clearPagedListLocked(&l.fresh, settle)
 		return true
 	})
+	q.clearSpillLocked()
 }
 
 func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
@@ -708,7 +795,7 @@ func (q *Queue) clearPagedListLocked(l *pagedList, settle bool) {
 			if settle {
 				q.settleStoredLocked(e)
 			}
-		case settle:
+		case settle && p.spillIndex(i) == 0:
 			q.pend.Settle(q.id, p.seqAt(i))
 		}
 		return true

@@ -41,6 +41,7 @@ type level struct {
 	main  readyList // the head window: ready entries with their bodies, in seq order
 	paged pagedList // behind the window (persisting queues)
 	fresh pagedList // published while the queue is read back (recover.go)
+	spill *spillLog // its transient messages behind the window (spill.go)
 	prio  uint8
 }
 

@@ -64,6 +64,24 @@ type QueueInfo struct {
 	NextDelayedAt   int64
 	LastDelayedAt   int64
 	DelayedRetry    string
+	// Stats are the queue's message counters since it was declared (or
+	// the broker started).
+	Stats QueueStats
+}
+
+// QueueStats count what passed through a queue, for RabbitMQ's
+// management message_stats. Kept under the queue's lock: an increment
+// costs nothing beside the work it counts.
+type QueueStats struct {
+	// Published: messages that entered the queue (publishes, dead-letter
+	// copies and redrive moves).
+	Published uint64
+	// Delivered: deliveries to consumers (basic.get included);
+	// DeliveredNoAck the pre-settled (no-ack) ones of them, Redelivered
+	// the ones of a message delivered before.
+	Delivered, DeliveredNoAck, Redelivered uint64
+	// Acknowledged: deliveries settled accepted.
+	Acknowledged uint64
 }
 
 // QueueDeletedNotifier may be implemented by a Consumer that wants to know
@@ -97,6 +115,7 @@ type Queue struct {
 	// behind it), or one level of them when prio is set (priority.go).
 	level
 	prio        *priorities
+	stats       QueueStats
 	returns     readyList // quorum: returned messages, delivered first
 	readyCount  int
 	readyBytes  int64
@@ -152,6 +171,14 @@ type Queue struct {
 	loadEnd    uint64
 	failedMu   sync.Mutex
 	failed     [][2]uint64
+
+	// Transient paging (spill.go): spills, the messages not in the store
+	// are paged too, their bodies written to the levels' spill logs
+	// (spillLogs, every one opened); spillDirty, a refill or an expiry
+	// took spilled slots, so the logs' heads may be released.
+	spills     bool
+	spillLogs  []*spillLog
+	spillDirty bool
 }
 
 // Name returns the queue name.
@@ -263,6 +290,7 @@ func (q *Queue) Info() QueueInfo {
 		EffectivePolicyDefinition: cloneMap(q.policyDef),
 		MessagesDelayed:           len(q.delayed),
 		DelayedRetry:              q.cfg.retry.String(),
+		Stats:                     q.stats,
 	}
 	info.NextDelayedAt, info.LastDelayedAt = q.delayedSpanLocked()
 	q.unlock()
@@ -410,6 +438,7 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			q.deadLocked(q.newEntry(m, now), ReasonMaxLen, nil)
 		}
 	default:
+		q.stats.Published++
 		e := q.newEntry(m, now)
 		if e.deadline != 0 && e.deadline <= now {
 			// x-message-ttl=0 (or header ttl 0): delivered at once if a
@@ -430,9 +459,9 @@ func (q *Queue) enqueueLocked(m *Message, enc []byte, recs *[]store.Record) enqu
 			}
 			break
 		}
+		e.stored = persist // before it is paged: a stored message is not spilled
 		q.addReadyLocked(e)
 		if persist {
-			e.stored = true
 			*recs = append(*recs, q.recordLocked(e, enc))
 		}
 		q.dispatchLocked()
@@ -562,16 +591,25 @@ func (q *Queue) addReadyLocked(e *entry) {
 	}
 	if q.loading && e.seq > q.loadEnd {
 		l.fresh.push(e) // behind every message still being read back
-		q.pageOutLocked()
+		q.pagedOutLocked(l, e)
 		return
 	}
 	if q.pagesLocked(l) {
 		l.paged.push(e)
-		q.pageOutLocked()
+		q.pagedOutLocked(l, e)
 		return
 	}
 	q.ttl.add(e)
 	l.main.pushBack(e)
+}
+
+// pagedOutLocked follows e's push behind level l's window: stored
+// messages are dropped once durable, the others written to the spill log.
+func (q *Queue) pagedOutLocked(l *level, e *entry) {
+	if q.spills && !e.stored {
+		q.spillLocked(l, e)
+	}
+	q.pageOutLocked()
 }
 
 // requeueLocked returns a delivered entry to the ready set: a classic queue
@@ -635,6 +673,7 @@ func (q *Queue) expireLocked(now int64) {
 			continue
 		}
 		if len(q.ttl) == 0 || q.ttl[0].deadline > now {
+			q.releaseSpillLocked()
 			return
 		}
 		e := q.ttl[0]

@@ -179,6 +179,7 @@ func (v *VHost) DeclareQueue(s QueueSpec) (q *Queue, created bool, err error) {
 		durable: s.Durable, exclusive: s.Exclusive, autoDelete: s.AutoDelete,
 		owner: s.Owner, args: args,
 		persist: v.b.st != nil && s.Durable && !s.Exclusive,
+		spills:  v.b.spillDir != "",
 		sel:     selection{singleActive: singleActiveArg(args)},
 	}
 	q.initPriorities()
@@ -734,8 +735,9 @@ func (q *Queue) Enqueue(m *Message) Outcome {
 }
 
 // EnqueueBatch is Enqueue of each of msgs, in order, under one acquisition
-// of q's lock. Messages q refuses (overflow, or q deleted) are dropped.
-func (q *Queue) EnqueueBatch(msgs []*Message) {
+// of q's lock. Messages q refuses (overflow, or q deleted) are dropped and
+// counted in refused, for the caller to report.
+func (q *Queue) EnqueueBatch(msgs []*Message) (refused int) {
 	var encs [][]byte
 	if q.persist {
 		for i, m := range msgs {
@@ -754,13 +756,16 @@ func (q *Queue) EnqueueBatch(msgs []*Message) {
 		if encs != nil {
 			enc = encs[i]
 		}
-		q.enqueueLocked(m, enc, &recs)
+		if r := q.enqueueLocked(m, enc, &recs); r == enqueueRejected || r == enqueueGone {
+			refused++
+		}
 	}
 	if len(recs) > 0 {
 		q.b.st.Commit(new(store.Batch).Append(recs...), q.b.logStoreErr)
 	}
 	q.unlock()
 	q.flushDead()
+	return refused
 }
 
 // Route returns the queues a message published to exchange would reach

@@ -52,17 +52,13 @@ LEFT_OUT=(
 	# (RabbitMQ's CLI, found through RABBITMQ_RABBITMQCTL_PATH); without it
 	# the test skips itself. epitaph's alarms are tested in e2e.
 	TestConnection_Close_WhenMemoryAlarmIsActive
-	# epitaph refuses the tx class (540 NOT_IMPLEMENTED; see the README's
-	# AMQP 0-9-1 section for why).
-	TestIntegrationTxCommit
-	TestIntegrationTxRollback
 	# Gated on product "RabbitMQ", leaving a connection open elsewhere
 	# (see above): run apart, in the second run.
 	TestIntegrationRecoverNotImplemented
 	TestRabbitMQQueueTTLGet
 	TestRabbitMQQueueNackMultipleRequeue
 )
-LEFT_OUT_TESTS=6
+LEFT_OUT_TESTS=4
 # PRODUCT_GATED: the left-out tests the second run runs with the product
 # check widened; PRODUCT_CHECKS: the lines of integration_test.go that check
 # for product "RabbitMQ".

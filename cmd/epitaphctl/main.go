@@ -80,6 +80,7 @@ Dead letters:
   list_redrives
   redrive_status ID
   cancel_redrive ID
+  delete_redrive ID             (an ended task and its report; a running one: cancel it first)
 
 Streams:
   watch_dead_letters [-p VHOST] [--queue Q] [--count N]
@@ -187,6 +188,8 @@ func (c *cli) dispatch(cmd string, args []string) error {
 		return c.redriveStatus(args)
 	case "cancel_redrive":
 		return c.cancelRedrive(args)
+	case "delete_redrive":
+		return c.deleteRedrive(args)
 	case "watch_dead_letters":
 		return c.watchDeadLetters(args)
 	}

@@ -158,3 +158,16 @@ func (c *cli) cancelRedrive(args []string) error {
 	}
 	return c.printTask(b)
 }
+
+// deleteRedrive is delete_redrive ID: it removes an ended task and its
+// report (a running one is refused: cancel it first).
+func (c *cli) deleteRedrive(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: delete_redrive ID", errUsage)
+	}
+	b, err := c.client.do(http.MethodDelete, "/api/redrives/"+esc(args[0])+"/report", nil)
+	if err != nil {
+		return err
+	}
+	return c.printTask(b)
+}

@@ -352,6 +352,7 @@ func TestConsoleFlowGraphCountsRejections(t *testing.T) {
 	publish(t, s, "orders", withID("order-4", "four"))
 	r.rejectNext(nil)
 	waitJS(t, ctx, "the DLQ's depth after one more death", `document.querySelector('[data-testid=depth]')?.textContent === '4'`)
+	waitJS(t, ctx, "the DLQ's message counts", `document.querySelector('[data-testid=publish-count]')?.textContent === '4' && document.querySelector('[data-testid=deliver-count]')?.textContent === '0'`)
 	waitJS(t, ctx, "the arrivals by source", `document.querySelector('[data-testid=arrivals] tr[data-source="orders"][data-reason="rejected"] td:nth-child(3)')?.textContent === '4'`)
 	screenshot(t, ctx, "queue")
 }

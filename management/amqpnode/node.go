@@ -9,6 +9,7 @@ import (
 
 	"github.com/epitaph-mq/epitaph/amqp10"
 	"github.com/epitaph-mq/epitaph/auth"
+	"github.com/epitaph-mq/epitaph/filter"
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/management/dlops"
 	"github.com/epitaph-mq/epitaph/router"
@@ -30,6 +31,11 @@ type Options struct {
 	Node string
 	// Redrives runs redrive tasks (/redrives); nil answers 404 there.
 	Redrives *dlops.Manager
+	// PeekMaxScan bounds the messages one peek (GET /queues/{q}/peek)
+	// tests (0: dlops.DefaultPeekMaxScan); FilterLimits bound its SQL
+	// filter (zero: filter's defaults).
+	PeekMaxScan  int
+	FilterLimits filter.Limits
 }
 
 // TokenConnection is what the management node needs of a connection whose
@@ -51,12 +57,18 @@ type Node struct {
 	warn *ratelog.Limiter // failed requests: clients choose how many, so rate-limited
 	node string
 
-	redrive *dlops.Manager
+	redrive      *dlops.Manager
+	peekMaxScan  int
+	filterLimits filter.Limits
 }
 
 // New returns a management node serving opts.Router.
 func New(opts Options) *Node {
-	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node, redrive: opts.Redrives}
+	n := &Node{rt: opts.Router, auth: opts.Auth, log: opts.Logger, node: opts.Node, redrive: opts.Redrives,
+		peekMaxScan: opts.PeekMaxScan, filterLimits: opts.FilterLimits}
+	if n.filterLimits == (filter.Limits{}) {
+		n.filterLimits = filter.DefaultLimits()
+	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -235,7 +247,8 @@ func isDescriptor(d any, code uint64, name amqp10.Symbol) bool {
 // handle_http_req clauses).
 func (n *Node) dispatch(r *request) (string, any, error) {
 	seg := r.segments
-	if r.query != nil && !(len(seg) == 1 && seg[0] == "bindings") {
+	peek := len(seg) == 3 && seg[0] == "queues" && seg[2] == "peek" // epitaph's own: its filters are a query
+	if r.query != nil && !(len(seg) == 1 && seg[0] == "bindings") && !peek {
 		return "", nil, fail(statusBadRequest, "unexpected query in request path")
 	}
 	allowed := func(methods ...string) error {
@@ -253,6 +266,11 @@ func (n *Node) dispatch(r *request) (string, any, error) {
 			return n.deleteQueue(r, seg[1])
 		}
 		return "", nil, allowed("GET", "PUT", "DELETE")
+	case len(seg) == 3 && seg[0] == "queues" && seg[2] == "peek":
+		if r.method == "GET" {
+			return n.peekQueue(r, seg[1])
+		}
+		return "", nil, allowed("GET")
 	case len(seg) == 3 && seg[0] == "queues" && seg[2] == "messages":
 		if r.method == "DELETE" {
 			return n.purgeQueue(r, seg[1])
@@ -282,6 +300,11 @@ func (n *Node) dispatch(r *request) (string, any, error) {
 		return "", nil, allowed("DELETE")
 	case (len(seg) == 1 || len(seg) == 2) && seg[0] == "redrives":
 		return n.redrives(r, seg)
+	case len(seg) == 3 && seg[0] == "redrives" && seg[2] == "report":
+		if r.method == "DELETE" {
+			return n.deleteRedrive(r, seg[1])
+		}
+		return "", nil, allowed("DELETE")
 	case len(seg) == 2 && seg[0] == "auth" && seg[1] == "tokens":
 		if r.method == "PUT" {
 			return n.refreshToken(r)

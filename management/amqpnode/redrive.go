@@ -18,7 +18,8 @@ import (
 // (string keys, AMQP values for JSON's): POST /redrives starts a task
 // (201, or 200 with the report for a dry run), GET /redrives lists the
 // tasks of the link's vhost, GET /redrives/{id} shows one, DELETE
-// /redrives/{id} cancels it. The vhost is the connection's.
+// /redrives/{id} cancels it, DELETE /redrives/{id}/report removes an ended
+// one (409 while it runs). The vhost is the connection's.
 
 func (n *Node) redrives(r *request, seg []string) (string, any, error) {
 	if n.redrive == nil {
@@ -59,6 +60,28 @@ func (n *Node) redrives(r *request, seg []string) (string, any, error) {
 		return statusOK, taskValue(t), nil
 	}
 	return "", nil, fail(statusBadMethod, "method %s not allowed on /redrives/{id} (allowed: GET, DELETE)", r.method)
+}
+
+func (n *Node) deleteRedrive(r *request, id string) (string, any, error) {
+	if n.redrive == nil {
+		return "", nil, fail(statusNotFound, "redrive is not available")
+	}
+	vh := r.VHost.Name()
+	t, err := n.redrive.Get(id)
+	if err != nil || t.VHost != vh {
+		return "", nil, fail(statusNotFound, "no redrive task '%s' in vhost '%s'", id, vh)
+	}
+	if err := forbidden(r.MayReadQueue(t.SourceQueue)); err != nil {
+		return "", nil, err
+	}
+	t, err = n.redrive.Delete(t.ID)
+	switch {
+	case errors.Is(err, dlops.ErrTaskRunning):
+		return "", nil, fail(statusConflict, "%v", err)
+	case err != nil:
+		return "", nil, fail(statusNotFound, "%v", err)
+	}
+	return statusOK, taskValue(t), nil
 }
 
 func (n *Node) startRedrive(r *request) (string, any, error) {

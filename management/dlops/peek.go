@@ -31,8 +31,11 @@ type PeekRequest struct {
 
 // Page is a peek's answer.
 type Page struct {
-	// Depth is the queue's number of ready messages.
+	// Depth is the queue's number of ready messages; Delayed the number of
+	// its delayed ones (quorum delayed retry), whose positions come after
+	// the ready ones.
 	Depth    int
+	Delayed  int
 	Messages []router.BrowsedMessage
 	// Next is the position the next page starts at.
 	Next int
@@ -61,5 +64,5 @@ func Peek(q *router.Queue, req PeekRequest, maxScan int, lim filter.Limits) (Pag
 		maxScan = DefaultPeekMaxScan
 	}
 	msgs, next, depth := q.Browse(req.Position, req.Count, maxScan, mf)
-	return Page{Depth: depth, Messages: msgs, Next: next}, nil
+	return Page{Depth: depth, Delayed: q.DelayedLen(), Messages: msgs, Next: next}, nil
 }

@@ -66,3 +66,36 @@ func TestTokenBucketCancel(t *testing.T) {
 		}
 	})
 }
+
+// A task moves in batches sized from its rate; taking a batch's tokens at
+// once keeps the rate within 5% (N messages in batches take (N-1)/R
+// seconds, as one at a time), and a slow rate moves one message per batch.
+func TestTokenBucketBatchesHonourRate(t *testing.T) {
+	for _, rate := range []float64{1, 20, 100, 1000, 12345, 200000} {
+		synctest.Test(t, func(t *testing.T) {
+			r := &run{m: &Manager{scan: 1024}, task: Task{Rate: rate}}
+			n := r.batchSize()
+			if rate <= 50 && n != 1 {
+				t.Fatalf("rate %g: batches of %d, want 1", rate, n)
+			}
+			if n > maxBatch || n > max(1, int(rate*batchEvery.Seconds())) {
+				t.Fatalf("rate %g: batches of %d, more than %v of the rate", rate, n, batchEvery)
+			}
+			b := newTokenBucket(rate)
+			total := 0
+			start := time.Now()
+			for total < 100*n+1 {
+				k := min(n, 100*n+1-total)
+				if err := b.waitN(t.Context(), k); err != nil {
+					t.Fatal(err)
+				}
+				total += k
+			}
+			elapsed := time.Since(start).Seconds()
+			got := float64(total-1) / elapsed
+			if got > rate*1.05 || got < rate*0.95 {
+				t.Fatalf("rate %g, batches of %d: %d messages in %.4fs = %.2f/s, want within 5%%", rate, n, total, elapsed, got)
+			}
+		})
+	}
+}

@@ -119,6 +119,9 @@ func maps(m map[string]int64) map[string]int64 {
 // ErrTaskNotFound is returned for an unknown task id.
 var ErrTaskNotFound = errors.New("no such redrive task")
 
+// ErrTaskRunning is returned by Delete for a task that has not ended.
+var ErrTaskRunning = errors.New("redrive task is running")
+
 // metaPrefix is the metadata-store prefix of redrive tasks (the router and
 // auth leave it alone): R/<id> → the task's JSON.
 const metaPrefix = "R/"
@@ -134,6 +137,10 @@ type Options struct {
 	Scan int
 	// Tracer, when set, traces each task's run and moves.
 	Tracer Tracer
+	// Retention is how many ended tasks are kept (in memory and in the
+	// store); when one more ends the oldest ended ones are removed. 0
+	// means no limit.
+	Retention int
 }
 
 // Tracer traces redrive tasks. The broker implements it over package
@@ -155,7 +162,7 @@ type TaskTrace interface {
 
 // Manager runs redrive tasks. It owns the task table (one mutex); each
 // running task has one goroutine that owns its progress and publishes a
-// copy into the table after every message.
+// copy into the table after every batch.
 type Manager struct {
 	b    *router.Broker
 	auth *auth.Registry
@@ -163,6 +170,7 @@ type Manager struct {
 	lim  filter.Limits
 	scan int
 	tr   Tracer
+	keep int // Options.Retention
 
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -181,7 +189,7 @@ type taskState struct {
 func New(opts Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{b: opts.Router, auth: opts.Auth, log: opts.Logger, lim: opts.FilterLimits, scan: opts.Scan,
-		ctx: ctx, stop: stop, tasks: map[string]*taskState{}, tr: opts.Tracer}
+		ctx: ctx, stop: stop, tasks: map[string]*taskState{}, tr: opts.Tracer, keep: opts.Retention}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -227,7 +235,79 @@ func (m *Manager) Recover() error {
 			m.launch(ts)
 		}
 	}
+	m.prune() // the retention may have been lowered since
 	return nil
+}
+
+// Delete removes an ended task and its report, from memory and the store.
+// A running task is refused with ErrTaskRunning (cancel it first).
+func (m *Manager) Delete(id string) (Task, error) {
+	m.mu.Lock()
+	ts, ok := m.tasks[id]
+	if !ok {
+		m.mu.Unlock()
+		return Task{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	t := ts.task.clone()
+	if t.State == StateRunning || ts.cancel != nil {
+		m.mu.Unlock()
+		return t, fmt.Errorf("%w: %q has not ended; cancel it first", ErrTaskRunning, id)
+	}
+	delete(m.tasks, id)
+	m.mu.Unlock()
+	m.forget([]string{id})
+	return t, nil
+}
+
+// prune removes the oldest ended tasks beyond the retention (by end time,
+// then id).
+func (m *Manager) prune() {
+	if m.keep <= 0 {
+		return
+	}
+	m.mu.Lock()
+	var ended []Task
+	for _, ts := range m.tasks {
+		if ts.task.State != StateRunning && ts.cancel == nil {
+			ended = append(ended, ts.task)
+		}
+	}
+	if len(ended) <= m.keep {
+		m.mu.Unlock()
+		return
+	}
+	endOf := func(t Task) time.Time {
+		if t.Finished != nil {
+			return *t.Finished
+		}
+		return t.Started
+	}
+	slices.SortFunc(ended, func(a, b Task) int {
+		if c := endOf(a).Compare(endOf(b)); c != 0 {
+			return c
+		}
+		return idNumber(a.ID) - idNumber(b.ID)
+	})
+	var ids []string
+	for _, t := range ended[:len(ended)-m.keep] {
+		delete(m.tasks, t.ID)
+		ids = append(ids, t.ID)
+	}
+	m.mu.Unlock()
+	m.forget(ids)
+	m.log.Info("redrive tasks removed by the retention", "tasks", len(ids), "retention", m.keep)
+}
+
+// forget deletes the stored records of tasks.
+func (m *Manager) forget(ids []string) {
+	if m.b.Store() == nil || len(ids) == 0 {
+		return
+	}
+	b := new(store.Batch)
+	for _, id := range ids {
+		b.DeleteMeta(metaPrefix + id)
+	}
+	m.b.CommitMeta(b)
 }
 
 func idNumber(id string) int {
@@ -393,7 +473,8 @@ func (m *Manager) Cancel(id string) (Task, error) {
 		cancel()
 	}
 	// Wait until the runner has recorded the end (it checks between
-	// messages; a move in progress finishes first).
+	// batches and while it waits for a batch's tokens; a batch's move in
+	// progress finishes first).
 	for {
 		m.mu.Lock()
 		st := ts.task.State
@@ -459,35 +540,100 @@ type run struct {
 	ts     *taskState
 	bucket *tokenBucket
 	trace  TaskTrace
-	// may caches the write-permission answers of one batch of messages
-	// (a batch's messages mostly share their target).
-	may map[string]error
+	// targets caches, for one batch of messages, each target's queue and
+	// the write permission on it (a batch's messages mostly share their
+	// target, and each is asked once per batch).
+	targets map[targetKey]targetInfo
+	// The last target looked up (the next message mostly has the same).
+	lastTarget targetKey
+	lastInfo   targetInfo
+	hasLast    bool
+	// Reused from batch to batch.
+	walked  []router.WalkedMessage
+	moves   []router.ReadyMove
+	ends    []func(string)
+	movedCh chan error
+	// The moved copies and their annotations are carved out of small
+	// blocks, a few allocations per block instead of two per message (a
+	// block is small, so that a copy still queued keeps little else alive).
+	msgBlock []router.Message
+	annBlock value.Map
 }
 
-// mayWrite is op's write permission on a queue (kind "q") or an exchange
-// ("x"), asked once per batch.
-func (r *run) mayWrite(kind, name string) error {
-	key := kind + name
-	if err, ok := r.may[key]; ok {
-		return err
+// copyBlock is how many copies one block holds.
+const copyBlock = 64
+
+// newCopy returns room for one moved copy.
+func (r *run) newCopy() *router.Message {
+	if len(r.msgBlock) == 0 {
+		r.msgBlock = make([]router.Message, copyBlock)
 	}
-	var err error
-	if kind == "q" {
-		err = r.op.MayWriteQueue(name)
+	m := &r.msgBlock[0]
+	r.msgBlock = r.msgBlock[1:]
+	return m
+}
+
+// newAnns returns an empty map with room for n annotations.
+func (r *run) newAnns(n int) value.Map {
+	if cap(r.annBlock)-len(r.annBlock) < n {
+		r.annBlock = make(value.Map, 0, max(4*copyBlock, n))
+	}
+	l := len(r.annBlock)
+	r.annBlock = r.annBlock[:l+n]
+	return r.annBlock[l : l : l+n]
+}
+
+type targetKey struct {
+	exchange bool
+	name     string
+}
+
+type targetInfo struct {
+	qs    []*router.Queue // the queue alone; nil for an exchange, or a queue that does not exist
+	keys  []string        // its name as the routing keys (never modified: shared by the copies)
+	found bool
+	err   error // the write permission
+}
+
+// forgetTargets empties the targets cache.
+func (r *run) forgetTargets() {
+	clear(r.targets)
+	r.hasLast, r.lastInfo = false, targetInfo{}
+}
+
+// target returns the queue (or, for an exchange, whether it exists) and
+// the write permission on it, asked once per batch.
+func (r *run) target(exchange bool, name string) targetInfo {
+	k := targetKey{exchange, name}
+	if r.hasLast && r.lastTarget == k {
+		return r.lastInfo
+	}
+	if ti, ok := r.targets[k]; ok {
+		r.lastTarget, r.lastInfo, r.hasLast = k, ti, true
+		return ti
+	}
+	var ti targetInfo
+	if exchange {
+		ti.found = name == "" || r.op.VHost.HasExchange(name)
+		xname := name
+		if xname == "" {
+			xname = "amq.default"
+		}
+		ti.err = r.op.MayWriteExchange(xname)
 	} else {
-		err = r.op.MayWriteExchange(name)
+		var q *router.Queue
+		if q, ti.found = r.op.VHost.Queue(name); ti.found {
+			ti.qs, ti.keys = []*router.Queue{q}, []string{name}
+		}
+		ti.err = r.op.MayWriteQueue(name)
 	}
-	if r.may == nil {
-		r.may = map[string]error{}
+	if r.targets == nil {
+		r.targets = map[targetKey]targetInfo{}
 	}
-	r.may[key] = err
-	return err
+	r.targets[k] = ti
+	r.lastTarget, r.lastInfo, r.hasLast = k, ti, true
+	return ti
 }
-
-// publishEvery is how many moves an unlimited task makes between copies
-// of its progress into the table (a rate-limited one copies every move;
-// every other change is copied at once, and so is the end).
-const publishEvery = 16
 
 // publish copies the progress into the table.
 func (r *run) publish() {
@@ -506,6 +652,7 @@ func (r *run) finish(state, errText string) {
 	r.m.mu.Unlock()
 	r.m.log.Info("redrive task ended", "task", r.task.ID, "state", state, "moved", r.task.Moved,
 		"skipped", r.task.Skipped, "failed", r.task.Failed)
+	r.m.prune()
 }
 
 func (r *run) matcher() router.MessageFilter {
@@ -516,9 +663,32 @@ func (r *run) matcher() router.MessageFilter {
 	return mt
 }
 
-// loop moves messages until the source has no more after the cursor, the
-// maximum is reached, or the task is cancelled (or the broker closes: the
-// task stays running in the store and resumes).
+// maxBatch is the most messages one step of a task moves (one router
+// call, one store batch).
+const maxBatch = 512
+
+// batchEvery is how often a rate-limited task moves a batch at most: its
+// batches hold rate × batchEvery messages, so that a slow rate moves one
+// message at a time and a fast one is not held to a batch per token.
+const batchEvery = 20 * time.Millisecond
+
+// batchSize is how many matching messages the next step takes: the rate's
+// share of batchEvery (at least 1), at most maxBatch and what the maximum
+// leaves.
+func (r *run) batchSize() int {
+	n := min(maxBatch, r.m.scan)
+	if r.task.Rate > 0 {
+		n = min(n, max(1, int(r.task.Rate*batchEvery.Seconds())))
+	}
+	if r.task.Max > 0 {
+		n = int(min(int64(n), r.task.Max-r.task.Moved))
+	}
+	return n
+}
+
+// loop moves messages, a batch at a time, until the source has no more
+// after the cursor, the maximum is reached, or the task is cancelled (or
+// the broker closes: the task stays running in the store and resumes).
 func (r *run) loop() {
 	if r.task.Rate > 0 {
 		r.bucket = newTokenBucket(r.task.Rate)
@@ -527,36 +697,137 @@ func (r *run) loop() {
 		r.trace = r.m.tr.StartTask(&r.task)
 		defer r.trace.End()
 	}
+	r.movedCh = make(chan error, 1)
 	mf := r.matcher()
 	for {
+		if r.stopped() {
+			return
+		}
 		if r.task.Max > 0 && r.task.Moved >= r.task.Max {
 			r.finish(StateCompleted, "")
 			return
 		}
-		msgs, last, done := r.src.BrowseAfter(r.task.Cursor, r.m.scan, r.m.scan, mf)
-		clear(r.may) // permissions are asked again for each batch
-		for _, bm := range msgs {
-			if r.stopped() {
-				return
-			}
-			if r.task.Max > 0 && r.task.Moved >= r.task.Max {
-				r.finish(StateCompleted, "")
-				return
-			}
-			r.one(bm)
-		}
-		if r.stopped() {
+		var last uint64
+		var done bool
+		r.walked, last, done = r.src.WalkAfter(r.walked[:0], r.task.Cursor, r.batchSize(), r.m.scan, mf)
+		if !r.step(r.walked, last) {
 			return
-		}
-		if last > r.task.Cursor {
-			r.task.Scanned += int64(len(msgs))
-			r.task.Cursor = last
-			r.publish()
-			r.m.persist(&r.task)
 		}
 		if done {
 			r.finish(StateCompleted, "")
 			return
+		}
+	}
+}
+
+// step moves one batch of browsed messages (the source's matches up to
+// seq last): it resolves each one's targets, counts those that cannot
+// move, waits for the batch's tokens, and moves the rest with one router
+// call whose store batch also holds the task's progress. It reports false
+// when the task stopped meanwhile.
+func (r *run) step(batch []router.WalkedMessage, last uint64) bool {
+	r.forgetTargets() // targets and permissions are looked up again for each batch
+	r.moves, r.ends = r.moves[:0], r.ends[:0]
+	changed := last > r.task.Cursor
+	var cp *router.Message
+	for i := range batch {
+		if r.task.Max > 0 && int64(len(r.moves)) >= r.task.Max-r.task.Moved {
+			// The maximum is reached within the batch (returned or delayed
+			// messages may come on top of its size): the rest of it is not
+			// looked at, and the cursor stops at the last one that was.
+			batch, last = batch[:i], batch[i-1].Seq
+			break
+		}
+		if cp == nil {
+			cp = r.newCopy()
+		}
+		targets, cause := r.resolveInto(&batch[i], cp)
+		switch cause {
+		case "":
+		case CauseNoHistory, CauseNotReady:
+			r.task.Skipped[cause]++
+			changed = true
+			continue
+		default:
+			r.task.Failed[cause]++
+			changed = true
+			continue
+		}
+		r.moves = append(r.moves, router.ReadyMove{Seq: batch[i].Seq, Msg: cp, Targets: targets})
+		cp = nil
+	}
+	if len(r.moves) > 0 && r.bucket != nil {
+		if err := r.bucket.waitN(r.ctx, len(r.moves)); err != nil {
+			r.stopped()
+			return false
+		}
+	}
+	for i := range r.moves {
+		end := func(string) {}
+		if r.trace != nil {
+			mv := &r.moves[i]
+			mv.Msg.Anns, end = r.trace.StartMove(mv.Msg, mv.Targets)
+		}
+		r.ends = append(r.ends, end)
+	}
+	r.task.Scanned += int64(len(batch))
+	r.task.Cursor = max(r.task.Cursor, last)
+	if len(r.moves) == 0 {
+		if changed {
+			r.publish()
+			r.m.persist(&r.task)
+		}
+		return true
+	}
+	var stored Task
+	progress := func(moves []router.ReadyMove) (string, []byte) {
+		stored = r.task.clone()
+		countMoves(&stored, moves, nil)
+		enc, err := json.Marshal(&stored)
+		if err != nil {
+			return "", nil
+		}
+		return metaPrefix + r.task.ID, enc
+	}
+	r.src.MoveBatch(r.moves, progress, func(err error) { r.movedCh <- err })
+	err := <-r.movedCh
+	countMoves(&r.task, r.moves, err)
+	for i := range r.moves {
+		r.ends[i](moveCause(r.moves[i].Err, err))
+	}
+	r.publish()
+	if err != nil {
+		r.m.persist(&r.task) // the batch and its progress record were not stored
+	}
+	return true
+}
+
+// moveCause is the report's cause of a move that did not happen ("" when
+// it did), given the batch's store error.
+func moveCause(moveErr, storeErr error) string {
+	switch {
+	case moveErr == nil && storeErr == nil:
+		return ""
+	case errors.Is(moveErr, router.ErrNotReady):
+		return CauseNotReady
+	case moveErr != nil:
+		return CauseTargetRejected
+	case storeErr != nil:
+		return CauseStoreError
+	}
+	return ""
+}
+
+// countMoves adds a batch's moves to t's report.
+func countMoves(t *Task, moves []router.ReadyMove, storeErr error) {
+	for i := range moves {
+		switch c := moveCause(moves[i].Err, storeErr); c {
+		case "":
+			t.Moved++
+		case CauseNotReady:
+			t.Skipped[c]++
+		default:
+			t.Failed[c]++
 		}
 	}
 }
@@ -574,110 +845,54 @@ func (r *run) stopped() bool {
 	return true
 }
 
-// one moves one message, or counts why not.
-func (r *run) one(bm router.BrowsedMessage) {
-	targets, cp, _, cause := r.resolve(bm)
-	if cause == "" && r.bucket != nil {
-		if err := r.bucket.wait(r.ctx); err != nil {
-			return // cancelled; the caller sees it
-		}
-	}
-	switch cause {
-	case "":
-	case CauseNoHistory:
-		r.task.Skipped[cause]++
-		r.task.Cursor = max(r.task.Cursor, bm.Seq)
-		r.publish()
-		r.m.persist(&r.task)
-		return
-	default:
-		r.task.Failed[cause]++
-		r.task.Cursor = max(r.task.Cursor, bm.Seq)
-		r.publish()
-		r.m.persist(&r.task)
-		return
-	}
-	endMove := func(string) {}
-	if r.trace != nil {
-		cp.Anns, endMove = r.trace.StartMove(cp, targets)
-	}
-	// The progress this move makes is stored in the move's own batch.
-	var key string
-	var enc []byte
-	if r.m.b.Store() != nil {
-		next := r.task.clone()
-		next.Moved++
-		next.Cursor = max(next.Cursor, bm.Seq)
-		key = metaPrefix + r.task.ID
-		enc, _ = json.Marshal(&next)
-	}
-	type result struct {
-		res router.MoveResult
-		err error
-	}
-	ch := make(chan result, 1)
-	r.src.MoveReady(bm.Seq, cp, targets, key, enc, func(res router.MoveResult, err error) {
-		ch <- result{res, err}
-	})
-	got := <-ch
-	r.task.Cursor = max(r.task.Cursor, bm.Seq)
-	switch {
-	case errors.Is(got.err, router.ErrNotReady):
-		r.task.Skipped[CauseNotReady]++
-		endMove(CauseNotReady)
-	case got.err != nil:
-		r.task.Failed[CauseStoreError]++
-		endMove(CauseStoreError)
-	case !got.res.Moved:
-		r.task.Failed[CauseTargetRejected]++
-		endMove(CauseTargetRejected)
-	default:
-		r.task.Moved++
-		endMove("")
-		if r.bucket != nil || r.task.Moved%publishEvery == 0 {
-			r.publish()
-		}
-		return // the move's batch stored this progress
-	}
-	r.publish()
-	r.m.persist(&r.task)
+// resolveInto finds bm's targets and builds, in cp, the copy that goes
+// there. cause is set when the message does not move.
+func (r *run) resolveInto(bm *router.WalkedMessage, cp *router.Message) (targets []*router.Queue, cause string) {
+	targets, _, cause = r.resolveTo(bm, cp, true)
+	return targets, cause
 }
 
 // resolve finds bm's targets and builds the copy that goes there; label
 // names the targets for a dry run's report. cause is set when the message
 // does not move.
-func (r *run) resolve(bm router.BrowsedMessage) (targets []*router.Queue, cp *router.Message, label, cause string) {
+func (r *run) resolve(bm *router.WalkedMessage) (targets []*router.Queue, label, cause string) {
+	var cp router.Message
+	return r.resolveTo(bm, &cp, false)
+}
+
+// resolveTo is resolve building the copy in c; blocks: its annotations
+// are carved out of the run's blocks.
+func (r *run) resolveTo(bm *router.WalkedMessage, c *router.Message, blocks bool) (targets []*router.Queue, label, cause string) {
 	v := r.op.VHost
 	msg := bm.Msg
 	h, hasHistory := annotations.HistoryOf(msg.Anns)
-	c := *msg
+	*c = *msg
 	c.DeliveryCount = 0
 	c.Header.DeliveryCount = 0
-	c.Anns = withRedriveCount(msg.Anns)
 	queueTarget := func(name string) {
 		label = name
 		if name == r.src.Name() {
 			cause = CauseLoop
 			return
 		}
-		q, ok := v.Queue(name)
-		if !ok {
+		ti := r.target(false, name)
+		switch {
+		case !ti.found:
 			cause = CauseTargetMissing
 			return
-		}
-		if err := r.mayWrite("q", name); err != nil {
+		case ti.err != nil:
 			cause = CauseAccessRefused
 			return
 		}
-		c.Exchange, c.RoutingKeys = "", []string{name}
-		targets = []*router.Queue{q}
+		c.Exchange, c.RoutingKeys = "", ti.keys
+		targets = ti.qs
 	}
 	switch r.task.Target {
 	case TargetQueue:
 		queueTarget(r.task.TargetQueue)
 	case TargetFirstDeathQueue, TargetLastDeathQueue:
 		if !hasHistory {
-			return nil, nil, "", CauseNoHistory
+			return nil, "", CauseNoHistory
 		}
 		name := h.First.Queue
 		if r.task.Target == TargetLastDeathQueue {
@@ -686,7 +901,7 @@ func (r *run) resolve(bm router.BrowsedMessage) (targets []*router.Queue, cp *ro
 		queueTarget(name)
 	case TargetOriginalExchange:
 		if !hasHistory {
-			return nil, nil, "", CauseNoHistory
+			return nil, "", CauseNoHistory
 		}
 		var first *annotations.Death
 		for i := range h.Deaths {
@@ -695,45 +910,48 @@ func (r *run) resolve(bm router.BrowsedMessage) (targets []*router.Queue, cp *ro
 			}
 		}
 		if first == nil {
-			return nil, nil, "", CauseNoHistory
+			return nil, "", CauseNoHistory
 		}
 		x := first.Exchange
 		label = "exchange '" + x + "'"
-		if x == "" {
-			label = "exchange ''"
-		}
-		if !v.HasExchange(x) && x != "" {
-			return nil, nil, label, CauseTargetMissing
-		}
-		xname := x
-		if xname == "" {
-			xname = "amq.default"
-		}
-		if err := r.mayWrite("x", xname); err != nil {
-			return nil, nil, label, CauseAccessRefused
+		ti := r.target(true, x)
+		switch {
+		case !ti.found:
+			return nil, label, CauseTargetMissing
+		case ti.err != nil:
+			return nil, label, CauseAccessRefused
 		}
 		c.Exchange, c.RoutingKeys = x, slices.Clone(first.RoutingKeys)
-		qs, err := v.Route(x, &c)
+		qs, err := v.Route(x, c)
 		switch {
 		case err != nil:
-			return nil, nil, label, CauseTargetMissing
+			return nil, label, CauseTargetMissing
 		case len(qs) == 0:
-			return nil, nil, label, CauseUnroutable
+			return nil, label, CauseUnroutable
 		case slices.Contains(qs, r.src):
-			return nil, nil, label, CauseLoop
+			return nil, label, CauseLoop
 		}
 		targets = qs
 	}
 	if cause != "" {
-		return nil, nil, label, cause
+		return nil, label, cause
 	}
-	return targets, &c, label, ""
+	var dst value.Map
+	if blocks {
+		dst = r.newAnns(len(msg.Anns) + 1)
+	}
+	c.Anns = withRedriveCountIn(dst, msg.Anns)
+	return targets, label, ""
 }
 
-// withRedriveCount is anns with the redrive count incremented (a new map:
-// annotations are never changed in place).
-func withRedriveCount(anns value.Map) value.Map {
-	out := make(value.Map, 0, len(anns)+1)
+// withRedriveCountIn is anns with the redrive count incremented, in dst
+// (empty, with room for len(anns)+1; nil: a new map): annotations are never
+// changed in place.
+func withRedriveCountIn(dst, anns value.Map) value.Map {
+	out := dst
+	if out == nil {
+		out = make(value.Map, 0, len(anns)+1)
+	}
 	var n int64
 	for _, kv := range anns {
 		if k, ok := kv.Key.(value.Symbol); ok && k == RedriveCountAnnotation {
@@ -776,13 +994,14 @@ func (r *run) dryRun() error {
 	var cursor uint64
 	var would int64
 	for {
-		msgs, last, done := r.src.BrowseAfter(cursor, r.m.scan, r.m.scan, mf)
-		for _, bm := range msgs {
+		msgs, last, done := r.src.WalkAfter(nil, cursor, r.m.scan, r.m.scan, mf)
+		r.forgetTargets()
+		for i := range msgs {
 			if r.task.Max > 0 && would >= r.task.Max {
 				return nil
 			}
 			r.task.Scanned++
-			_, _, label, cause := r.resolve(bm)
+			_, label, cause := r.resolve(&msgs[i])
 			if cause != "" {
 				r.task.WouldSkip[cause]++
 				continue
@@ -809,20 +1028,30 @@ func newTokenBucket(rate float64) *tokenBucket {
 }
 
 // wait returns when the next message may go, or the context's error.
-func (b *tokenBucket) wait(ctx context.Context) error {
+func (b *tokenBucket) wait(ctx context.Context) error { return b.waitN(ctx, 1) }
+
+// waitN returns when the next n messages may go, or the context's
+// error: a batch goes when the last of its messages would have gone one at
+// a time, so batches keep the rate as single messages do (n messages after
+// an idle pause take (n-1) intervals, the next batch's first slot is one
+// interval after that).
+func (b *tokenBucket) waitN(ctx context.Context, n int) error {
 	now := time.Now()
-	if b.next.IsZero() || !now.Before(b.next) {
-		// Idle time earns no burst: the next slot is one interval on.
-		b.next = now.Add(b.interval)
+	if b.next.IsZero() || now.After(b.next) {
+		// Idle time earns no burst: the first slot is now.
+		b.next = now
+	}
+	due := b.next.Add(time.Duration(n-1) * b.interval)
+	b.next = due.Add(b.interval)
+	if !due.After(now) {
 		return ctx.Err()
 	}
-	t := time.NewTimer(b.next.Sub(now))
+	t := time.NewTimer(due.Sub(now))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
 	}
-	b.next = b.next.Add(b.interval)
 	return nil
 }

@@ -25,6 +25,8 @@ func dlopsError(err error) error {
 		return errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), dlops.ErrBadRequest.Error()+": "))
 	case errors.Is(err, dlops.ErrTaskNotFound):
 		return errorf(http.StatusNotFound, "%s", err.Error())
+	case errors.Is(err, dlops.ErrTaskRunning):
+		return errorf(http.StatusConflict, "%s", err.Error())
 	}
 	return fromRouter(err)
 }
@@ -73,7 +75,7 @@ func (s *server) peekQueue(req *request) error {
 		msgs[i] = peekJSON(bm)
 	}
 	return req.ok(map[string]any{
-		"queue": q.Name(), "vhost": v.Name(), "depth": page.Depth,
+		"queue": q.Name(), "vhost": v.Name(), "depth": page.Depth, "delayed": page.Delayed,
 		"messages": msgs, "next_position": page.Next,
 	})
 }
@@ -112,6 +114,12 @@ func peekJSON(bm router.BrowsedMessage) map[string]any {
 		"exchange":               m.Exchange,
 		"routing_keys":           nonNilStrings(m.RoutingKeys),
 		"durable":                m.Header.Durable,
+		// A delayed message (quorum delayed retry) shows when it becomes
+		// ready again; a ready one null.
+		"delivery_time": nil,
+	}
+	if bm.DeliveryTime != 0 {
+		out["delivery_time"] = timeJSON(amqp10.Timestamp(bm.DeliveryTime))
 	}
 	if utf8.Valid(payload) {
 		out["body"], out["body_encoding"] = string(payload), "text"
@@ -296,6 +304,28 @@ func (s *server) cancelRedrive(req *request) error {
 		return err
 	}
 	t, err = s.redrives.Cancel(t.ID)
+	if err != nil {
+		return dlopsError(err)
+	}
+	return req.ok(t)
+}
+
+// deleteRedrive is DELETE /api/redrives/{id}/report: it removes an ended
+// task and its report (409 for a running one: cancel it first), with read
+// on the task's source queue, as cancelling needs.
+func (s *server) deleteRedrive(req *request) error {
+	t, err := s.redriveTask(req)
+	if err != nil {
+		return err
+	}
+	v, err := s.vhost(req, t.VHost)
+	if err != nil {
+		return err
+	}
+	if err := forbidden(s.operator(req, v).MayReadQueue(t.SourceQueue)); err != nil {
+		return err
+	}
+	t, err = s.redrives.Delete(t.ID)
 	if err != nil {
 		return dlopsError(err)
 	}

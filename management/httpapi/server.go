@@ -98,6 +98,7 @@ type server struct {
 
 	conns Connections
 	rates rateSampler
+	qrate queueRates
 	node  string
 
 	events             *dlevents.Hub
@@ -241,6 +242,7 @@ func (s *server) routeTable() []route {
 		r("queues/*/*/peek", m{"GET": s.peekQueue}),
 		r("redrives", m{"GET": s.listRedrives, "POST": s.startRedrive}),
 		r("redrives/*", m{"GET": s.getRedrive, "DELETE": s.cancelRedrive}),
+		r("redrives/*/report", m{"DELETE": s.deleteRedrive}),
 		r("queues/*/*/bindings", m{"GET": s.queueBindings}),
 
 		r("exchanges", m{"GET": s.listExchanges}),

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/epitaph-mq/epitaph/management"
 	"github.com/epitaph-mq/epitaph/router"
@@ -55,6 +56,7 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 		"effective_policy_definition": mapJSON(info.EffectivePolicyDefinition),
 		"state":                       "running",
 		"node":                        s.node,
+		"message_stats":               s.qrate.messageStats(q, info.Stats, time.Now()),
 	}
 	if dlx, ok := q.DeadLetterExchange(); ok {
 		out["dead_letter_exchange"] = dlx

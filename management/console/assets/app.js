@@ -483,6 +483,7 @@ function QueuePage({ vhost, name }) {
 
 function QueueStats({ q }) {
   const vhost = q.vhost;
+  const ms = q.message_stats || {};
   const reasons = new Set([...Object.keys(q.dead_lettering || {})]);
   for (const k of live.deaths.keys()) {
     const [v, qn, r] = k.split('\u0000');
@@ -496,6 +497,12 @@ function QueueStats({ q }) {
         <div class="stat"><b>${q.messages_unacknowledged}</b><span>unacknowledged</span></div>
         <div class="stat"><b>${q.consumers}</b><span>consumers</span></div>
         <div class="stat"><b data-testid="arrival-rate">${fmtRate(rate(live.arrivals, keyOf(vhost, q.name)))}/s</b><span>dead letters in</span></div>
+      </div>
+      <div class="stats" data-testid="message-rates">
+        <div class="stat"><b data-testid="publish-count">${ms.publish ?? 0}</b><span>in, ${fmtRate(ms.publish_details?.rate ?? 0)}/s</span></div>
+        <div class="stat"><b data-testid="deliver-count">${ms.deliver_get ?? 0}</b><span>delivered, ${fmtRate(ms.deliver_get_details?.rate ?? 0)}/s</span></div>
+        <div class="stat"><b data-testid="ack-count">${ms.ack ?? 0}</b><span>acknowledged, ${fmtRate(ms.ack_details?.rate ?? 0)}/s</span></div>
+        <div class="stat"><b>${ms.redeliver ?? 0}</b><span>redelivered, ${fmtRate(ms.redeliver_details?.rate ?? 0)}/s</span></div>
       </div>
       <table style="margin-top:.8em">
         <tr><th>type</th><td>${q.type}</td></tr>

@@ -1,6 +1,7 @@
 // Package segment is an append-only log of entries kept in segment files:
 // the on-disk message log that paged queues, Raft-replicated quorum queues
-// and streams are to sit on. The router does not use it yet.
+// and streams are to sit on. The router uses it today for the transient
+// messages a queue pages behind its window (router/spill.go, Options.NoSync).
 //
 // # Model
 //

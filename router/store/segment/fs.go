@@ -50,3 +50,20 @@ func (OSFS) SyncDir(name string) error {
 	}
 	return err
 }
+
+// noSyncFS is an FS whose fsyncs do nothing (Options.NoSync).
+type noSyncFS struct{ FS }
+
+func (f noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	fl, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{fl}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ File }
+
+func (noSyncFile) Sync() error { return nil }

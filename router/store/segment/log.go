@@ -30,6 +30,13 @@ type Options struct {
 	FS FS
 	// Logger receives recovery reports (torn tails cut, damage found).
 	Logger *slog.Logger
+	// NoSync makes no write durable: no fsync of segments, the state file
+	// or the directory, and appends without a callback wake no syncer.
+	// For data that does not outlive the process (a queue's transient
+	// messages spilled to disk, discarded at start): a crash may leave any
+	// prefix of what was written, which such a log's owner never reads
+	// back. Callbacks still run, in order, once the writes are issued.
+	NoSync bool
 }
 
 const (
@@ -87,6 +94,7 @@ type Log struct {
 	segSize   int64
 	readAhead int
 	log       *slog.Logger
+	noSync    bool
 
 	mu     sync.Mutex
 	segs   []*seg // by base; the last one is the active segment unless sealed
@@ -132,6 +140,9 @@ func Open(dir string, opt Options) (*Log, error) {
 	}
 	if l.fs == nil {
 		l.fs = OSFS{}
+	}
+	if opt.NoSync {
+		l.fs, l.noSync = noSyncFS{l.fs}, true
 	}
 	if l.segSize <= 0 {
 		l.segSize = defaultSegmentSize
@@ -573,7 +584,9 @@ func (l *Log) Append(entries [][]byte, done func(error)) (first uint64, err erro
 	s.live += uint64(len(entries))
 	l.next += uint64(len(entries))
 	l.segDirty = true
-	l.submit(done)
+	if done != nil || !l.noSync {
+		l.submit(done)
+	}
 	return first, nil
 }
 

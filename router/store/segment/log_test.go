@@ -818,3 +818,34 @@ func TestMissingFooterAndMissingSegment(t *testing.T) {
 		t.Fatalf("read %d entries around the missing segment, want %d", len(idx), 600-len(entries))
 	}
 }
+
+// A NoSync log writes, reads, releases and deletes released segments
+// without a single fsync, and calls callbacks once the writes are issued.
+func TestNoSyncLogNeverSyncs(t *testing.T) {
+	fs := newFaultFS()
+	dir := t.TempDir()
+	l := openT(t, dir, Options{NoSync: true, FS: fs, SegmentSize: 4096, Logger: discardLogger()})
+	for i := range 200 {
+		if _, err := l.Append([][]byte{payload(uint64(i + 1))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, corrupt := readAll(t, l)
+	if len(idx) != 200 || len(corrupt) != 0 {
+		t.Fatalf("read %d entries, %d damaged", len(idx), len(corrupt))
+	}
+	before := len(segFiles(t, dir))
+	done := make(chan error, 1)
+	if err := l.TruncatePrefix(150, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if after := len(segFiles(t, dir)); after >= before {
+		t.Fatalf("released segments kept: %d files before, %d after", before, after)
+	}
+	if n := fs.syncs.Load(); n != 0 {
+		t.Fatalf("%d segment fsyncs", n)
+	}
+}
