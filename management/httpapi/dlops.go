@@ -292,15 +292,8 @@ func (s *server) getRedrive(req *request) error {
 // cancelRedrive is DELETE /api/redrives/{id}: it needs read on the
 // task's source queue, as starting it did.
 func (s *server) cancelRedrive(req *request) error {
-	t, err := s.redriveTask(req)
+	t, err := s.redriveTaskToChange(req)
 	if err != nil {
-		return err
-	}
-	v, err := s.vhost(req, t.VHost)
-	if err != nil {
-		return err
-	}
-	if err := forbidden(s.operator(req, v).MayReadQueue(t.SourceQueue)); err != nil {
 		return err
 	}
 	t, err = s.redrives.Cancel(t.ID)
@@ -314,15 +307,8 @@ func (s *server) cancelRedrive(req *request) error {
 // task and its report (409 for a running one: cancel it first), with read
 // on the task's source queue, as cancelling needs.
 func (s *server) deleteRedrive(req *request) error {
-	t, err := s.redriveTask(req)
+	t, err := s.redriveTaskToChange(req)
 	if err != nil {
-		return err
-	}
-	v, err := s.vhost(req, t.VHost)
-	if err != nil {
-		return err
-	}
-	if err := forbidden(s.operator(req, v).MayReadQueue(t.SourceQueue)); err != nil {
 		return err
 	}
 	t, err = s.redrives.Delete(t.ID)
@@ -330,4 +316,18 @@ func (s *server) deleteRedrive(req *request) error {
 		return dlopsError(err)
 	}
 	return req.ok(t)
+}
+
+// redriveTaskToChange is the request's task, if its user may read the
+// task's source queue (what cancelling and deleting a task need).
+func (s *server) redriveTaskToChange(req *request) (dlops.Task, error) {
+	t, err := s.redriveTask(req)
+	if err != nil {
+		return t, err
+	}
+	v, err := s.vhost(req, t.VHost)
+	if err != nil {
+		return t, err
+	}
+	return t, forbidden(s.operator(req, v).MayReadQueue(t.SourceQueue))
 }

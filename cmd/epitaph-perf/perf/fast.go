@@ -69,10 +69,16 @@ type fastConn struct {
 	remoteIdle     uint32
 	remoteMaxFrame uint32
 
-	done    chan struct{}
+	done  chan struct{}
+	wdone chan struct{}
+	readerState
+}
+
+// readerState is what a pipelined connection's reader ended with, and
+// whether we are closing it (shared by the fast and fast091 engines).
+type readerState struct {
 	errMu   sync.Mutex
 	err     error
-	wdone   chan struct{}
 	closing atomic.Bool
 }
 
@@ -303,7 +309,7 @@ var errClosedByUs = errors.New("closed")
 // with close{error} during the handshake (e.g. its connection limit).
 var ErrBrokerClosed = errors.New("broker closed the connection")
 
-func (c *fastConn) fail(err error) {
+func (c *readerState) fail(err error) {
 	c.errMu.Lock()
 	if c.err == nil {
 		if c.closing.Load() {
@@ -314,8 +320,9 @@ func (c *fastConn) fail(err error) {
 	c.errMu.Unlock()
 }
 
-// Err is the error that stopped the reader (nil while running, errClosedByUs after Close).
-func (c *fastConn) Err() error {
+// Err is the error that stopped the reader (nil while running, and after
+// Close).
+func (c *readerState) Err() error {
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
 	if c.err == errClosedByUs {

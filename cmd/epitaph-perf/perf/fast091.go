@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/epitaph-mq/epitaph/amqp091"
@@ -37,11 +36,9 @@ type fast091Conn struct {
 	out      *OutQueue
 	frameMax uint32
 
-	done    chan struct{}
-	errMu   sync.Mutex
-	err     error
-	wdone   chan struct{}
-	closing atomic.Bool
+	done  chan struct{}
+	wdone chan struct{}
+	readerState
 }
 
 // errRefused091 wraps the reply of a broker that closed the connection or
@@ -285,28 +282,6 @@ func (c *fast091Conn) channel0(f amqp091.Frame) error {
 		return errClosedByUs
 	}
 	return nil
-}
-
-func (c *fast091Conn) fail(err error) {
-	c.errMu.Lock()
-	if c.err == nil {
-		if c.closing.Load() {
-			err = errClosedByUs
-		}
-		c.err = err
-	}
-	c.errMu.Unlock()
-}
-
-// Err is the error that stopped the reader (nil while running, and after
-// Close).
-func (c *fast091Conn) Err() error {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	if c.err == errClosedByUs {
-		return nil
-	}
-	return c.err
 }
 
 // close sends connection.close, waits (bounded) for its close-ok, and
