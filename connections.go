@@ -22,6 +22,11 @@ func (r connectionRegistry) List() []httpapi.Connection {
 			Sessions: c.Sessions, RecvOctets: c.RecvOctets, SendOctets: c.SendOctets,
 			RecvCount: c.RecvCount, SendCount: c.SendCount, Protocol: c.Protocol,
 		}
+		for _, ch := range c.Channels {
+			out[i].Channels = append(out[i].Channels, httpapi.Channel{Number: ch.Number, Consumers: ch.Consumers,
+				Unacknowledged: ch.Unacknowledged, Unconfirmed: ch.Unconfirmed, Prefetch: ch.Prefetch,
+				Confirm: ch.Confirm, Transactional: ch.Transactional})
+		}
 	}
 	return out
 }

@@ -48,6 +48,8 @@ type channel struct {
 	// tx is the transaction in progress after tx.select (nil: the channel
 	// is not transactional). The reader's goroutine only.
 	tx *txState
+	// transactional is set by tx.select (under mu, for the channel list).
+	transactional bool
 	// reply is the direct reply-to consumer (nil: none), guarded by mu.
 	reply     *replyConsumer
 	consumers map[string]*consumer
@@ -197,7 +199,7 @@ func (ch *channel) frame(f amqp091.Frame) error {
 		// of a publish in progress included.
 		if f.Type == amqp091.FrameMethod {
 			if cl, me, _, _ := amqp091.ParseMethodHeader(f.Payload); cl == 20 && me == 41 {
-				delete(ch.c.channels, ch.id)
+				ch.c.forgetChannel(ch.id)
 			} else if cl == 20 && me == 40 {
 				// Both sides closed at once: answer the client's close and
 				// keep waiting for the close-ok of ours, as rabbit_channel
@@ -282,7 +284,7 @@ func (ch *channel) method(m amqp091.Method) error {
 		return connErr(amqp091.ChannelError, 20, 10, "second 'channel.open' seen")
 	case *amqp091.ChannelClose:
 		ch.end()
-		delete(ch.c.channels, ch.id)
+		ch.c.forgetChannel(ch.id)
 		return ch.send(&amqp091.ChannelCloseOk{})
 	case *amqp091.ChannelCloseOk:
 		return nil
@@ -321,7 +323,9 @@ func (ch *channel) method(m amqp091.Method) error {
 		}
 		// global=true is RabbitMQ 4.3's denied deprecated feature global_qos,
 		// silently taken as global=false.
+		ch.mu.Lock() // the HTTP API's channel list reads it
 		ch.prefetch = m.PrefetchCount
+		ch.mu.Unlock()
 		return ch.send(&amqp091.BasicQosOk{})
 	case *amqp091.BasicConsume:
 		return ch.consume(m)

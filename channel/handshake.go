@@ -175,6 +175,7 @@ func (c *conn) handshake() error {
 	if err := c.sendMethod(0, &amqp091.ConnectionOpenOk{}); err != nil {
 		return err
 	}
+	c.h.SetChannelLister(c.listChannels)
 	c.h.Opened(link.AMQP091Identity{User: c.user, VHost: vh.Name(), AuthMechanism: so.Mechanism,
 		ClientProperties: clientProperties(so.ClientProperties), ChannelMax: c.channelMax, FrameMax: c.frameMax,
 		Heartbeat: c.heartbeat})

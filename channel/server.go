@@ -140,8 +140,10 @@ type conn struct {
 	heartbeat    time.Duration
 	capabilities amqp091.Table
 
-	// Owned by the reader.
+	// Owned by the reader; it changes the map under chMu, which the HTTP
+	// API's channel list takes to read it.
 	channels map[uint16]*channel
+	chMu     sync.Mutex
 	// token is the OAuth 2 token the user authenticated with (nil for a
 	// stored user), replaced by connection.update-secret.
 	token *auth.Token
@@ -325,7 +327,9 @@ func (c *conn) cleanup() {
 	for _, ch := range c.channels {
 		ch.end()
 	}
+	c.chMu.Lock()
 	c.channels = nil
+	c.chMu.Unlock()
 	if c.vhost != nil {
 		c.vhost.DeleteExclusive(c)
 	}
@@ -542,7 +546,9 @@ func (c *conn) frame(f amqp091.Frame) error {
 			return connErr(amqp091.NotAllowed, 20, 10, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
 		ch = newChannel(c, f.Channel)
+		c.chMu.Lock()
 		c.channels[f.Channel] = ch
+		c.chMu.Unlock()
 		return c.sendMethod(f.Channel, &amqp091.ChannelOpenOk{})
 	}
 	return ch.frame(f)

@@ -56,6 +56,9 @@ func (ch *channel) txSelect() error {
 	}
 	if ch.tx == nil {
 		ch.tx = &txState{}
+		ch.mu.Lock()
+		ch.transactional = true
+		ch.mu.Unlock()
 	}
 	return ch.send(&amqp091.TxSelectOk{})
 }

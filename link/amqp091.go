@@ -69,6 +69,32 @@ func (h *AMQP091Conn) Opened(id AMQP091Identity) {
 	})
 }
 
+// AMQP091Channel is one open AMQP 0-9-1 channel, as the HTTP API lists it.
+type AMQP091Channel struct {
+	Number uint16
+	// Consumers on the channel; Unacknowledged deliveries it holds;
+	// Unconfirmed publishes awaiting their confirm.
+	Consumers, Unacknowledged, Unconfirmed int
+	// Prefetch is the basic.qos prefetch count for new consumers.
+	Prefetch      uint16
+	Confirm       bool // confirm.select
+	Transactional bool // tx.select
+}
+
+// SetChannelLister gives the server the function that lists the
+// connection's open channels; it is called from any goroutine.
+func (h *AMQP091Conn) SetChannelLister(list func() []AMQP091Channel) {
+	h.c.channelLister.Store(&list)
+}
+
+// channels091 lists an AMQP 0-9-1 connection's channels (nil otherwise).
+func (c *conn) channels091() []AMQP091Channel {
+	if list := c.channelLister.Load(); list != nil {
+		return (*list)()
+	}
+	return nil
+}
+
 // ChannelsChanged counts channels opened (delta 1) or closed (-1), shown as
 // the connection's sessions.
 func (h *AMQP091Conn) ChannelsChanged(delta int) { h.c.stats.sessions.Add(int32(delta)) }

@@ -193,6 +193,9 @@ type conn struct {
 	// is091: the connection was handed to the AMQP 0-9-1 front end (it has
 	// no loop to ask for its sessions).
 	is091 atomic.Bool
+	// channelLister lists the open channels of a 0-9-1 connection (its
+	// front end sets it).
+	channelLister atomic.Pointer[func() []AMQP091Channel]
 	// stats is what other goroutines may read (Server.Connections).
 	stats connStats
 	// infoReq takes requests for the sessions' state (Server.Sessions),

@@ -47,6 +47,9 @@ type ConnectionInfo struct {
 	// Protocol is "AMQP 1-0", or "AMQP 0-9-1" for a connection served by
 	// the 0-9-1 front end.
 	Protocol string
+	// Channels are an AMQP 0-9-1 connection's open channels (nil for AMQP
+	// 1.0, whose sessions are not channels).
+	Channels []AMQP091Channel
 }
 
 // connIdentity is what a connection's handshake settled, published once by
@@ -150,6 +153,7 @@ func (c *conn) info() (ConnectionInfo, bool) {
 		RecvOctets: c.stats.recvOctets.Load(), SendOctets: c.stats.sendOctets.Load(),
 		RecvCount: c.stats.recvCount.Load(), SendCount: c.stats.sendCount.Load(),
 		Protocol: protocolName(c.is091.Load()),
+		Channels: c.channels091(),
 	}, true
 }
 

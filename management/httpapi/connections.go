@@ -32,6 +32,16 @@ type Connection struct {
 	// Protocol is RabbitMQ's name of the connection's protocol: "AMQP 1-0"
 	// (also when empty) or "AMQP 0-9-1".
 	Protocol string
+	// Channels are an AMQP 0-9-1 connection's open channels.
+	Channels []Channel
+}
+
+// Channel is an open AMQP 0-9-1 channel.
+type Channel struct {
+	Number                                 uint16
+	Consumers, Unacknowledged, Unconfirmed int
+	Prefetch                               uint16
+	Confirm, Transactional                 bool
 }
 
 // Connections is the broker's registry of open AMQP connections, as this
@@ -237,16 +247,58 @@ func (s *server) closeConnection(req *request) error {
 // connections the list is empty, as RabbitMQ answers. A connection's
 // session count is its "channels" field.
 func (s *server) listChannels(req *request) error {
-	if len(req.args) > 0 && strings.HasPrefix(req.r.URL.EscapedPath(), "/api/vhosts/") {
+	var conns []Connection
+	switch {
+	case len(req.args) > 0 && strings.HasPrefix(req.r.URL.EscapedPath(), "/api/vhosts/"):
 		if _, err := s.vhost(req, req.args[0]); err != nil {
 			return err
 		}
-	} else if len(req.args) > 0 {
-		if _, err := s.connection(req); err != nil {
+		conns = s.visibleConnections(req, req.args[0])
+	case len(req.args) > 0:
+		c, err := s.connection(req)
+		if err != nil {
 			return err
 		}
+		conns = []Connection{c}
+	default:
+		conns = s.visibleConnections(req, "")
 	}
-	return req.ok([]map[string]any{})
+	out := []map[string]any{}
+	for _, c := range conns {
+		for _, ch := range c.Channels {
+			out = append(out, s.channelJSON(c, ch))
+		}
+	}
+	return req.ok(out)
+}
+
+// channelJSON renders an AMQP 0-9-1 channel as RabbitMQ 4.3's management
+// API does (rabbit_channel's infos); Erlang process statistics are left
+// out, and a transaction's uncommitted counts are not kept (0).
+func (s *server) channelJSON(c Connection, ch Channel) map[string]any {
+	details := map[string]any{"name": c.Name, "peer_host": nil, "peer_port": nil}
+	if c.Peer.IsValid() {
+		details["peer_host"], details["peer_port"] = c.Peer.Addr().String(), c.Peer.Port()
+	}
+	return map[string]any{
+		"name":                      fmt.Sprintf("%s (%d)", c.Name, ch.Number),
+		"number":                    ch.Number,
+		"node":                      s.node,
+		"user":                      c.User,
+		"user_who_performed_action": c.User,
+		"vhost":                     c.VHost,
+		"connection_details":        details,
+		"state":                     "running",
+		"consumer_count":            ch.Consumers,
+		"messages_unacknowledged":   ch.Unacknowledged,
+		"messages_unconfirmed":      ch.Unconfirmed,
+		"messages_uncommitted":      0,
+		"acks_uncommitted":          0,
+		"prefetch_count":            ch.Prefetch,
+		"global_prefetch_count":     0,
+		"confirm":                   ch.Confirm,
+		"transactional":             ch.Transactional,
+	}
 }
 
 // connectionJSON renders a connection as RabbitMQ 4.3's management API
