@@ -46,10 +46,9 @@ type channel struct {
 	nextTag uint64 // last delivery tag used
 	unacked []unacked
 	// tx is the transaction in progress after tx.select (nil: the channel
-	// is not transactional). The reader's goroutine only.
+	// is not transactional). Set once, under mu; then the reader's
+	// goroutine only.
 	tx *txState
-	// transactional is set by tx.select (under mu, for the channel list).
-	transactional bool
 	// reply is the direct reply-to consumer (nil: none), guarded by mu.
 	reply     *replyConsumer
 	consumers map[string]*consumer

@@ -29,7 +29,7 @@ func (c *conn) listChannels() []link.AMQP091Channel {
 		if !ch.ended {
 			out = append(out, link.AMQP091Channel{Number: ch.id, Consumers: len(ch.consumers),
 				Unacknowledged: len(ch.unacked), Unconfirmed: len(ch.unconfirmed), Prefetch: ch.prefetch,
-				Confirm: ch.confirm, Transactional: ch.transactional})
+				Confirm: ch.confirm, Transactional: ch.tx != nil})
 		}
 		ch.mu.Unlock()
 	}

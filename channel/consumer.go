@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -365,7 +366,7 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 	if multiple {
 		n := len(ch.unacked)
 		if tag != 0 {
-			n, _ = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmpU64(u.tag, t) })
+			n, _ = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
 			if n < len(ch.unacked) && ch.unacked[n].tag == tag {
 				n++
 			} else if tag > ch.nextTag || n == 0 {
@@ -378,7 +379,7 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 	} else {
 		i, found := 0, len(ch.unacked) > 0 && ch.unacked[0].tag == tag // most often the oldest
 		if !found {
-			i, found = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmpU64(u.tag, t) })
+			i, found = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
 		}
 		if !found {
 			ch.mu.Unlock()
@@ -486,16 +487,6 @@ func (ch *channel) apply(take []unacked, o router.Settlement) {
 type settledSpan struct {
 	tag    uint64
 	parent *trace.SpanContext
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // recover returns every unacknowledged delivery of the channel to its

@@ -32,6 +32,13 @@ type txState struct {
 	settles   []txSettle
 }
 
+// take returns what the transaction holds and starts the next one.
+func (t *txState) take() txState {
+	taken := *t
+	*t = txState{}
+	return taken
+}
+
 // txPublish is a publish held for the commit.
 type txPublish struct {
 	exchange, routingKey string
@@ -55,20 +62,18 @@ func (ch *channel) txSelect() error {
 		return ch.err(amqp091.PreconditionFailed, 90, 10, "cannot switch from confirm to tx mode")
 	}
 	if ch.tx == nil {
+		ch.mu.Lock() // the HTTP API's channel list reads it
 		ch.tx = &txState{}
-		ch.mu.Lock()
-		ch.transactional = true
 		ch.mu.Unlock()
 	}
 	return ch.send(&amqp091.TxSelectOk{})
 }
 
 func (ch *channel) txRollback() error {
-	tx := ch.tx
-	if tx == nil {
+	if ch.tx == nil {
 		return ch.err(amqp091.PreconditionFailed, 90, 30, "channel is not transactional")
 	}
-	ch.tx = &txState{}
+	tx := ch.tx.take()
 	ch.mu.Lock()
 	if !ch.ended {
 		for _, s := range tx.settles {
@@ -86,11 +91,10 @@ func (ch *channel) txRollback() error {
 }
 
 func (ch *channel) txCommit() error {
-	tx := ch.tx
-	if tx == nil {
+	if ch.tx == nil {
 		return ch.err(amqp091.PreconditionFailed, 90, 20, "channel is not transactional")
 	}
-	ch.tx = &txState{}
+	tx := ch.tx.take()
 	c := ch.c
 	vh := c.vhost
 	var synced sync.WaitGroup

@@ -49,12 +49,7 @@ func (l *browseLink) handleFlow(f *amqp10.Flow) error {
 		l.deliveryCount = l.limit // the end of the queue: the credit is used up
 	}
 	if f.Echo || f.Drain {
-		l.s.sendFlow(func(f2 *amqp10.Flow) {
-			f2.Handle, f2.HasHandle = l.handle, true
-			f2.DeliveryCount, f2.HasDeliveryCount = l.deliveryCount, true
-			f2.LinkCredit, f2.HasLinkCredit = creditLeft(l.limit, l.deliveryCount), true
-			f2.Drain = f.Drain
-		})
+		l.s.sendLinkFlow(l.handle, l.deliveryCount, l.limit, f.Drain)
 	}
 	return nil
 }

@@ -30,16 +30,7 @@ func (l *mgmtLink) handleFlow(f *amqp10.Flow) error {
 		l.deliveryCount = l.limit
 	}
 	if f.Echo || f.Drain {
-		credit := l.limit - l.deliveryCount
-		if int32(credit) < 0 {
-			credit = 0
-		}
-		l.s.sendFlow(func(f2 *amqp10.Flow) {
-			f2.Handle, f2.HasHandle = l.handle, true
-			f2.DeliveryCount, f2.HasDeliveryCount = l.deliveryCount, true
-			f2.LinkCredit, f2.HasLinkCredit = credit, true
-			f2.Drain = f.Drain
-		})
+		l.s.sendLinkFlow(l.handle, l.deliveryCount, l.limit, f.Drain)
 	}
 	return nil
 }

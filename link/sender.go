@@ -120,16 +120,7 @@ func (l *senderLink) handleFlow(f *amqp10.Flow) error {
 }
 
 func (l *senderLink) sendFlow(drain bool) {
-	credit := l.limit - l.deliveryCount
-	if int32(credit) < 0 {
-		credit = 0
-	}
-	l.s.sendFlow(func(f *amqp10.Flow) {
-		f.Handle, f.HasHandle = l.handle, true
-		f.DeliveryCount, f.HasDeliveryCount = l.deliveryCount, true
-		f.LinkCredit, f.HasLinkCredit = credit, true
-		f.Drain = drain
-	})
+	l.s.sendLinkFlow(l.handle, l.deliveryCount, l.limit, drain)
 }
 
 // drained reports a finished drain: credit consumed, delivery-count advanced.

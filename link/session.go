@@ -243,6 +243,18 @@ func (s *session) link(h uint32, what string) (endpoint, error) {
 }
 
 // sendFlow sends a session flow, with link state when l is set.
+// sendLinkFlow sends the flow of a link the broker sends on (an echo, a
+// drain's answer, or a drained link): its delivery-count and the credit
+// left to limit.
+func (s *session) sendLinkFlow(handle, deliveryCount, limit uint32, drain bool) {
+	s.sendFlow(func(f *amqp10.Flow) {
+		f.Handle, f.HasHandle = handle, true
+		f.DeliveryCount, f.HasDeliveryCount = deliveryCount, true
+		f.LinkCredit, f.HasLinkCredit = creditLeft(limit, deliveryCount), true
+		f.Drain = drain
+	})
+}
+
 func (s *session) sendFlow(fill func(f *amqp10.Flow)) {
 	f := &s.c.fl
 	*f = amqp10.Flow{

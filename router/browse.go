@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"slices"
@@ -320,7 +321,7 @@ func browseAfter[T any](q *Queue, out []T, seq uint64, limit, scan int, match Me
 	}
 	if len(out) > walked {
 		// The walk itself is in Seq order.
-		slices.SortFunc(out[base:], func(a, b T) int { return cmpSeq(seqOf(&a), seqOf(&b)) })
+		slices.SortFunc(out[base:], func(a, b T) int { return cmp.Compare(seqOf(&a), seqOf(&b)) })
 	}
 	q.unlock()
 	q.flushDead()
@@ -359,7 +360,7 @@ func browseAfterLevelsLocked[T any](q *Queue, out []T, seq uint64, limit, scan i
 			return true
 		})
 	}
-	slices.SortFunc(refs, func(a, b ref) int { return cmpSeq(a.sl.seq, b.sl.seq) })
+	slices.SortFunc(refs, func(a, b ref) int { return cmp.Compare(a.sl.seq, b.sl.seq) })
 	for _, r := range refs {
 		if len(out) >= limit || scan <= 0 {
 			return out, last, false
@@ -379,16 +380,6 @@ func browseAfterLevelsLocked[T any](q *Queue, out []T, seq uint64, limit, scan i
 		}
 	}
 	return out, last, !truncated
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // skip returns how many ready entries (at most n) there are to pass over

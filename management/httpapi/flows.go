@@ -44,15 +44,7 @@ func (s *server) deadLetterFlows(req *request) error {
 // exchange and nothing counted.
 func (s *server) flowJSON(v *router.VHost, q *router.Queue) map[string]any {
 	info := q.Info()
-	counters := map[string]any{}
-	if s.dl != nil {
-		for reason, c := range s.dl.QueueStats(info.VHost, info.Name) {
-			counters[string(reason)] = map[string]uint64{
-				"dead_lettered": c.DeadLettered, "dropped_no_dlx": c.DroppedNoDLX,
-				"dropped_no_route": c.DroppedNoRoute, "dropped_cycle": c.DroppedCycle,
-			}
-		}
-	}
+	counters := s.deadLetteringJSON(info.VHost, info.Name)
 	dlx, hasDLX := q.DeadLetterExchange()
 	if !hasDLX && len(counters) == 0 {
 		return nil

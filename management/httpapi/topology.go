@@ -78,17 +78,23 @@ func (s *server) queueJSON(q *router.Queue) map[string]any {
 			out["last_delayed_at"] = info.LastDelayedAt
 		}
 	}
+	out["dead_lettering"] = s.deadLetteringJSON(info.VHost, info.Name)
+	return out
+}
+
+// deadLetteringJSON is a queue's dead-letter counters by reason (empty
+// without a dead-letterer), as the queue and flow objects show them.
+func (s *server) deadLetteringJSON(vhost, queue string) map[string]any {
 	dl := map[string]any{}
 	if s.dl != nil {
-		for reason, c := range s.dl.QueueStats(info.VHost, info.Name) {
+		for reason, c := range s.dl.QueueStats(vhost, queue) {
 			dl[string(reason)] = map[string]uint64{
 				"dead_lettered": c.DeadLettered, "dropped_no_dlx": c.DroppedNoDLX,
 				"dropped_no_route": c.DroppedNoRoute, "dropped_cycle": c.DroppedCycle,
 			}
 		}
 	}
-	out["dead_lettering"] = dl
-	return out
+	return dl
 }
 
 func (s *server) listQueues(req *request) error {
