@@ -44,7 +44,17 @@ func volatileReceiver(t *testing.T, s *amqp.Session, credit int32) *amqp.Receive
 // volatile queue drops what comes before.
 func waitReaderCredit(t *testing.T, base string, credit uint32) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("credit %d on reply-reader", credit), func() bool {
+	waitLinkCredit(t, base, "link reply-reader", credit, func(link map[string]any) bool {
+		return link["link_name"] == "reply-reader"
+	})
+}
+
+// waitLinkCredit waits until the broker's outgoing link that matches has
+// the credit its receiver granted. A receiver's first flow is sent after
+// its attach returns, and a volatile queue drops what comes before it.
+func waitLinkCredit(t *testing.T, base, what string, credit uint32, match func(map[string]any) bool) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("credit %d on %s", credit, what), func() bool {
 		st, out := apiCallAs(t, base, "guest", "guest", "GET", "/api/connections", "")
 		require.Equal(t, http.StatusOK, st, "%s", out)
 		for _, c := range apiJSON[[]map[string]any](t, out) {
@@ -54,8 +64,7 @@ func waitReaderCredit(t *testing.T, base string, credit uint32) {
 			for _, s := range apiJSON[[]map[string]any](t, out) {
 				links, _ := s["outgoing_links"].([]any)
 				for _, l := range links {
-					l := l.(map[string]any)
-					if l["link_name"] == "reply-reader" {
+					if l := l.(map[string]any); match(l) {
 						return l["credit"] == float64(credit)
 					}
 				}
@@ -162,7 +171,7 @@ func TestDirectReplyToRefusesUnsettled(t *testing.T) {
 // requester and responder doing a round trip through it (the responder
 // replies by 'to').
 func TestRabbitMQClientDirectReplyTo(t *testing.T) {
-	b := startBroker(t, "")
+	b := startBroker(t, "", withHTTP)
 	conn := rmqConnect(t, b, "guest", "guest")
 	c, err := conn.NewConsumer(ctxT(t), "", &rmq.ConsumerOptions{SettleStrategy: rmq.DirectReplyTo})
 	require.NoError(t, err)
@@ -200,6 +209,12 @@ func TestRabbitMQClientDirectReplyTo(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(replyTo, "/queues/amq.rabbitmq.reply-to.") ||
 		strings.HasPrefix(replyTo, "amq.rabbitmq.reply-to."), "reply queue %q", replyTo)
+	// The requester's consumer grants its credit (256) after its attach
+	// returns; a reply before that is dropped, as RabbitMQ drops it.
+	replyQueue := strings.TrimPrefix(replyTo, "/queues/")
+	waitLinkCredit(t, apiServer(t, b), "the requester's reply link", 256, func(link map[string]any) bool {
+		return link["queue_name"] == replyQueue
+	})
 	for _, s := range []string{"one", "two"} {
 		ch, err := req.Publish(ctxT(t), req.Message([]byte(s)))
 		require.NoError(t, err)
