@@ -196,10 +196,15 @@ func TestReportNamesTheRabbitScriptByFileName(t *testing.T) {
 
 // Deep sections are kept per depth, and an in-memory run keeps them all.
 func TestDeepSections(t *testing.T) {
-	b1, e1 := deepMarkers(1000000)
-	b2, e2 := deepMarkers(20000000)
-	report := "# Benchmarks\n\n" + b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n" + notesBegin + "\nn\n" + notesEnd + "\n"
-	want := b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n"
+	b1, e1 := deepMarkers("classic", 1000000)
+	b2, e2 := deepMarkers("classic", 20000000)
+	b3, e3 := deepMarkers("quorum", 1000000)
+	if b3 != "<!-- deep-quorum-1000000:begin -->" {
+		t.Fatalf("quorum marker %q", b3)
+	}
+	report := "# Benchmarks\n\n" + b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n" + b3 + "\nquorum\n" + e3 + "\n\n" +
+		notesBegin + "\nn\n" + notesEnd + "\n"
+	want := b1 + "\none\n" + e1 + "\n\n" + b2 + "\ntwenty\n" + e2 + "\n\n" + b3 + "\nquorum\n" + e3 + "\n\n"
 	if got := deepSections(report); got != want {
 		t.Fatalf("deepSections = %q, want %q", got, want)
 	}

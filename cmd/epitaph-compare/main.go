@@ -75,6 +75,7 @@ type opts struct {
 	durable                      bool
 	deep                         bool
 	deepCount, deepProbe         int
+	deepQueueType                string
 	dataRoot                     string
 	restartCount, restartReps    int
 	rabbitRestart                bool
@@ -106,6 +107,7 @@ func main() {
 	flag.BoolVar(&o.deep, "deep", false, "run the deep-queue section instead (epitaph alone: -deep-count durable 1 KiB messages in one queue, RSS, rates against a shallow queue, restart, drain) and splice it into -out")
 	flag.IntVar(&o.deepCount, "deep-count", 1000000, "deep: messages the deep queue holds")
 	flag.IntVar(&o.deepProbe, "deep-probe", 200000, "deep: messages of the rate probes (shallow queue, and published into the deep one)")
+	flag.StringVar(&o.deepQueueType, "deep-queue-type", "classic", "deep: the type of both queues, classic or quorum (each type has its own section)")
 	flag.Parse()
 	if err := checkOpts(o); err != nil {
 		fmt.Fprintln(os.Stderr, "epitaph-compare:", err)
