@@ -162,6 +162,10 @@ func decodeList(b []byte, n int) (value.List, error) {
 // encodeAMQP10Message record decodes to, read without decoding or copying
 // it: recovery indexes paged messages with it.
 func storedSize(b []byte) (int64, error) {
+	if len(b) > 0 && b[0] == msgAMQP091 {
+		r := stored091(b)
+		return int64(len(r.body)), r.err
+	}
 	if len(b) == 0 || b[0] != msgAMQP10 {
 		return 0, errCorrupt
 	}
@@ -172,4 +176,29 @@ func storedSize(b []byte) (int64, error) {
 		return 0, r.err
 	}
 	return int64(len(bare) + len(footer)), nil
+}
+
+// storedPriority reads, from a stored encodeAMQP10Message record and
+// without decoding it, the message's header priority and whether its
+// publisher set one (the wire header's flag, as AMQP10.prioritySet).
+func storedPriority(b []byte) (prio uint8, set bool, err error) {
+	if len(b) > 0 && b[0] == msgAMQP091 {
+		r := stored091(b)
+		return r.prio, r.prioSet, r.err
+	}
+	if len(b) == 0 || b[0] != msgAMQP10 {
+		return 0, false, errCorrupt
+	}
+	r := &reader{b: b[1:]}
+	h := r.header()
+	r.view()
+	r.view()
+	r.view()
+	if r.byte() == 1 {
+		set = r.header().HasPriority
+	}
+	if r.err != nil {
+		return 0, false, r.err
+	}
+	return h.Priority, set, nil
 }

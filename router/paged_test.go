@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/epitaph-mq/epitaph/amqp091"
 	"github.com/epitaph-mq/epitaph/router/store"
 	"github.com/epitaph-mq/epitaph/value"
 )
@@ -480,22 +481,75 @@ func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
 	assert.Equal(t, 1, whole, "the other queue is served whole")
 }
 
-// storedSize reads the size a stored record decodes to without decoding it.
-func TestStoredSizeMatchesDecodedSize(t *testing.T) {
+// storedSize and storedPriority read what a stored record decodes to
+// (its size, its priority and whether its publisher set one) without
+// decoding it, in both stored formats.
+func TestStoredIndexFieldsMatchDecoded(t *testing.T) {
 	ms := []*Message{durableMsg(t, "x", "q"), durableMsg(t, strings.Repeat("y", 5000), "q"), msg("bare only", "q"),
-		wireMsg(t, nil, nil, "q")}
+		wireMsg(t, nil, nil, "q"), durablePrioMsg(t, "p7", 7, "q"), durablePrioMsg(t, "p4", 4, "q"),
+		prioMsg("p0", 0, "q"),
+		new091(t, amqp091.Properties{}, "plain 0-9-1"),
+		new091(t, amqp091.Properties{Flags: amqp091.FlagPriority | amqp091.FlagDeliveryMode, Priority: 9, DeliveryMode: 2}, "p9"),
+		new091(t, amqp091.Properties{Flags: amqp091.FlagContentType | amqp091.FlagHeaders, ContentType: "text/plain",
+			Headers: amqp091.Table{{Key: "k", Value: "v"}}}, strings.Repeat("z", 3000)),
+	}
 	for i, m := range ms {
 		enc, err := encodeMessage(m)
 		require.NoError(t, err)
-		got, err := storedSize(enc)
+		size, err := storedSize(enc)
 		require.NoError(t, err)
 		dec, err := decodeMessage(enc)
 		require.NoError(t, err)
-		assert.Equal(t, int64(dec.size()), got, i)
-		assert.Equal(t, int64(m.size()), got, i)
+		assert.Equal(t, int64(dec.size()), size, i)
+		assert.Equal(t, int64(m.size()), size, i)
+		prio, set, err := storedPriority(enc)
+		require.NoError(t, err)
+		assert.Equal(t, dec.Header.Priority, prio, i)
+		assert.Equal(t, prioritySet(dec), set, i)
 	}
-	_, err := storedSize([]byte{msgAMQP10, 0x00})
-	require.Error(t, err)
+	for _, bad := range [][]byte{{msgAMQP10, 0x00}, {msgAMQP091, 1, 4}, {msgAMQP091, 1, 4, 0, 0, 1, 0x80}, {9}, nil} {
+		_, err := storedSize(bad)
+		require.ErrorIs(t, err, errCorrupt, "%x", bad)
+		_, _, err = storedPriority(bad)
+		require.ErrorIs(t, err, errCorrupt, "%x", bad)
+	}
+}
+
+// FuzzDecodeStored: a stored message record, however damaged, decodes or
+// fails with errCorrupt, and the fields recovery reads without decoding
+// agree with the decoded message.
+func FuzzDecodeStored(f *testing.F) {
+	for _, m := range []*Message{msg("body", "q"), prioMsg("p", 3, "q")} {
+		enc, err := encodeMessage(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(enc)
+	}
+	c, err := NewAMQP091(amqp091.Properties{Flags: amqp091.FlagPriority, Priority: 2}, nil, []byte("091"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	enc, err := encodeMessage(NewMessage(c))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		size, sizeErr := storedSize(data)
+		prio, set, prioErr := storedPriority(data)
+		m, err := decodeMessage(data)
+		if err != nil {
+			require.ErrorIs(t, err, errCorrupt)
+			return
+		}
+		require.NoError(t, sizeErr)
+		require.NoError(t, prioErr)
+		assert.Equal(t, int64(m.size()), size)
+		assert.Equal(t, m.Header.Priority, prio)
+		assert.Equal(t, prioritySet(m), set)
+	})
 }
 
 // suffixFilter matches messages whose encoded bare message ends with

@@ -102,11 +102,27 @@ func (q *Queue) MaxPriority() int {
 
 // priorityOf returns the level a message goes to in q (which has levels).
 func (q *Queue) priorityOf(m *Message) uint8 {
-	p := m.Header.Priority
-	if q.typ == Classic && p == quorumDefault && !prioritySet(m) {
+	return q.priorityLevel(m.Header.Priority, prioritySet(m))
+}
+
+// priorityLevel is the level of a message with header priority p, set telling
+// whether its publisher set one.
+func (q *Queue) priorityLevel(p uint8, set bool) uint8 {
+	if q.typ == Classic && p == quorumDefault && !set {
 		p = 0 // no priority set: level 0 of a classic priority queue
 	}
 	return min(p, q.prio.top)
+}
+
+// storedLevel is the level of a stored message read from its record's
+// headers alone (recovery indexes a deep queue's messages without decoding
+// them); false when the record is not one it can read that way.
+func (q *Queue) storedLevel(msg []byte) (uint8, bool) {
+	p, set, err := storedPriority(msg)
+	if err != nil {
+		return 0, false
+	}
+	return q.priorityLevel(p, set), true
 }
 
 // prioritySet reports whether m's publisher set a priority: the neutral

@@ -341,10 +341,13 @@ func TestPriorityPeekBrowseMovePurge(t *testing.T) {
 // first, and the paged entries are dropped from memory.
 func TestPriorityDurablePagedRecovery(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		typ  QueueType
-		deep bool
-	}{{"classic", Classic, false}, {"quorum", Quorum, false}, {"classic background", Classic, true}, {"quorum background", Quorum, true}} {
+		name    string
+		typ     QueueType
+		deep    bool
+		amqp091 bool // the messages are 0-9-1 ones (their own stored format)
+	}{{"classic", Classic, false, false}, {"quorum", Quorum, false, false},
+		{"classic background", Classic, true, false}, {"quorum background", Quorum, true, false},
+		{"classic background 0-9-1", Classic, true, true}, {"quorum background 0-9-1", Quorum, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.deep {
 				old := syncLoadMax
@@ -369,6 +372,14 @@ func TestPriorityDurablePagedRecovery(t *testing.T) {
 			require.Equal(t, 400, q.Purge())
 			for i := 1; i <= 400; i++ {
 				m := durablePrioMsg(t, fmt.Sprintf("m%d", i), prio(i), "q")
+				if tc.amqp091 {
+					p := amqp091.Properties{Flags: amqp091.FlagDeliveryMode, DeliveryMode: 2}
+					if prio(i) >= 0 {
+						p.Flags |= amqp091.FlagPriority
+						p.Priority = uint8(prio(i))
+					}
+					m = new091(t, p, fmt.Sprintf("m%d", i))
+				}
 				res, err := d.v.Publish(Publish{Msg: m, Confirm: func(Outcome) {}})
 				require.NoError(t, err)
 				_ = res

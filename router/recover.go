@@ -248,7 +248,8 @@ func (q *Queue) loadInBackground() {
 	stepping := false // reading one seq at a time past a damaged region
 	for {
 		var chunk []*entry
-		var slots []slot // plain ready messages: indexed, their bodies left in the store
+		var slots []slot   // plain ready messages: indexed, their bodies left in the store
+		var levels []uint8 // with priority levels, each slot's level
 		var decodeErr error
 		to := q.loadEnd + 1
 		if stepping {
@@ -257,10 +258,16 @@ func (q *Queue) loadInBackground() {
 		at := from
 		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
-			// A queue with priority levels decodes every message: its level
-			// is in the message.
-			if s, ok := plainSlot(seq, msg, state); ok && q.prio == nil {
+			// A queue with priority levels reads each message's level from
+			// its stored header, without decoding the rest.
+			s, ok := plainSlot(seq, msg, state)
+			var lvl uint8
+			if ok && q.prio != nil {
+				lvl, ok = q.storedLevel(msg)
+			}
+			if ok {
 				slots = append(slots, s)
+				levels = append(levels, lvl)
 			} else {
 				e, err := recoveredEntry(seq, msg, state)
 				if err != nil {
@@ -270,6 +277,7 @@ func (q *Queue) loadInBackground() {
 				// Whatever came before it is put in first: order holds.
 				chunk = append(chunk, e)
 				slots = append(slots, slot{seq: seq})
+				levels = append(levels, 0)
 			}
 			if len(slots) >= loadChunk {
 				return errChunkFull
@@ -305,7 +313,7 @@ func (q *Queue) loadInBackground() {
 		if len(slots) > 0 {
 			q.rewindFilteredLocked(slots[0].seq)
 		}
-		for _, s := range slots {
+		for i, s := range slots {
 			var e *entry
 			if s.size == 0 { // a decoded entry, in order
 				e, chunk = chunk[0], chunk[1:]
@@ -320,7 +328,11 @@ func (q *Queue) loadInBackground() {
 			default:
 				q.readyCount++
 				q.readyBytes += s.size - 1
-				q.paged.pushSlot(s.seq, s.size-1, s.deadline)
+				l := &q.level
+				if q.prio != nil {
+					l = q.levelFor(levels[i])
+				}
+				l.paged.pushSlot(s.seq, s.size-1, s.deadline)
 			}
 		}
 		if done {
