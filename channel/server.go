@@ -565,6 +565,11 @@ func (c *conn) channelZero(f amqp091.Frame) error {
 	}
 	switch m := m.(type) {
 	case *amqp091.ConnectionClose:
+		// close-ok once every channel has ended, as RabbitMQ sends it: a
+		// client that reconnects when its close returns finds its
+		// consumers gone, their unacknowledged messages back in their
+		// queues, and its exclusive queues deleted.
+		c.cleanup()
 		_ = c.sendMethod(0, &amqp091.ConnectionCloseOk{})
 		return errClosed
 	case *amqp091.ConnectionCloseOk:

@@ -448,3 +448,39 @@ func TestAMQP091ConnectionsInHTTPAPI(t *testing.T) {
 		t.Fatal("not closed")
 	}
 }
+
+// TestAMQP091CloseOkAfterChannelsEnded: the broker answers connection.close
+// with close-ok only once every channel has ended, as RabbitMQ does: the
+// consumers are gone, their unacknowledged messages are back in the queue
+// and the exclusive queues are deleted, so a client that reconnects when
+// Close returns (amqp091-go's own reconnect example) can consume
+// exclusively at once.
+func TestAMQP091CloseOkAfterChannelsEnded(t *testing.T) {
+	b := startBroker(t, "")
+	pub := channel091(t, dial091(t, b))
+	_, err := pub.QueueDeclare("shared", false, false, false, false, nil)
+	require.NoError(t, err)
+	for i := range 20 {
+		c, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
+		require.NoError(t, err)
+		ch := channel091(t, c)
+		require.NoError(t, ch.Qos(1, 0, false))
+		_, err = ch.QueueDeclare("mine", false, false, true, false, nil)
+		require.NoError(t, err)
+		ds, err := ch.Consume("shared", "", false, true, false, false, nil)
+		require.NoError(t, err)
+		require.NoError(t, pub.Publish("", "shared", false, false, amqp091.Publishing{Body: []byte("m")}))
+		assert.False(t, recv091(t, ds).Redelivered, "round %d", i)
+		require.NoError(t, c.Close()) // returns on close-ok
+
+		q, ok := rootVHost(t, b).Queue("shared")
+		require.True(t, ok)
+		info := q.Info()
+		require.Zero(t, info.Consumers, "round %d: a consumer of the closed connection is still there", i)
+		require.Equal(t, 1, info.Messages, "round %d: its unacknowledged message is not back", i)
+		_, still := rootVHost(t, b).Queue("mine")
+		require.False(t, still, "round %d: its exclusive queue is still there", i)
+		// The message came back as a lost consumer's: redelivered.
+		assert.True(t, get091(t, pub, "shared", true).Redelivered, "round %d", i)
+	}
+}
