@@ -350,6 +350,57 @@ func TestDeepQueueReadBackInBackground(t *testing.T) {
 	d2.close(t)
 }
 
+// A consumer waiting on a deep queue while it is read back gets what the
+// loader reads, decoded once, instead of index slots that a refill reads
+// again; order holds across the fed messages and the indexed ones, in a
+// queue with priority levels too.
+func TestDeepQueueLoaderFeedsWaitingConsumers(t *testing.T) {
+	old := syncLoadMax
+	syncLoadMax = 100
+	t.Cleanup(func() { syncLoadMax = old })
+	for _, typ := range []QueueType{Classic, Quorum} {
+		t.Run(string(typ), func(t *testing.T) {
+			dir := t.TempDir()
+			d := openDurable(t, dir, withWindow(64<<10))
+			d.queue(t, "q", typ)
+			publishDurableN(t, d, "q", "m", 5000, nil)
+			d.close(t)
+
+			firstChunk, release := make(chan struct{}), make(chan struct{})
+			loaded := make(chan struct{})
+			var once sync.Once
+			d2 := openDurable(t, dir, withWindow(64<<10), func(o *Options) {
+				o.loadHook = func(q *Queue, done bool) {
+					once.Do(func() {
+						close(firstChunk)
+						<-release
+					})
+					if done {
+						close(loaded)
+					}
+				}
+			})
+			<-firstChunk
+			q, ok := d2.v.Queue("q")
+			require.True(t, ok)
+			s, c := subscribe(t, q, 10000)
+			close(release)
+			eventually(t, func() bool { return c.n() == 5000 }, 20*time.Second, "all delivered")
+			<-loaded
+			assert.Equal(t, names("m", 1, 5000), bodiesOf(t, c.all()))
+			q.mu.Lock()
+			fed := q.loadFed
+			q.mu.Unlock()
+			assert.Positive(t, fed, "the loader fed the waiting consumer")
+			for _, dl := range c.all() {
+				require.NoError(t, s.Settle(dl.Tag, Settlement{Kind: SettleAccept}))
+			}
+			assert.Zero(t, q.Len())
+			d2.close(t)
+		})
+	}
+}
+
 // A queue read back after a restart keeps only index slots for the
 // messages behind its window, whichever way it was read (before Recover
 // returned, or in the background).

@@ -165,10 +165,12 @@ type Queue struct {
 	// loading, the last recovered seq; each level's fresh list holds the
 	// messages enqueued meanwhile, which go behind every recovered one once
 	// it is done. loadPurged: a purge came first, recovered messages are
-	// settled.
+	// settled. loadFed counts the messages the loader handed to waiting
+	// consumers decoded instead of indexing them.
 	loading    bool
 	loadPurged bool
 	loadEnd    uint64
+	loadFed    int
 	failedMu   sync.Mutex
 	failed     [][2]uint64
 

@@ -248,6 +248,7 @@ func (q *Queue) loadInBackground() {
 	stepping := false // reading one seq at a time past a damaged region
 	for {
 		var chunk []*entry
+		fed := 0
 		var slots []slot   // plain ready messages: indexed, their bodies left in the store
 		var levels []uint8 // with priority levels, each slot's level
 		var decodeErr error
@@ -256,6 +257,9 @@ func (q *Queue) loadInBackground() {
 			to = from + 1
 		}
 		at := from
+		q.mu.Lock()
+		feed, room := q.loaderFeedsWindowLocked()
+		q.unlock()
 		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
 			// A queue with priority levels reads each message's level from
@@ -264,6 +268,13 @@ func (q *Queue) loadInBackground() {
 			var lvl uint8
 			if ok && q.prio != nil {
 				lvl, ok = q.storedLevel(msg)
+			}
+			if feed {
+				// Consumers wait: the message goes to them decoded, as a
+				// refill would read it, rather than indexed and read again.
+				ok = false
+				room -= int64(len(msg))
+				fed++
 			}
 			if ok {
 				slots = append(slots, s)
@@ -279,7 +290,7 @@ func (q *Queue) loadInBackground() {
 				slots = append(slots, slot{seq: seq})
 				levels = append(levels, 0)
 			}
-			if len(slots) >= loadChunk {
+			if len(slots) >= loadChunk || (feed && room <= 0) {
 				return errChunkFull
 			}
 			return nil
@@ -310,6 +321,7 @@ func (q *Queue) loadInBackground() {
 			q.unlock()
 			return
 		}
+		q.loadFed += fed
 		if len(slots) > 0 {
 			q.rewindFilteredLocked(slots[0].seq)
 		}
@@ -336,6 +348,8 @@ func (q *Queue) loadInBackground() {
 			}
 		}
 		if done {
+			q.b.log.Debug("recover: queue read back", "queue", q.name, "vhost", q.vh.name,
+				"handed_to_consumers_while_read", q.loadFed)
 			q.loading, q.loadPurged = false, false
 			q.eachLevel(func(l *level) bool {
 				if f := l.fresh.front(); f != nil {
@@ -357,6 +371,25 @@ func (q *Queue) loadInBackground() {
 			return
 		}
 	}
+}
+
+// loaderFeedsWindowLocked reports whether the background loader should
+// hand its next messages to the window decoded, and how many bytes the
+// window has room for: while consumers have credit for more than the
+// window holds and nothing is paged ahead of the loader, a message indexed
+// now would be read back from the store by the next refill at once, so
+// each message would be read twice.
+func (q *Queue) loaderFeedsWindowLocked() (bool, int64) {
+	room := q.b.windowBytes - q.windowBytesLocked()
+	if room < q.b.windowBytes/2 || q.creditLocked() == 0 {
+		return false, 0
+	}
+	paged := false
+	q.eachLevel(func(l *level) bool {
+		paged = l.paged.n > 0
+		return !paged
+	})
+	return !paged, room
 }
 
 // plainSlot indexes a stored message that comes back as a plain ready
