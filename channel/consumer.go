@@ -366,13 +366,14 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 	if multiple {
 		n := len(ch.unacked)
 		if tag != 0 {
-			n, _ = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
-			if n < len(ch.unacked) && ch.unacked[n].tag == tag {
-				n++
-			} else if tag > ch.nextTag || n == 0 {
+			// The tag itself must be unacknowledged, whatever is below it
+			// (RabbitMQ's collect_acks/5): one settled already is unknown.
+			i, found := slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
+			if !found {
 				ch.mu.Unlock()
 				return ch.err(amqp091.PreconditionFailed, classID, methodID, "unknown delivery tag %d", tag)
 			}
+			n = i + 1
 		}
 		take = append(take, ch.unacked[:n]...)
 		ch.dropUnacked(0, n)
