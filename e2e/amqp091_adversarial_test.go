@@ -1,7 +1,14 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
 	"testing"
+	"time"
+
+	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,5 +96,61 @@ func TestAMQP091RawMultipleSettleUnknownTag(t *testing.T) {
 			r.send(1, &amqp091.BasicQos{PrefetchCount: 0})
 			r.expectChannelClose(406, "PRECONDITION_FAILED - unknown delivery tag 2", 60, tc.methodID)
 		})
+	}
+}
+
+// TestAMQP091RawGetToStalledReader: a client that sends basic.get and
+// then stops reading its socket holds only its own connection up (until
+// write-timeout). The broker used to write the get-ok while holding the
+// channel's lock, which every other party to the channel takes: a
+// publisher on another connection sending to the stalled channel's direct
+// reply-to consumer (and the store's confirm callback, and the HTTP API's
+// channel list) waited with it.
+func TestAMQP091RawGetToStalledReader(t *testing.T) {
+	b := startBroker(t, "") // write-timeout 30 s: longer than the waits below
+	setup := channel091(t, dial091(t, b))
+	for _, q := range []string{"big", "requests"} {
+		_, err := setup.QueueDeclare(q, true, false, false, false, nil)
+		require.NoError(t, err)
+	}
+	// Larger than what the socket buffers of both ends hold, so that the
+	// get-ok's write blocks while the client does not read.
+	require.NoError(t, setup.PublishWithContext(ctxT(t), "", "big", false, false,
+		rmq.Publishing{Body: bytes.Repeat([]byte("b"), 15<<20)}))
+
+	r := dialRaw091(t, b)
+	require.NoError(t, r.nc.(*net.TCPConn).SetReadBuffer(4096))
+	require.NoError(t, r.nc.SetDeadline(time.Time{}))
+	r.open(131072)
+	r.send(1, &amqp091.BasicConsume{Queue: "amq.rabbitmq.reply-to", ConsumerTag: "replies", NoAck: true})
+	_, ok := r.method().(*amqp091.BasicConsumeOk)
+	require.True(t, ok)
+	req, err := amqp091.AppendContent(nil, 1, 131072, &amqp091.BasicPublish{RoutingKey: "requests"},
+		&amqp091.Properties{Flags: amqp091.FlagReplyTo, ReplyTo: "amq.rabbitmq.reply-to"}, []byte("request"))
+	require.NoError(t, err)
+	r.write(req)
+	r.send(1, &amqp091.BasicGet{Queue: "big"})
+	// From here on the client reads nothing.
+
+	responder := channel091(t, dial091(t, b))
+	var replyTo string
+	eventually(t, "the request", func() bool {
+		d, ok, err := responder.Get("requests", true)
+		require.NoError(t, err)
+		replyTo = d.ReplyTo
+		return ok
+	})
+	require.True(t, strings.HasPrefix(replyTo, "amq.rabbitmq.reply-to."), replyTo)
+	eventually(t, "the get took the big message", func() bool { return unacked(t, b, "big") == 1 })
+
+	require.NoError(t, responder.Confirm(false))
+	for start := time.Now(); time.Since(start) < time.Second; {
+		dc, err := responder.PublishWithDeferredConfirmWithContext(ctxT(t), "", replyTo, false, false, rmq.Publishing{Body: []byte("reply")})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		acked, err := dc.WaitContext(ctx)
+		cancel()
+		require.NoError(t, err, "the responder's publish is held up by the stalled connection")
+		require.True(t, acked)
 	}
 }
