@@ -96,6 +96,51 @@ type pendingPublish struct {
 	m      amqp091.BasicPublish
 	props  []byte
 	body   []byte
+	size   uint64 // the body size the content header declared
+	// propsScratch holds the property octets from the header to the first
+	// body frame, reused from one publish to the next.
+	propsScratch []byte
+}
+
+// header takes a content header's property octets (which alias the
+// frame buffer) and declared body size. The buffer the message keeps is
+// allocated as the body arrives, not here: a header declaring a large
+// body costs nothing until the body comes, so that a client cannot hold
+// memory on every channel with headers alone.
+func (p *pendingPublish) header(props []byte, size uint64) {
+	p.size, p.body = size, nil
+	if size == 0 {
+		np := len(props)
+		buf := make([]byte, np)
+		copy(buf, props)
+		p.props, p.body = buf[:np:np], buf[np:]
+		return
+	}
+	p.propsScratch = append(p.propsScratch[:0], props...)
+	p.props = p.propsScratch
+}
+
+// appendBody appends a body frame's octets. The property octets and the
+// body share one allocation (the message keeps both for its lifetime):
+// exactly their size when the body is in one frame, else at most twice
+// what has arrived, doubling up to the declared size.
+func (p *pendingPublish) appendBody(b []byte) {
+	need := len(p.body) + len(b)
+	if need > cap(p.body) {
+		c := uint64(need)
+		if c < p.size {
+			c = min(p.size, 2*c)
+		}
+		np := len(p.props)
+		buf := make([]byte, np+len(p.body), np+int(c))
+		copy(buf, p.props)
+		copy(buf[np:], p.body)
+		p.props, p.body = buf[:np:np], buf[np:]
+		if cap(p.propsScratch) > 4096 {
+			p.propsScratch = nil // not kept for the next publish
+		}
+	}
+	p.body = append(p.body, b...)
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -255,22 +300,16 @@ func (ch *channel) frame(f amqp091.Frame) error {
 			if max := ch.c.srv.opts.MaxMessageSize; max > 0 && h.BodySize > max {
 				return ch.err(amqp091.PreconditionFailed, 60, 40, "message size %d is larger than configured max size %d", h.BodySize, max)
 			}
-			// The property octets and the body share one allocation (the
-			// message keeps both for its lifetime).
-			np := len(h.Properties)
-			buf := make([]byte, np, np+int(min(h.BodySize, 1<<20)))
-			copy(buf, h.Properties)
-			ch.pub.props = buf[:np:np]
-			ch.pub.body = buf[np:np]
+			ch.pub.header(h.Properties, h.BodySize)
 		} else {
-			ch.pub.body = append(ch.pub.body, f.Payload...)
+			ch.pub.appendBody(f.Payload)
 		}
 		if step == amqp091.StepDone {
 			return ch.publish()
 		}
 		return nil
 	case amqp091.StepBody:
-		ch.pub.body = append(ch.pub.body, f.Payload...)
+		ch.pub.appendBody(f.Payload)
 		return nil
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,70 @@ func TestAMQP091RawGetToStalledReader(t *testing.T) {
 		require.NoError(t, err, "the responder's publish is held up by the stalled connection")
 		require.True(t, acked)
 	}
+}
+
+// TestAMQP091RawUnfinishedPublishesBounded: content headers that declare
+// a large body which never comes cost the broker about what was received,
+// not what was declared. It used to set aside up to 1 MiB per channel at
+// the header: 100 channels of a 30-octet header each held 100 MiB.
+func TestAMQP091RawUnfinishedPublishesBounded(t *testing.T) {
+	b := startBroker(t, "")
+	bystander := channel091(t, dial091(t, b))
+	_, err := bystander.QueueDeclare("bystander", true, false, false, false, nil)
+	require.NoError(t, err)
+
+	const channels = 100
+	r := dialRaw091(t, b)
+	_, ok := r.login("guest", nil).(*amqp091.ConnectionTune)
+	require.True(t, ok)
+	r.send(0, &amqp091.ConnectionTuneOk{ChannelMax: channels + 1, FrameMax: 131072})
+	r.send(0, &amqp091.ConnectionOpen{VirtualHost: "/"})
+	_, ok = r.method().(*amqp091.ConnectionOpenOk)
+	require.True(t, ok)
+	var opens []byte
+	for ch := uint16(1); ch <= channels; ch++ {
+		var err error
+		opens, err = amqp091.AppendMethodFrame(opens, ch, &amqp091.ChannelOpen{})
+		require.NoError(t, err)
+	}
+	r.write(opens)
+	for range channels {
+		_, ok := r.method().(*amqp091.ChannelOpenOk)
+		require.True(t, ok)
+	}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	body := bytes.Repeat([]byte("x"), 300<<10) // for channel 1, later
+	var headers []byte
+	for ch := uint16(1); ch <= channels; ch++ {
+		declared := uint64(16 << 20)
+		if ch == 1 {
+			declared = uint64(len(body))
+		}
+		var err error
+		headers, err = amqp091.AppendMethodFrame(headers, ch, &amqp091.BasicPublish{RoutingKey: "bystander"})
+		require.NoError(t, err)
+		headers, err = amqp091.AppendHeaderFrame(headers, ch, declared, &amqp091.Properties{})
+		require.NoError(t, err)
+	}
+	r.write(headers)
+	// The reader handles frames in order: once this channel is open, every
+	// header before it has been taken.
+	r.send(channels+1, &amqp091.ChannelOpen{})
+	_, ok = r.method().(*amqp091.ChannelOpenOk)
+	require.True(t, ok)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(16<<20),
+		"heap held for %d unfinished publishes of 30 octets each", channels)
+
+	// One of them completes; the message arrives whole.
+	r.write(amqp091.AppendBodyFrames(nil, 1, 131072, body))
+	eventually(t, "the completed publish", func() bool { return queueLen(t, b, "bystander") == 1 })
+	d, ok, err := bystander.Get("bystander", true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, body, d.Body)
 }
