@@ -529,7 +529,9 @@ func (c *conn) frame(f amqp091.Frame) error {
 	ch, ok := c.channels[f.Channel]
 	if !ok {
 		if f.Type != amqp091.FrameMethod {
-			return connErr(amqp091.ChannelError, 0, 0, "expected 'channel.open'")
+			// RabbitMQ gives a frame on a new channel to the channel's
+			// frame assembler, which expects a method.
+			return connErr(amqp091.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
 		cl, me, args, err := amqp091.ParseMethodHeader(f.Payload)
 		if err != nil {

@@ -221,3 +221,39 @@ func TestAMQP091RawUnfinishedPublishesBounded(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, body, d.Body)
 }
+
+// TestAMQP091RawFrameOrderOnChannels: what RabbitMQ 4.3 answers to frames
+// a channel does not expect. A content header or body frame on a channel
+// never opened reaches a new channel's frame assembler, which expects a
+// method: 505 UNEXPECTED_FRAME (not 504, which is for a method other
+// than channel.open), closing the connection.
+func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
+	b := startBroker(t, "")
+	header, err := amqp091.AppendHeaderFrame(nil, 7, 1, &amqp091.Properties{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name              string
+		frame             []byte
+		code              uint16
+		text              string
+		classID, methodID uint16
+	}{
+		{"content header on a channel not opened", header, 505,
+			"UNEXPECTED_FRAME - expected method frame, got non method frame instead", 0, 0},
+		{"content body on a channel not opened", amqp091.AppendBodyFrames(nil, 7, 0, []byte("x")), 505,
+			"UNEXPECTED_FRAME - expected method frame, got non method frame instead", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw091(t, b)
+			r.open(131072)
+			r.write(tc.frame)
+			m := r.method()
+			cl, ok := m.(*amqp091.ConnectionClose)
+			require.True(t, ok, "expected connection.close, got %T %+v", m, m)
+			assert.Equal(t, tc.code, cl.ReplyCode)
+			assert.Equal(t, tc.text, cl.ReplyText)
+			assert.Equal(t, tc.classID, cl.ClassID, "class-id")
+			assert.Equal(t, tc.methodID, cl.MethodID, "method-id")
+		})
+	}
+}
