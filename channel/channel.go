@@ -324,8 +324,8 @@ func (ch *channel) method(m amqp091.Method) error {
 		ch.end()
 		ch.c.forgetChannel(ch.id)
 		return ch.send(&amqp091.ChannelCloseOk{})
-	case *amqp091.ChannelCloseOk:
-		return nil
+	// channel.close-ok, but for a close the broker sent (frame's closing
+	// state), is RabbitMQ's catch-all 503 at the end of this switch.
 	case *amqp091.ChannelFlow:
 		if !m.Active {
 			return connErr(amqp091.NotImplemented, 20, 20, "active=false")

@@ -226,10 +226,15 @@ func TestAMQP091RawUnfinishedPublishesBounded(t *testing.T) {
 // a channel does not expect. A content header or body frame on a channel
 // never opened reaches a new channel's frame assembler, which expects a
 // method: 505 UNEXPECTED_FRAME (not 504, which is for a method other
-// than channel.open), closing the connection.
+// than channel.open). channel.close-ok on a channel the broker is not
+// closing matches no clause of rabbit_channel's handle_method/3 but the
+// last: 503 COMMAND_INVALID "unimplemented method" (it used to be
+// ignored). Both close the connection.
 func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
 	b := startBroker(t, "")
 	header, err := amqp091.AppendHeaderFrame(nil, 7, 1, &amqp091.Properties{})
+	require.NoError(t, err)
+	closeOk, err := amqp091.AppendMethodFrame(nil, 1, &amqp091.ChannelCloseOk{})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name              string
@@ -242,6 +247,8 @@ func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
 			"UNEXPECTED_FRAME - expected method frame, got non method frame instead", 0, 0},
 		{"content body on a channel not opened", amqp091.AppendBodyFrames(nil, 7, 0, []byte("x")), 505,
 			"UNEXPECTED_FRAME - expected method frame, got non method frame instead", 0, 0},
+		{"channel.close-ok on an open channel", closeOk, 503,
+			"COMMAND_INVALID - unimplemented method", 20, 41},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := dialRaw091(t, b)
