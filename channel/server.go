@@ -569,13 +569,14 @@ func (c *conn) channelZero(f amqp091.Frame) error {
 	case *amqp091.ConnectionClose:
 		_ = c.sendMethod(0, &amqp091.ConnectionCloseOk{})
 		return errClosed
-	case *amqp091.ConnectionCloseOk:
-		return errClosed
 	case *amqp091.ConnectionUpdateSecret:
 		return c.updateSecret(m)
 	}
+	// Anything else, connection.close-ok included (closeConnection reads
+	// the answer to a close the broker sends), is rabbit_reader's
+	// handle_method0/2 catch-all.
 	cl, me := m.ID()
-	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
+	return connErr(amqp091.ChannelError, cl, me, "unexpected method in connection state running")
 }
 
 // closeChannel answers a channel-scoped error: channel.close, and the

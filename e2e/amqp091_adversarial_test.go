@@ -229,13 +229,23 @@ func TestAMQP091RawUnfinishedPublishesBounded(t *testing.T) {
 // than channel.open). channel.close-ok on a channel the broker is not
 // closing matches no clause of rabbit_channel's handle_method/3 but the
 // last: 503 COMMAND_INVALID "unimplemented method" (it used to be
-// ignored). Both close the connection.
+// ignored). A method on channel 0 other than those of the running
+// connection (close, close-ok of a close the broker sent, update-secret)
+// is rabbit_reader's handle_method0/2 catch-all: 504 CHANNEL_ERROR
+// "unexpected method in connection state running", naming the method (it
+// used to be 503, and an unasked connection.close-ok ended the connection
+// without a close). All of them close the connection.
 func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
 	b := startBroker(t, "")
 	header, err := amqp091.AppendHeaderFrame(nil, 7, 1, &amqp091.Properties{})
 	require.NoError(t, err)
 	closeOk, err := amqp091.AppendMethodFrame(nil, 1, &amqp091.ChannelCloseOk{})
 	require.NoError(t, err)
+	frame0 := func(m amqp091.Method) []byte {
+		f, err := amqp091.AppendMethodFrame(nil, 0, m)
+		require.NoError(t, err)
+		return f
+	}
 	for _, tc := range []struct {
 		name              string
 		frame             []byte
@@ -249,6 +259,14 @@ func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
 			"UNEXPECTED_FRAME - expected method frame, got non method frame instead", 0, 0},
 		{"channel.close-ok on an open channel", closeOk, 503,
 			"COMMAND_INVALID - unimplemented method", 20, 41},
+		{"basic.qos on channel 0", frame0(&amqp091.BasicQos{PrefetchCount: 1}), 504,
+			"CHANNEL_ERROR - unexpected method in connection state running", 60, 10},
+		{"basic.publish on channel 0", frame0(&amqp091.BasicPublish{RoutingKey: "q"}), 504,
+			"CHANNEL_ERROR - unexpected method in connection state running", 60, 40},
+		{"connection.tune-ok once running", frame0(&amqp091.ConnectionTuneOk{ChannelMax: 10, FrameMax: 131072}), 504,
+			"CHANNEL_ERROR - unexpected method in connection state running", 10, 31},
+		{"connection.close-ok unasked", frame0(&amqp091.ConnectionCloseOk{}), 504,
+			"CHANNEL_ERROR - unexpected method in connection state running", 10, 51},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := dialRaw091(t, b)
