@@ -512,10 +512,10 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 	vh := ch.c.vhost
 	if !b.DestinationIsExchange {
 		q, ok := vh.Queue(b.Destination)
-		if !ok {
+		if !ok && add {
 			return ch.err(amqp091.NotFound, classID, methodID, "no queue '%s' in vhost '%s'", b.Destination, vh.Name())
 		}
-		if q.Exclusive() && q.Owner() != ch.c {
+		if ok && q.Exclusive() && q.Owner() != ch.c {
 			return ch.err(amqp091.ResourceLocked, classID, methodID, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", q.Name(), vh.Name())
 		}
 	}
@@ -524,8 +524,11 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 		err = vh.Bind(b)
 	} else {
 		err = vh.Unbind(b)
-		if errors.Is(err, router.ErrNotFound) && (vh.HasExchange(b.Source) || b.Source == "") {
-			err = nil // unbinding what is not bound is fine
+		if errors.Is(err, router.ErrNotFound) {
+			// Unbinding what is not there (the source, the destination or
+			// the binding) is fine, as RabbitMQ's rabbit_db_binding:delete/2
+			// has it; the default exchange was refused before (403).
+			err = nil
 		}
 	}
 	if err != nil {

@@ -282,3 +282,40 @@ func TestAMQP091RawFrameOrderOnChannels(t *testing.T) {
 		})
 	}
 }
+
+// TestAMQP091RawUnbindMissing: unbinding where the source exchange, the
+// destination or the binding is missing is answered unbind-ok, as RabbitMQ
+// 4.3 does (rabbit_db_binding:delete/2 is ok when a resource is missing);
+// it used to be 404 NOT_FOUND for a missing queue or source exchange. The
+// default exchange stays refused (403), as check_not_default_exchange/1
+// comes first.
+func TestAMQP091RawUnbindMissing(t *testing.T) {
+	b := startBroker(t, "")
+	r := dialRaw091(t, b)
+	r.open(131072)
+	r.send(1, &amqp091.QueueDeclare{Queue: "unbound", Exclusive: true})
+	_, ok := r.method().(*amqp091.QueueDeclareOk)
+	require.True(t, ok)
+	for _, tc := range []struct {
+		name string
+		m    amqp091.Method
+		ok   func(amqp091.Method) bool
+	}{
+		{"queue missing", &amqp091.QueueUnbind{Queue: "missing", Exchange: "amq.direct", RoutingKey: "k"},
+			func(m amqp091.Method) bool { _, ok := m.(*amqp091.QueueUnbindOk); return ok }},
+		{"source exchange missing", &amqp091.QueueUnbind{Queue: "unbound", Exchange: "missing", RoutingKey: "k"},
+			func(m amqp091.Method) bool { _, ok := m.(*amqp091.QueueUnbindOk); return ok }},
+		{"binding missing", &amqp091.QueueUnbind{Queue: "unbound", Exchange: "amq.direct", RoutingKey: "k"},
+			func(m amqp091.Method) bool { _, ok := m.(*amqp091.QueueUnbindOk); return ok }},
+		{"exchange source missing", &amqp091.ExchangeUnbind{Destination: "amq.fanout", Source: "missing", RoutingKey: "k"},
+			func(m amqp091.Method) bool { _, ok := m.(*amqp091.ExchangeUnbindOk); return ok }},
+		{"exchange destination missing", &amqp091.ExchangeUnbind{Destination: "missing", Source: "amq.direct", RoutingKey: "k"},
+			func(m amqp091.Method) bool { _, ok := m.(*amqp091.ExchangeUnbindOk); return ok }},
+	} {
+		r.send(1, tc.m)
+		m := r.method()
+		require.True(t, tc.ok(m), "%s: got %T %+v", tc.name, m, m)
+	}
+	r.send(1, &amqp091.QueueUnbind{Queue: "missing", Exchange: "", RoutingKey: "k"})
+	r.expectChannelClose(403, "ACCESS_REFUSED - operation not permitted on the default exchange", 50, 50)
+}
