@@ -528,6 +528,11 @@ func (c *conn) frame(f amqp091.Frame) error {
 	}
 	ch, ok := c.channels[f.Channel]
 	if !ok {
+		// RabbitMQ's create_channel/2 counts the open channels (those
+		// awaiting close-ok included) and does not limit their numbers.
+		if len(c.channels) >= int(c.channelMax) {
+			return connErr(amqp091.NotAllowed, 0, 0, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
+		}
 		if f.Type != amqp091.FrameMethod {
 			// RabbitMQ gives a frame on a new channel to the channel's
 			// frame assembler, which expects a method.
@@ -543,9 +548,6 @@ func (c *conn) frame(f amqp091.Frame) error {
 		var m amqp091.ChannelOpen
 		if err := amqp091.DecodeArgs(&m, args); err != nil {
 			return err
-		}
-		if f.Channel > c.channelMax {
-			return connErr(amqp091.NotAllowed, 20, 10, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
 		ch = newChannel(c, f.Channel)
 		c.chMu.Lock()
