@@ -628,15 +628,27 @@ func (c *conn) deliverLoop() {
 				}
 			}
 			if err != nil {
-				c.log.Debug("delivery write failed", "err", err)
-				_ = c.nc.Close() // the reader ends with the socket
+				c.writeFailed(err)
+				return
 			}
 			*it = mailItem{}
 		}
 		// One write for the whole batch.
 		if err := c.flush(); err != nil {
-			c.log.Debug("delivery write failed", "err", err)
-			_ = c.nc.Close()
+			c.writeFailed(err)
+			return
 		}
 	}
+}
+
+// writeFailed ends the connection after a failed write: the socket goes,
+// and the reader with it. The deliverer stops at once, so that consumers
+// are not granted credit for deliveries that cannot be written (with
+// no-ack, each one would be taken from its queue and lost). Deliveries
+// still in the mailbox go back to their queues with their subscriptions,
+// but for no-ack ones, which are lost with the connection (as in-flight
+// no-ack deliveries are in RabbitMQ): at most a consumer's window.
+func (c *conn) writeFailed(err error) {
+	c.log.Debug("delivery write failed", "err", err)
+	_ = c.nc.Close()
 }

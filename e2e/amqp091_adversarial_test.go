@@ -319,3 +319,55 @@ func TestAMQP091RawUnbindMissing(t *testing.T) {
 	r.send(1, &amqp091.QueueUnbind{Queue: "missing", Exchange: "", RoutingKey: "k"})
 	r.expectChannelClose(403, "ACCESS_REFUSED - operation not permitted on the default exchange", 50, 50)
 }
+
+// TestAMQP091RawDeadConsumerStopsTaking: a no-ack consumer whose client
+// stopped reading and then went away takes what its credit allowed and
+// no more. The deliverer went on after the socket failed, refilling the
+// consumer's credit with every delivery it appended to the dead
+// connection's output, until the reader's cleanup cancelled it: a batch
+// of deliveries at least, often the whole queue, was taken (and, no-ack,
+// lost). Four stalled consumers in turn: each takes nothing after its
+// stall.
+func TestAMQP091RawDeadConsumerStopsTaking(t *testing.T) {
+	b := startBroker(t, "")
+	setup := channel091(t, dial091(t, b))
+	_, err := setup.QueueDeclare("flood", true, false, false, false, nil)
+	require.NoError(t, err)
+	const total = 12000
+	body := bytes.Repeat([]byte("f"), 4096)
+	for range total {
+		require.NoError(t, setup.PublishWithContext(ctxT(t), "", "flood", false, false, rmq.Publishing{Body: body}))
+	}
+	eventually(t, "the messages", func() bool { return queueLen(t, b, "flood") == total })
+
+	for round := range 4 {
+		r := dialRaw091(t, b)
+		require.NoError(t, r.nc.(*net.TCPConn).SetReadBuffer(4096))
+		r.open(131072)
+		r.send(1, &amqp091.BasicConsume{Queue: "flood", NoAck: true})
+		// The client reads nothing: the broker's writes stall once the
+		// socket buffers are full, and the consumer's credit (1,000
+		// deliveries beyond those written) runs out.
+		before := queueLen(t, b, "flood")
+		stalled := before
+		eventually(t, "the deliveries stalled", func() bool {
+			n := queueLen(t, b, "flood")
+			done := n == stalled && n < before
+			stalled = n
+			time.Sleep(200 * time.Millisecond) // the polling interval: a stall is no change over it
+			return done
+		})
+		require.NoError(t, r.nc.Close())
+		eventually(t, "the consumer gone", func() bool {
+			q, ok := vhost(t, b).Queue("flood")
+			return ok && q.Info().Consumers == 0
+		})
+		require.LessOrEqual(t, stalled-queueLen(t, b, "flood"), 10, "round %d: taken after the consumer's connection failed", round)
+	}
+
+	// The rest is delivered to a consumer that reads.
+	ch := channel091(t, dial091(t, b))
+	ds, err := ch.Consume("flood", "", true, false, false, false, nil)
+	require.NoError(t, err)
+	recv091(t, ds)
+}
