@@ -371,3 +371,23 @@ func TestAMQP091RawDeadConsumerStopsTaking(t *testing.T) {
 	require.NoError(t, err)
 	recv091(t, ds)
 }
+
+// TestAMQP091RawMethodBeforeOpen: once tuned, a method on channel 0 other
+// than connection.open is rabbit_reader's handle_method0/2 catch-all in
+// the opening state, answered with a close: 504 CHANNEL_ERROR
+// "unexpected method in connection state opening", naming the method (it
+// was 503 COMMAND_INVALID).
+func TestAMQP091RawMethodBeforeOpen(t *testing.T) {
+	b := startBroker(t, "")
+	r := dialRaw091(t, b)
+	_, ok := r.login("guest", nil).(*amqp091.ConnectionTune)
+	require.True(t, ok)
+	r.send(0, &amqp091.ConnectionTuneOk{ChannelMax: 10, FrameMax: 131072})
+	r.send(0, &amqp091.BasicQos{PrefetchCount: 1})
+	m := r.method()
+	cl, ok := m.(*amqp091.ConnectionClose)
+	require.True(t, ok, "expected connection.close, got %T %+v", m, m)
+	assert.Equal(t, uint16(504), cl.ReplyCode)
+	assert.Equal(t, "CHANNEL_ERROR - unexpected method in connection state opening", cl.ReplyText)
+	assert.Equal(t, [2]uint16{60, 10}, [2]uint16{cl.ClassID, cl.MethodID}, "class-id and method-id")
+}
