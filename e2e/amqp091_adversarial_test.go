@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/stretchr/testify/assert"
@@ -390,4 +391,38 @@ func TestAMQP091RawMethodBeforeOpen(t *testing.T) {
 	assert.Equal(t, uint16(504), cl.ReplyCode)
 	assert.Equal(t, "CHANNEL_ERROR - unexpected method in connection state opening", cl.ReplyText)
 	assert.Equal(t, [2]uint16{60, 10}, [2]uint16{cl.ClassID, cl.MethodID}, "class-id and method-id")
+}
+
+// TestAMQP091UndecodableAMQP10Body: a 0-9-1 message of type "amqp-1.0"
+// whose payload is not AMQP 1.0 body sections reaches an AMQP 1.0
+// consumer as a data section holding the payload. Its octets used to be
+// sent as they were, an undecodable transfer that ended the consumer's
+// connection (and the message, back in the queue, ended the next one
+// too); RabbitMQ's conversion crashes. A valid payload is still the body.
+func TestAMQP091UndecodableAMQP10Body(t *testing.T) {
+	b := startBroker(t, `{"queues":[{"name":"q10","vhost":"/","durable":true}]}`)
+	r := dialRaw091(t, b)
+	r.open(131072)
+	bodies := [][]byte{
+		{0x00, 0x53, 0x77, 0xa1, 0x05, 'h'}, // amqp-value, a string shorter than it says
+		{0xff},
+		{0x00, 0x53, 0x70, 0x45},                 // a header section, not a body
+		{0x00, 0x53, 0x77, 0xa1, 0x02, 'h', 'i'}, // amqp-value "hi"
+	}
+	for _, body := range bodies {
+		pub, err := amqp091.AppendContent(nil, 1, 131072, &amqp091.BasicPublish{RoutingKey: "q10"},
+			&amqp091.Properties{Flags: amqp091.FlagType, Type: "amqp-1.0"}, body)
+		require.NoError(t, err)
+		r.write(pub)
+	}
+	eventually(t, "the messages", func() bool { return queueLen(t, b, "q10") == len(bodies) })
+	rc := receiver(t, session(t, dial(t, b, nil)), "/queues/q10", &amqp.ReceiverOptions{Credit: 1})
+	for i, body := range bodies[:3] {
+		m := recv(t, rc)
+		assert.Equal(t, [][]byte{body}, m.Data, "message %d", i)
+		require.NoError(t, rc.AcceptMessage(ctxT(t), m))
+	}
+	m := recv(t, rc)
+	assert.Equal(t, "hi", m.Value)
+	require.NoError(t, rc.AcceptMessage(ctxT(t), m))
 }
