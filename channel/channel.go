@@ -702,7 +702,9 @@ func (ch *channel) publish() error {
 		}
 		arr, isArr := v.(amqp091.Array)
 		if !isArr {
-			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,<<\"%s\">>,%s}", h, typeName(v))
+			// rabbit_basic:header_routes/1 prints the key as a string (it
+			// is binary_to_list'ed) and the type as its parser names it.
+			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,\"%s\",%s}", h, typeName(v))
 		}
 		if h == "BCC" {
 			routeKeys = slices.Clone(keys)
@@ -879,18 +881,44 @@ func (ch *channel) flushConfirms() error {
 	return nil
 }
 
+// typeName is a field value's type as RabbitMQ's rabbit_binary_parser
+// names it.
 func typeName(v any) string {
 	switch v.(type) {
 	case string:
 		return "longstr"
 	case amqp091.Table:
 		return "table"
+	case amqp091.Array:
+		return "array"
 	case int64:
 		return "long"
 	case int32:
 		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
 	case bool:
 		return "bool"
+	case amqp091.Decimal:
+		return "decimal"
+	case amqp091.Timestamp:
+		return "timestamp"
+	case amqp091.Binary:
+		return "binary"
+	case nil:
+		return "void"
 	}
 	return fmt.Sprintf("%T", v)
 }

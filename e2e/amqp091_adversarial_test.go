@@ -426,3 +426,43 @@ func TestAMQP091UndecodableAMQP10Body(t *testing.T) {
 	assert.Equal(t, "hi", m.Value)
 	require.NoError(t, rc.AcceptMessage(ctxT(t), m))
 }
+
+// TestAMQP091RawRoutingHeaderTypes: a CC or BCC header that is not an
+// array is 406 "invalid message: {unacceptable_type_in_header,"CC",T}",
+// T being the field's type as RabbitMQ's parser names it; the key is
+// printed as the string rabbit_basic:header_routes/1 makes of it
+// (binary_to_list), not as a binary. Types other than longstr, table,
+// long, signedint and bool used to be printed as Go types.
+func TestAMQP091RawRoutingHeaderTypes(t *testing.T) {
+	b := startBroker(t, "")
+	r := dialRaw091(t, b)
+	r.open(131072)
+	for _, tc := range []struct {
+		key   string
+		value any
+		typ   string
+	}{
+		{"CC", "x", "longstr"},
+		{"BCC", nil, "void"},
+		{"CC", amqp091.Binary("x"), "binary"},
+		{"CC", amqp091.Decimal{Scale: 1, Value: 5}, "decimal"},
+		{"CC", amqp091.Timestamp(1), "timestamp"},
+		{"CC", int8(1), "byte"},
+		{"CC", uint8(1), "unsignedbyte"},
+		{"CC", int16(1), "short"},
+		{"CC", uint16(1), "unsignedshort"},
+		{"CC", uint32(1), "unsignedint"},
+		{"CC", float32(1), "float"},
+		{"BCC", float64(1), "double"},
+	} {
+		pub, err := amqp091.AppendContent(nil, 1, 131072, &amqp091.BasicPublish{RoutingKey: "q"},
+			&amqp091.Properties{Flags: amqp091.FlagHeaders, Headers: amqp091.Table{{Key: tc.key, Value: tc.value}}}, []byte("x"))
+		require.NoError(t, err)
+		r.write(pub)
+		r.expectChannelClose(406, `PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"`+tc.key+`",`+tc.typ+`}`, 60, 40)
+		r.send(1, &amqp091.ChannelCloseOk{})
+		r.send(1, &amqp091.ChannelOpen{})
+		_, ok := r.method().(*amqp091.ChannelOpenOk)
+		require.True(t, ok)
+	}
+}
