@@ -63,7 +63,10 @@ func (a *Assembler) Next(f Frame) (Step, error) {
 	switch a.state {
 	case 0:
 		if f.Type != FrameMethod {
-			return 0, a.err(f.Channel, UnexpectedFrame, ErrUnexpectedFrame, "expected method frame, got non method frame instead")
+			// No method is in progress (RabbitMQ's method none): the ids of
+			// the last content method are not this error's.
+			return 0, &Error{Code: UnexpectedFrame, Channel: f.Channel, Cause: ErrUnexpectedFrame,
+				Text: "expected method frame, got non method frame instead"}
 		}
 		classID, methodID, _, err := ParseMethodHeader(f.Payload)
 		if err != nil {

@@ -588,4 +588,19 @@ func TestAssemblerErrors(t *testing.T) {
 	step, err = a.Next(Frame{FrameMethod, 1, ack})
 	require.NoError(t, err)
 	require.Equal(t, StepMethod, step)
+
+	// A header or body frame where a method is expected names no method
+	// (RabbitMQ's method none: class-id and method-id 0), not the content
+	// method completed before it.
+	for _, f := range []Frame{{FrameHeader, 1, header(60, 0, 1)}, {FrameBody, 1, []byte("x")}} {
+		var a Assembler
+		_, err = a.Next(Frame{FrameMethod, 1, publish})
+		require.NoError(t, err)
+		step, err = a.Next(Frame{FrameHeader, 1, header(60, 0, 0)})
+		require.NoError(t, err)
+		require.Equal(t, StepDone, step)
+		_, err = a.Next(f)
+		e := requireCode(t, err, UnexpectedFrame, ScopeConnection)
+		require.Equal(t, [2]uint16{0, 0}, [2]uint16{e.ClassID, e.MethodID}, "class-id and method-id")
+	}
 }

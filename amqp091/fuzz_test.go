@@ -198,3 +198,31 @@ func FuzzContentHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzClassify: every protocol header gets a verdict. Only 0-9-1 (or 0-9)
+// and AMQP 1.0 with SASL are accepted; a refusal names its reason and
+// replies with a header the broker speaks.
+func FuzzClassify(f *testing.F) {
+	for _, h := range [][8]byte{ProtoHeader091, ProtoHeader09, ProtoHeader10SASL, ProtoHeader10, ProtoHeader10TLS,
+		{'A', 'M', 'Q', 'P', 0, 0, 9, 0}, {'A', 'M', 'Q', 'P', 1, 1, 8, 0}, {'G', 'E', 'T', ' ', '/', ' ', 'H', 'T'},
+		{0x16, 3, 1, 0, 0xc8, 1, 0, 0}} {
+		f.Add(h[:])
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var h [8]byte
+		copy(h[:], in)
+		v := Classify(h)
+		if v.Legacy09 != (h == ProtoHeader09) {
+			t.Fatalf("%x: Legacy09 %v", h, v.Legacy09)
+		}
+		if !v.Refuse {
+			if v.Protocol != ProtocolAMQP091 && v.Protocol != ProtocolAMQP10SASL {
+				t.Fatalf("%x: accepted as %v", h, v.Protocol)
+			}
+			return
+		}
+		if v.Reason == "" || v.Reply != ProtoHeader10SASL && v.Reply != ProtoHeader091 {
+			t.Fatalf("%x: refused with reason %q, reply %x", h, v.Reason, v.Reply)
+		}
+	})
+}

@@ -96,6 +96,51 @@ type pendingPublish struct {
 	m      amqp091.BasicPublish
 	props  []byte
 	body   []byte
+	size   uint64 // the body size the content header declared
+	// propsScratch holds the property octets from the header to the first
+	// body frame, reused from one publish to the next.
+	propsScratch []byte
+}
+
+// header takes a content header's property octets (which alias the
+// frame buffer) and declared body size. The buffer the message keeps is
+// allocated as the body arrives, not here: a header declaring a large
+// body costs nothing until the body comes, so that a client cannot hold
+// memory on every channel with headers alone.
+func (p *pendingPublish) header(props []byte, size uint64) {
+	p.size, p.body = size, nil
+	if size == 0 {
+		np := len(props)
+		buf := make([]byte, np)
+		copy(buf, props)
+		p.props, p.body = buf[:np:np], buf[np:]
+		return
+	}
+	p.propsScratch = append(p.propsScratch[:0], props...)
+	p.props = p.propsScratch
+}
+
+// appendBody appends a body frame's octets. The property octets and the
+// body share one allocation (the message keeps both for its lifetime):
+// exactly their size when the body is in one frame, else at most twice
+// what has arrived, doubling up to the declared size.
+func (p *pendingPublish) appendBody(b []byte) {
+	need := len(p.body) + len(b)
+	if need > cap(p.body) {
+		c := uint64(need)
+		if c < p.size {
+			c = min(p.size, 2*c)
+		}
+		np := len(p.props)
+		buf := make([]byte, np+len(p.body), np+int(c))
+		copy(buf, p.props)
+		copy(buf[np:], p.body)
+		p.props, p.body = buf[:np:np], buf[np:]
+		if cap(p.propsScratch) > 4096 {
+			p.propsScratch = nil // not kept for the next publish
+		}
+	}
+	p.body = append(p.body, b...)
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -255,22 +300,16 @@ func (ch *channel) frame(f amqp091.Frame) error {
 			if max := ch.c.srv.opts.MaxMessageSize; max > 0 && h.BodySize > max {
 				return ch.err(amqp091.PreconditionFailed, 60, 40, "message size %d is larger than configured max size %d", h.BodySize, max)
 			}
-			// The property octets and the body share one allocation (the
-			// message keeps both for its lifetime).
-			np := len(h.Properties)
-			buf := make([]byte, np, np+int(min(h.BodySize, 1<<20)))
-			copy(buf, h.Properties)
-			ch.pub.props = buf[:np:np]
-			ch.pub.body = buf[np:np]
+			ch.pub.header(h.Properties, h.BodySize)
 		} else {
-			ch.pub.body = append(ch.pub.body, f.Payload...)
+			ch.pub.appendBody(f.Payload)
 		}
 		if step == amqp091.StepDone {
 			return ch.publish()
 		}
 		return nil
 	case amqp091.StepBody:
-		ch.pub.body = append(ch.pub.body, f.Payload...)
+		ch.pub.appendBody(f.Payload)
 		return nil
 	}
 	return nil
@@ -285,8 +324,8 @@ func (ch *channel) method(m amqp091.Method) error {
 		ch.end()
 		ch.c.forgetChannel(ch.id)
 		return ch.send(&amqp091.ChannelCloseOk{})
-	case *amqp091.ChannelCloseOk:
-		return nil
+	// channel.close-ok, but for a close the broker sent (frame's closing
+	// state), is RabbitMQ's catch-all 503 at the end of this switch.
 	case *amqp091.ChannelFlow:
 		if !m.Active {
 			return connErr(amqp091.NotImplemented, 20, 20, "active=false")
@@ -473,10 +512,10 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 	vh := ch.c.vhost
 	if !b.DestinationIsExchange {
 		q, ok := vh.Queue(b.Destination)
-		if !ok {
+		if !ok && add {
 			return ch.err(amqp091.NotFound, classID, methodID, "no queue '%s' in vhost '%s'", b.Destination, vh.Name())
 		}
-		if q.Exclusive() && q.Owner() != ch.c {
+		if ok && q.Exclusive() && q.Owner() != ch.c {
 			return ch.err(amqp091.ResourceLocked, classID, methodID, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", q.Name(), vh.Name())
 		}
 	}
@@ -485,8 +524,11 @@ func (ch *channel) bind(b router.Binding, add, noWait bool, classID, methodID ui
 		err = vh.Bind(b)
 	} else {
 		err = vh.Unbind(b)
-		if errors.Is(err, router.ErrNotFound) && (vh.HasExchange(b.Source) || b.Source == "") {
-			err = nil // unbinding what is not bound is fine
+		if errors.Is(err, router.ErrNotFound) {
+			// Unbinding what is not there (the source, the destination or
+			// the binding) is fine, as RabbitMQ's rabbit_db_binding:delete/2
+			// has it; the default exchange was refused before (403).
+			err = nil
 		}
 	}
 	if err != nil {
@@ -660,7 +702,9 @@ func (ch *channel) publish() error {
 		}
 		arr, isArr := v.(amqp091.Array)
 		if !isArr {
-			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,<<\"%s\">>,%s}", h, typeName(v))
+			// rabbit_basic:header_routes/1 prints the key as a string (it
+			// is binary_to_list'ed) and the type as its parser names it.
+			return ch.err(amqp091.PreconditionFailed, 60, 40, "invalid message: {unacceptable_type_in_header,\"%s\",%s}", h, typeName(v))
 		}
 		if h == "BCC" {
 			routeKeys = slices.Clone(keys)
@@ -837,18 +881,44 @@ func (ch *channel) flushConfirms() error {
 	return nil
 }
 
+// typeName is a field value's type as RabbitMQ's rabbit_binary_parser
+// names it.
 func typeName(v any) string {
 	switch v.(type) {
 	case string:
 		return "longstr"
 	case amqp091.Table:
 		return "table"
+	case amqp091.Array:
+		return "array"
 	case int64:
 		return "long"
 	case int32:
 		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
 	case bool:
 		return "bool"
+	case amqp091.Decimal:
+		return "decimal"
+	case amqp091.Timestamp:
+		return "timestamp"
+	case amqp091.Binary:
+		return "binary"
+	case nil:
+		return "void"
 	}
 	return fmt.Sprintf("%T", v)
 }

@@ -337,8 +337,12 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 		}
 		return ch.err(amqp091.InternalError, 60, 70, "message not convertible: %v", err)
 	}
+	// The tag and the get-ok's place in the output are taken under the
+	// lock, in order with the deliverer's deliveries; the socket write is
+	// not: a client that stops reading would hold the lock with it, and
+	// with it whoever else takes the lock (the store's confirm callback,
+	// a direct reply-to publisher, the HTTP API).
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
@@ -348,8 +352,13 @@ func (ch *channel) get(m *amqp091.BasicGet) error {
 	if ctr := ch.c.srv.opts.Counters; ctr != nil {
 		ctr.Delivered(q, m.NoAck)
 	}
-	return ch.c.sendContent(ch.id, &amqp091.BasicGetOk{DeliveryTag: tag, Redelivered: out.Redelivered,
+	_, err = ch.c.appendContent(ch.id, &amqp091.BasicGetOk{DeliveryTag: tag, Redelivered: out.Redelivered,
 		Exchange: out.Exchange, RoutingKey: out.RoutingKey, MessageCount: uint32(count)}, out.Props, out.Body)
+	ch.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return ch.c.flush()
 }
 
 // handed is the number of messages handed out through the subscription:
@@ -366,13 +375,14 @@ func (ch *channel) settle(tag uint64, multiple bool, o router.Settlement, classI
 	if multiple {
 		n := len(ch.unacked)
 		if tag != 0 {
-			n, _ = slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
-			if n < len(ch.unacked) && ch.unacked[n].tag == tag {
-				n++
-			} else if tag > ch.nextTag || n == 0 {
+			// The tag itself must be unacknowledged, whatever is below it
+			// (RabbitMQ's collect_acks/5): one settled already is unknown.
+			i, found := slices.BinarySearchFunc(ch.unacked, tag, func(u unacked, t uint64) int { return cmp.Compare(u.tag, t) })
+			if !found {
 				ch.mu.Unlock()
 				return ch.err(amqp091.PreconditionFailed, classID, methodID, "unknown delivery tag %d", tag)
 			}
+			n = i + 1
 		}
 		take = append(take, ch.unacked[:n]...)
 		ch.dropUnacked(0, n)

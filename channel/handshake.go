@@ -157,7 +157,9 @@ func (c *conn) handshake() error {
 	op, ok := m.(*amqp091.ConnectionOpen)
 	if !ok {
 		cl, me := m.ID()
-		return fail(connErr(amqp091.CommandInvalid, cl, me, "expected connection.open"))
+		// rabbit_reader's handle_method0/2 catch-all, answered with a close
+		// in the opening state.
+		return fail(connErr(amqp091.ChannelError, cl, me, "unexpected method in connection state opening"))
 	}
 	if c.h.OverLimit {
 		return fail(connErr(amqp091.NotAllowed, 10, 40, "connection refused: node connection limit (%d) is reached", o.MaxConnections))

@@ -528,8 +528,15 @@ func (c *conn) frame(f amqp091.Frame) error {
 	}
 	ch, ok := c.channels[f.Channel]
 	if !ok {
+		// RabbitMQ's create_channel/2 counts the open channels (those
+		// awaiting close-ok included) and does not limit their numbers.
+		if len(c.channels) >= int(c.channelMax) {
+			return connErr(amqp091.NotAllowed, 0, 0, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
+		}
 		if f.Type != amqp091.FrameMethod {
-			return connErr(amqp091.ChannelError, 0, 0, "expected 'channel.open'")
+			// RabbitMQ gives a frame on a new channel to the channel's
+			// frame assembler, which expects a method.
+			return connErr(amqp091.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
 		cl, me, args, err := amqp091.ParseMethodHeader(f.Payload)
 		if err != nil {
@@ -541,9 +548,6 @@ func (c *conn) frame(f amqp091.Frame) error {
 		var m amqp091.ChannelOpen
 		if err := amqp091.DecodeArgs(&m, args); err != nil {
 			return err
-		}
-		if f.Channel > c.channelMax {
-			return connErr(amqp091.NotAllowed, 20, 10, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
 		ch = newChannel(c, f.Channel)
 		c.chMu.Lock()
@@ -572,13 +576,14 @@ func (c *conn) channelZero(f amqp091.Frame) error {
 		c.cleanup()
 		_ = c.sendMethod(0, &amqp091.ConnectionCloseOk{})
 		return errClosed
-	case *amqp091.ConnectionCloseOk:
-		return errClosed
 	case *amqp091.ConnectionUpdateSecret:
 		return c.updateSecret(m)
 	}
+	// Anything else, connection.close-ok included (closeConnection reads
+	// the answer to a close the broker sends), is rabbit_reader's
+	// handle_method0/2 catch-all.
 	cl, me := m.ID()
-	return connErr(amqp091.CommandInvalid, cl, me, "unimplemented method")
+	return connErr(amqp091.ChannelError, cl, me, "unexpected method in connection state running")
 }
 
 // closeChannel answers a channel-scoped error: channel.close, and the
@@ -628,15 +633,27 @@ func (c *conn) deliverLoop() {
 				}
 			}
 			if err != nil {
-				c.log.Debug("delivery write failed", "err", err)
-				_ = c.nc.Close() // the reader ends with the socket
+				c.writeFailed(err)
+				return
 			}
 			*it = mailItem{}
 		}
 		// One write for the whole batch.
 		if err := c.flush(); err != nil {
-			c.log.Debug("delivery write failed", "err", err)
-			_ = c.nc.Close()
+			c.writeFailed(err)
+			return
 		}
 	}
+}
+
+// writeFailed ends the connection after a failed write: the socket goes,
+// and the reader with it. The deliverer stops at once, so that consumers
+// are not granted credit for deliveries that cannot be written (with
+// no-ack, each one would be taken from its queue and lost). Deliveries
+// still in the mailbox go back to their queues with their subscriptions,
+// but for no-ack ones, which are lost with the connection (as in-flight
+// no-ack deliveries are in RabbitMQ): at most a consumer's window.
+func (c *conn) writeFailed(err error) {
+	c.log.Debug("delivery write failed", "err", err)
+	_ = c.nc.Close()
 }

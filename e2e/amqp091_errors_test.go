@@ -77,7 +77,7 @@ func TestAMQP091ErrorCodes(t *testing.T) {
 			}
 			_, err := ch.QueueDeclare("", false, true, false, false, nil)
 			return err
-		}, 406, false, "PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,<<\"CC\">>,longstr}"},
+		}, 406, false, "PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,\"CC\",longstr}"},
 		{"declare of an amq. exchange", func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclare("amq.mine", "direct", false, false, false, false, nil)
 		}, 403, false, "ACCESS_REFUSED - exchange name 'amq.mine' contains reserved prefix 'amq.*'"},

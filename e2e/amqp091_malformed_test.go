@@ -248,15 +248,21 @@ func TestAMQP091Malformed(t *testing.T) {
 	require.False(t, bystander.IsClosed())
 }
 
-// TestAMQP091RawLimits: a channel number above the negotiated channel-max
-// is 530; a client that sends nothing for two heartbeat intervals is
-// disconnected.
+// TestAMQP091RawLimits: channels beyond the negotiated channel-max are
+// 530; like RabbitMQ (rabbit_reader:create_channel/2) the broker counts the
+// open channels and does not limit their numbers. A client that sends
+// nothing for two heartbeat intervals is disconnected.
 func TestAMQP091RawLimits(t *testing.T) {
 	b := startBroker(t, "")
 	r := dialRaw091(t, b)
-	r.open(131072) // channel-max 10
-	r.send(11, &amqp091.ChannelOpen{})
-	r.expectConnClose(530, "negotiated channel_max (10)")
+	r.open(131072) // channel-max 10, channel 1 open
+	for _, ch := range []uint16{11, 65535, 2, 3, 4, 5, 6, 7, 8} {
+		r.send(ch, &amqp091.ChannelOpen{})
+		_, ok := r.method().(*amqp091.ChannelOpenOk)
+		require.True(t, ok, "channel %d", ch)
+	}
+	r.send(9, &amqp091.ChannelOpen{})
+	r.expectConnClose(530, "NOT_ALLOWED - number of channels opened (10) has reached the negotiated channel_max (10)")
 
 	r = dialRaw091(t, b)
 	_, ok := r.login("guest", nil).(*amqp091.ConnectionTune)

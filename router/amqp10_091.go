@@ -156,10 +156,18 @@ func convert091To10(p *amqp091.Properties, payload []byte) (*amqp10.Message, err
 	if p.Has(amqp091.FlagType) && p.Type == "amqp-1.0" {
 		// The payload is AMQP 1.0 body sections (RabbitMQ's convention
 		// for a 1.0 message converted to 0-9-1); they are the body again.
+		bodyStart := len(buf)
 		buf = append(buf, payload...)
-	} else {
-		buf = amqp10.AppendBinary(amqp10.AppendDescriptor(buf, amqp10.DescData), payload)
+		if parsed, err := amqp10.ParseMessage(buf); err == nil {
+			return parsed, nil
+		}
+		// A payload that is not body sections would be sent as an
+		// undecodable transfer, ending the consumer's connection
+		// (RabbitMQ's conversion crashes): it goes as a data section,
+		// as for any other type, so that the consumer gets its octets.
+		buf = buf[:bodyStart]
 	}
+	buf = amqp10.AppendBinary(amqp10.AppendDescriptor(buf, amqp10.DescData), payload)
 	if parsed, err := amqp10.ParseMessage(buf); err == nil {
 		return parsed, nil
 	}
