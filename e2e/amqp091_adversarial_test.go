@@ -119,6 +119,8 @@ func TestAMQP091RawGetToStalledReader(t *testing.T) {
 	// get-ok's write blocks while the client does not read.
 	require.NoError(t, setup.PublishWithContext(ctxT(t), "", "big", false, false,
 		rmq.Publishing{Body: bytes.Repeat([]byte("b"), 15<<20)}))
+	// The publish is not confirmed: the get below must find it queued.
+	eventually(t, "the big message queued", func() bool { return queueLen(t, b, "big") == 1 })
 
 	r := dialRaw091(t, b)
 	require.NoError(t, r.nc.(*net.TCPConn).SetReadBuffer(4096))
@@ -345,11 +347,13 @@ func TestAMQP091RawDeadConsumerStopsTaking(t *testing.T) {
 		r := dialRaw091(t, b)
 		require.NoError(t, r.nc.(*net.TCPConn).SetReadBuffer(4096))
 		r.open(131072)
+		// Measured before the consume: the broker may write all it can
+		// before the test looks again.
+		before := queueLen(t, b, "flood")
 		r.send(1, &amqp091.BasicConsume{Queue: "flood", NoAck: true})
 		// The client reads nothing: the broker's writes stall once the
 		// socket buffers are full, and the consumer's credit (1,000
 		// deliveries beyond those written) runs out.
-		before := queueLen(t, b, "flood")
 		stalled := before
 		eventually(t, "the deliveries stalled", func() bool {
 			n := queueLen(t, b, "flood")
