@@ -73,10 +73,12 @@ func TestAMQP091DirectReplyToRefusals(t *testing.T) {
 	channelError := func(t *testing.T, f func(ch *amqp091.Channel) error) *amqp091.Error {
 		t.Helper()
 		ch := channel091(t, c)
+		// Registered first: a close that came before a later registration
+		// would reach it as a closed channel (nil).
+		closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		err := f(ch)
 		if err == nil {
 			// A publish is asynchronous: the channel's close tells.
-			closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			select {
 			case e := <-closed:
 				require.NotNil(t, e)

@@ -60,9 +60,11 @@ func TestOAuth091TokenIsThePasswordAndItsScopesThePermissions(t *testing.T) {
 
 	// The token's user is the connection's: user_id must name it.
 	ch3 := channel091(t, c)
+	// Registered before the publishes: a close that came first would
+	// reach a later registration as a closed channel (nil).
+	closed := ch3.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch3.Publish("", "mine", false, false, amqp091.Publishing{UserId: "alice", Body: []byte("ok")}))
 	require.NoError(t, ch3.Publish("", "mine", false, false, amqp091.Publishing{UserId: "bob", Body: []byte("no")}))
-	closed := ch3.NotifyClose(make(chan *amqp091.Error, 1))
 	select {
 	case e := <-closed:
 		require.NotNil(t, e)
