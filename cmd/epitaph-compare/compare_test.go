@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +193,21 @@ func TestReportNamesTheRabbitScriptByFileName(t *testing.T) {
 	}
 	if got := rabbitName(opts{rabbit: "/some/where/rabbitmq310.sh"}); got != "rabbitmq310.sh" {
 		t.Errorf("rabbitName = %q; want rabbitmq310.sh", got)
+	}
+}
+
+// A command in the report names this machine's files by their base names,
+// and keeps AMQP addresses and relative paths as they are.
+func TestReportPathsOmitTheMachine(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "epitaph-perf")
+	if err := os.WriteFile(bin, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := shellJoin([]string{"-c", "1", bin, "-target", "/queues/dlq", "--data-dir", dir, "-definitions", "defs.json"})
+	want := "-c 1 epitaph-perf -target /queues/dlq --data-dir " + filepath.Base(dir) + " -definitions defs.json"
+	if got != want {
+		t.Fatalf("shellJoin = %q, want %q", got, want)
 	}
 }
 

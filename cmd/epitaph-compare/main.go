@@ -340,11 +340,10 @@ func run(o opts) error {
 	}
 	loadAfter := readFile("/proc/loadavg")
 	var micro []microRun
-	microRoot := ""
 	if runMicroStep {
-		microRoot, micro = runMicro(o)
+		micro = runMicro(o)
 	}
-	report := buildReport(o, scenarios, results, order, brokers, loadBefore, loadAfter, rabbitNote, rabbitVersion, microRoot, micro, time.Since(started))
+	report := buildReport(o, scenarios, results, order, brokers, loadBefore, loadAfter, rabbitNote, rabbitVersion, micro, time.Since(started))
 	if old, err := os.ReadFile(o.out); err == nil {
 		// Keep the durable section of an earlier -durable run, and the
 		// notes, which no run writes.
@@ -617,7 +616,7 @@ func ratio(a, b stat, aok, bok bool) string {
 }
 
 func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order []string, brokers map[string]*broker,
-	loadBefore, loadAfter, rabbitNote, rabbitVersion, microRoot string, micro []microRun, took time.Duration) string {
+	loadBefore, loadAfter, rabbitNote, rabbitVersion string, micro []microRun, took time.Duration) string {
 	var w strings.Builder
 	p := func(f string, a ...any) { fmt.Fprintf(&w, f, a...) }
 	get := func(sc, b string, f func(*perf.Result) float64) (stat, bool) { return stats(collect(res[sc][b], f)) }
@@ -746,7 +745,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 		idleSection(p, o, runs)
 	}
 	if len(micro) > 0 {
-		microSection(p, microRoot, micro)
+		microSection(p, micro)
 	}
 
 	// targets
@@ -859,7 +858,7 @@ func buildReport(o opts, scs []scenario, res map[string]map[string][]run1, order
 	}
 	p("```\n")
 	if len(micro) > 0 {
-		p("\nMicro-benchmarks (from the module root, %s):\n\n```\n", orNA(microRoot))
+		p("\nMicro-benchmarks (from the module root):\n\n```\n")
 		for _, m := range micro {
 			if m.cmd != "" {
 				p("%s\n", m.cmd)
@@ -1003,6 +1002,7 @@ func lastLine(s string) string {
 func shellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
+		a = reportPath(a)
 		if a == "" || strings.ContainsAny(a, " \t\"'$") {
 			q[i] = strconv.Quote(a)
 		} else {
@@ -1010,6 +1010,21 @@ func shellJoin(args []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// reportPath is how the report names an argument that is a file or
+// directory of this machine (a binary, a definitions file, a data
+// directory, mostly in a temporary directory): by its base name, since
+// where it lives is a fact of the machine, not of the run. Other arguments
+// (an address such as /queues/dlq) are kept as they are.
+func reportPath(a string) string {
+	if !filepath.IsAbs(a) {
+		return a
+	}
+	if _, err := os.Stat(a); err != nil {
+		return a
+	}
+	return filepath.Base(a)
 }
 
 // rabbitName is how the report names the -rabbit script: by its file name,

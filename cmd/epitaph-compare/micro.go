@@ -58,12 +58,12 @@ func microArgs(pkg, pattern string) []string {
 // runMicro runs every package of microPkgs from the module root, one after
 // the other, pinned to the client CPU. A package that does not build or
 // whose benchmarks fail is reported with its error; the others still run.
-func runMicro(o opts) (root string, runs []microRun) {
+func runMicro(o opts) (runs []microRun) {
 	gomod := strings.TrimSpace(cmdOut("go", "env", "GOMOD"))
 	if gomod == "" || gomod == os.DevNull {
-		return "", []microRun{{pkg: "(all)", err: "no module: `go env GOMOD` is empty"}}
+		return []microRun{{pkg: "(all)", err: "no module: `go env GOMOD` is empty"}}
 	}
-	root = filepath.Dir(gomod)
+	root := filepath.Dir(gomod)
 	for _, mp := range microPkgs {
 		args := append([]string{"-c", o.clientCPU}, microArgs(mp.pkg, mp.pattern)...)
 		r := microRun{pkg: mp.pkg, cmd: "taskset " + shellQuote(args)}
@@ -86,7 +86,7 @@ func runMicro(o opts) (root string, runs []microRun) {
 		logf("micro: %s: %d benchmarks in %s %s", mp.pkg, len(r.rows), r.took.Round(time.Second), r.err)
 		runs = append(runs, r)
 	}
-	return root, runs
+	return runs
 }
 
 // parseBench picks the result lines out of go test -bench output:
@@ -140,9 +140,9 @@ func microAllocs(runs []microRun, pkg, name string) (float64, bool) {
 }
 
 // microSection writes the "Micro-benchmarks (allocations)" section.
-func microSection(p func(string, ...any), root string, runs []microRun) {
+func microSection(p func(string, ...any), runs []microRun) {
 	p("\n## Micro-benchmarks (allocations)\n\n")
-	p("`go test -bench` with `-benchmem -benchtime %s` (that many iterations of each benchmark), run from the module root (%s) after the broker runs, pinned to the client CPU. The ns/op figures come from a shared 2-core machine and drift from run to run; only the allocation counts are stable.\n", microBenchtime, orNA(root))
+	p("`go test -bench` with `-benchmem -benchtime %s` (that many iterations of each benchmark), run from the module root after the broker runs, pinned to the client CPU. The ns/op figures come from a shared 2-core machine and drift from run to run; only the allocation counts are stable.\n", microBenchtime)
 	for _, r := range runs {
 		p("\n### %s\n\n", r.pkg)
 		if r.cmd != "" {
