@@ -216,6 +216,21 @@ func closeReply(classID, methodID uint16, args []byte) error {
 	return fmt.Errorf("%w: %s.close %d %s", errRefused091, what, cl.ReplyCode, cl.ReplyText)
 }
 
+// unexpected answers a method that channel 1's sender or receiver does not
+// handle: the broker's close (with close-ok for a channel.close) or any
+// other method, as the error that ends the run.
+func (c *fast091Conn) unexpected(cl, me uint16, args []byte) error {
+	if err := closeReply(cl, me, args); err != nil {
+		if me == amqp091.MethodChannelClose {
+			b := c.out.Begin()
+			b, _ = amqp091.AppendMethodFrame(b, 1, &amqp091.ChannelCloseOk{})
+			c.out.End(b)
+		}
+		return err
+	}
+	return fmt.Errorf("unexpected %s on channel 1", amqp091.MethodName(cl, me))
+}
+
 // call sends m on channel 1 and waits for want (setup only, before start).
 func (c *fast091Conn) call(m, want amqp091.Method) error {
 	if err := c.send(1, m); err != nil {
@@ -452,15 +467,7 @@ func (s *fast091Sender) frame(f amqp091.Frame) error {
 		s.mu.Unlock()
 		s.content.begin(false)
 	default:
-		if err := closeReply(cl, me, args); err != nil {
-			if me == amqp091.MethodChannelClose {
-				b := s.c.out.Begin()
-				b, _ = amqp091.AppendMethodFrame(b, 1, &amqp091.ChannelCloseOk{})
-				s.c.out.End(b)
-			}
-			return err
-		}
-		return fmt.Errorf("unexpected %s on channel 1", amqp091.MethodName(cl, me))
+		return s.c.unexpected(cl, me, args)
 	}
 	return nil
 }
@@ -654,15 +661,7 @@ func (r *fast091Receiver) frame(f amqp091.Frame) error {
 	case cl == amqp091.ClassBasic && me == amqp091.MethodBasicCancel:
 		return errors.New("the broker cancelled the consumer (basic.cancel)")
 	default:
-		if err := closeReply(cl, me, args); err != nil {
-			if me == amqp091.MethodChannelClose {
-				b := r.c.out.Begin()
-				b, _ = amqp091.AppendMethodFrame(b, 1, &amqp091.ChannelCloseOk{})
-				r.c.out.End(b)
-			}
-			return err
-		}
-		return fmt.Errorf("unexpected %s on channel 1", amqp091.MethodName(cl, me))
+		return r.c.unexpected(cl, me, args)
 	}
 	return nil
 }

@@ -18,11 +18,10 @@ const smoke091Definitions = `{"queues": [
   {"name": "work", "vhost": "/", "durable": true,
    "arguments": {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}}]}`
 
-// The amqp091 engine against an in-process epitaph, alone and paired with
-// the AMQP 1.0 engines both ways: a few thousand messages through the
-// throughput and dead-letter shapes, checked for loss, duplicates and
-// refused publishes. No timing is asserted.
-func TestSmokeAMQP091EngineAgainstEpitaph(t *testing.T) {
+// startSmoke091Broker starts an in-memory epitaph with the smoke queues,
+// closed when the test ends.
+func startSmoke091Broker(t *testing.T) *epitaph.Broker {
+	t.Helper()
 	opts := epitaph.DefaultOptions()
 	opts.Listen, opts.HTTPListen, opts.InMemory = "127.0.0.1:0", "", true
 	opts.Definitions = []byte(smoke091Definitions)
@@ -30,7 +29,16 @@ func TestSmokeAMQP091EngineAgainstEpitaph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// The amqp091 engine against an in-process epitaph, alone and paired with
+// the AMQP 1.0 engines both ways: a few thousand messages through the
+// throughput and dead-letter shapes, checked for loss, duplicates and
+// refused publishes. No timing is asserted.
+func TestSmokeAMQP091EngineAgainstEpitaph(t *testing.T) {
+	b := startSmoke091Broker(t)
 	url := "amqp://" + b.Addr().String()
 	for _, c := range []perf.Config{
 		{Engine: "amqp091", Scenario: "throughput", Size: 1024, Count: 3000, Window: 100, Credit: 1000},
@@ -104,14 +112,7 @@ func TestSmokeFast091EngineAgainstEpitaph(t *testing.T) {
 // A fast091 publish that no queue takes comes back as basic.return and is
 // counted as released, not accepted; the run reports it as refused.
 func TestFast091CountsReturnedPublishesAsReleased(t *testing.T) {
-	opts := epitaph.DefaultOptions()
-	opts.Listen, opts.HTTPListen, opts.InMemory = "127.0.0.1:0", "", true
-	opts.Definitions = []byte(smoke091Definitions)
-	b, err := epitaph.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startSmoke091Broker(t)
 	res, err := perf.Run(context.Background(), perf.Config{Engine: "fast091", ConsumeEngine: "fast", Scenario: "throughput",
 		URL: "amqp://guest:guest@" + b.Addr().String(), Target: "/exchanges/amq.direct/nowhere", Source: "/queues/plain",
 		Size: 64, Count: 50, Window: 10, Credit: 100, Timeout: 20 * time.Second})
