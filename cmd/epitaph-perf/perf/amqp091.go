@@ -217,11 +217,7 @@ func (s *amqp091Sender) Stats() SendStats {
 }
 
 func (s *amqp091Sender) Confirms() *Histogram {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := &Histogram{}
-	h.Merge(&s.confirm)
-	return h
+	return lockedCopy(&s.mu, &s.confirm)
 }
 
 func (s *amqp091Sender) Close() error {

@@ -558,31 +558,14 @@ func (s *fastSender) appendSplit(b []byte, body []byte, maxFrame int) []byte {
 
 // Wait blocks until every transfer is settled (or ctx ends).
 func (s *fastSender) Wait(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
-	defer stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.inflight > 0 {
-		if err := s.c.Err(); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%d transfers still unsettled: %w", s.inflight, ctx.Err())
-		}
-		s.cond.Wait()
-	}
-	return nil
+	return waitInflight(ctx, s.cond, &s.inflight, s.c.Err, "transfers still unsettled")
 }
 
 func (s *fastSender) Stats() SendStats { s.mu.Lock(); defer s.mu.Unlock(); return s.stats }
 
 // Confirms is a copy of the publish-confirm latency histogram.
 func (s *fastSender) Confirms() *Histogram {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := &Histogram{}
-	h.Merge(&s.confirm)
-	return h
+	return lockedCopy(&s.mu, &s.confirm)
 }
 func (s *fastSender) Close() error { s.c.close(); return s.c.Err() }
 

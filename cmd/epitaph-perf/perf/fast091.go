@@ -539,20 +539,7 @@ func (s *fast091Sender) Send(seq uint64, body []byte) error {
 
 // Wait blocks until every publish is confirmed (or ctx ends).
 func (s *fast091Sender) Wait(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
-	defer stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.inflight > 0 {
-		if err := s.c.Err(); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%d publishes still unconfirmed: %w", s.inflight, ctx.Err())
-		}
-		s.cond.Wait()
-	}
-	return nil
+	return waitInflight(ctx, s.cond, &s.inflight, s.c.Err, "publishes still unconfirmed")
 }
 
 // Stats counts a returned (unroutable) publish as released, not accepted,
@@ -568,11 +555,7 @@ func (s *fast091Sender) Stats() SendStats {
 
 // Confirms is a copy of the publish-confirm latency histogram.
 func (s *fast091Sender) Confirms() *Histogram {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := &Histogram{}
-	h.Merge(&s.confirm)
-	return h
+	return lockedCopy(&s.mu, &s.confirm)
 }
 
 func (s *fast091Sender) Close() error { s.c.close(); return s.c.Err() }

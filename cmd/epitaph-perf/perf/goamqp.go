@@ -151,11 +151,7 @@ func (g *goSender) Stats() SendStats { g.mu.Lock(); defer g.mu.Unlock(); return 
 
 // Confirms is a copy of the publish-confirm latency histogram.
 func (g *goSender) Confirms() *Histogram {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	h := &Histogram{}
-	h.Merge(&g.confirm)
-	return h
+	return lockedCopy(&g.mu, &g.confirm)
 }
 
 func (g *goSender) Close() error {

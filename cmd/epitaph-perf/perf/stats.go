@@ -3,6 +3,7 @@ package perf
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"math/bits"
 	"os"
@@ -71,6 +72,36 @@ func (h *Histogram) Record(v int64) {
 // stalled sender shows up as latency for every message it should have sent.
 func (h *Histogram) RecordCorrected(intended, done time.Time) {
 	h.Record(done.Sub(intended).Nanoseconds())
+}
+
+// lockedCopy returns a copy of h, read under mu (a sender's confirm
+// histogram, which its reader goroutine records into).
+func lockedCopy(mu *sync.Mutex, h *Histogram) *Histogram {
+	mu.Lock()
+	defer mu.Unlock()
+	c := &Histogram{}
+	c.Merge(h)
+	return c
+}
+
+// waitInflight blocks until *inflight (guarded by cond's lock, and
+// broadcast on when it falls) is 0, the connection fails (connErr), or ctx
+// ends; what names the messages still in flight in that error.
+func waitInflight(ctx context.Context, cond *sync.Cond, inflight *int, connErr func() error, what string) error {
+	stop := context.AfterFunc(ctx, func() { cond.L.Lock(); cond.Broadcast(); cond.L.Unlock() })
+	defer stop()
+	cond.L.Lock()
+	defer cond.L.Unlock()
+	for *inflight > 0 {
+		if err := connErr(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%d %s: %w", *inflight, what, ctx.Err())
+		}
+		cond.Wait()
+	}
+	return nil
 }
 
 // Merge adds o into h.
