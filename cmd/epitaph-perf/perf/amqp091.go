@@ -279,14 +279,7 @@ func newAMQP091Receiver(_ context.Context, o ConnOptions, addr string, size int,
 			}
 			r.mu.Lock()
 			r.stats.Delivered++
-			if !ok {
-				r.stats.Undecodable++
-			}
-			if accept {
-				r.stats.Accepted++
-			} else {
-				r.stats.Rejected++
-			}
+			r.stats.countOutcome(ok, accept)
 			if err != nil && !r.stop.Load() && r.err == nil {
 				r.err = err
 			}

@@ -83,16 +83,9 @@ type readerState struct {
 }
 
 func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
-	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
-	}
-	nc, err := dialTCP(ctx, u)
+	u, nc, err := dialURL(ctx, o.URL)
 	if err != nil {
 		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
 	}
 	c := &fastConn{nc: nc, fr: NewFrameReader(nc), out: NewOutQueue(), done: make(chan struct{}), wdone: make(chan struct{})}
 	if err := c.handshake(u, o.SASL, 0); err != nil {
@@ -100,6 +93,23 @@ func dialFast(ctx context.Context, o ConnOptions) (*fastConn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// dialURL parses rawURL and connects to its host, with ctx's deadline (if
+// any) on the connection for the handshake that follows.
+func dialURL(ctx context.Context, rawURL string) (*url.URL, net.Conn, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("url: %w", err)
+	}
+	nc, err := dialTCP(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	return u, nc, nil
 }
 
 // dialTCP connects to the URL's host (port 5672 when none is given).
@@ -599,6 +609,19 @@ type RecvStats struct {
 	Delivered, Accepted, Rejected, BeyondCredit, Undecodable uint64
 }
 
+// countOutcome counts a delivery's body as undecodable (not decoded) and
+// its settlement as accepted or rejected.
+func (s *RecvStats) countOutcome(decoded, accepted bool) {
+	if !decoded {
+		s.Undecodable++
+	}
+	if accepted {
+		s.Accepted++
+	} else {
+		s.Rejected++
+	}
+}
+
 func newFastReceiver(ctx context.Context, o ConnOptions, addr string, size int, onMsg func([]byte) bool) (*fastReceiver, error) {
 	c, err := dialFast(ctx, o)
 	if err != nil {
@@ -698,17 +721,9 @@ func (r *fastReceiver) frame(code uint64, body []byte) error {
 	accept := true
 	if ok {
 		accept = r.onMsg(msg)
-	} else {
-		r.statsMu.Lock()
-		r.stats.Undecodable++
-		r.statsMu.Unlock()
 	}
 	r.statsMu.Lock()
-	if accept {
-		r.stats.Accepted++
-	} else {
-		r.stats.Rejected++
-	}
+	r.stats.countOutcome(ok, accept)
 	r.statsMu.Unlock()
 	r.received.Add(1)
 	var b []byte

@@ -46,16 +46,9 @@ type fast091Conn struct {
 var errRefused091 = errors.New("broker refused")
 
 func dialFast091(ctx context.Context, o ConnOptions) (*fast091Conn, error) {
-	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
-	}
-	nc, err := dialTCP(ctx, u)
+	u, nc, err := dialURL(ctx, o.URL)
 	if err != nil {
 		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
 	}
 	br := bufio.NewReaderSize(nc, 256<<10)
 	c := &fast091Conn{nc: nc, br: br, fr: amqp091.NewFrameReader(br), out: NewOutQueue(),
@@ -214,6 +207,15 @@ func closeReply(classID, methodID uint16, args []byte) error {
 		return fmt.Errorf("%w: %s.close (undecodable)", errRefused091, what)
 	}
 	return fmt.Errorf("%w: %s.close %d %s", errRefused091, what, cl.ReplyCode, cl.ReplyText)
+}
+
+// methodOf reads the method of f, which must be a method frame (content
+// frames are consumed before it is called).
+func methodOf(f amqp091.Frame) (classID, methodID uint16, args []byte, err error) {
+	if f.Type != amqp091.FrameMethod {
+		return 0, 0, nil, fmt.Errorf("unexpected frame type %d on channel %d", f.Type, f.Channel)
+	}
+	return amqp091.ParseMethodHeader(f.Payload)
 }
 
 // unexpected answers a method that channel 1's sender or receiver does not
@@ -440,10 +442,7 @@ func (s *fast091Sender) frame(f amqp091.Frame) error {
 		_, _, err := s.content.frame(f)
 		return err
 	}
-	if f.Type != amqp091.FrameMethod {
-		return fmt.Errorf("unexpected frame type %d on channel %d", f.Type, f.Channel)
-	}
-	cl, me, args, err := amqp091.ParseMethodHeader(f.Payload)
+	cl, me, args, err := methodOf(f)
 	if err != nil {
 		return err
 	}
@@ -625,10 +624,7 @@ func (r *fast091Receiver) frame(f amqp091.Frame) error {
 		}
 		return nil
 	}
-	if f.Type != amqp091.FrameMethod {
-		return fmt.Errorf("unexpected frame type %d on channel %d", f.Type, f.Channel)
-	}
-	cl, me, args, err := amqp091.ParseMethodHeader(f.Payload)
+	cl, me, args, err := methodOf(f)
 	if err != nil {
 		return err
 	}
@@ -664,14 +660,7 @@ func (r *fast091Receiver) delivered(body []byte) {
 	if r.stats.Delivered > r.settled+r.prefetch {
 		r.stats.BeyondCredit++
 	}
-	if !ok {
-		r.stats.Undecodable++
-	}
-	if accept {
-		r.stats.Accepted++
-	} else {
-		r.stats.Rejected++
-	}
+	r.stats.countOutcome(ok, accept)
 	r.statsMu.Unlock()
 	switch {
 	case accept && r.ackMultiple:

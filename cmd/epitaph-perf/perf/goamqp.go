@@ -226,14 +226,7 @@ func newGoReceiver(ctx context.Context, o ConnOptions, addr string, size int, on
 			}
 			g.mu.Lock()
 			g.stats.Delivered++
-			if !ok {
-				g.stats.Undecodable++
-			}
-			if accept {
-				g.stats.Accepted++
-			} else {
-				g.stats.Rejected++
-			}
+			g.stats.countOutcome(ok, accept)
 			g.mu.Unlock()
 			g.received.Add(1)
 			if err != nil && rctx.Err() == nil {
