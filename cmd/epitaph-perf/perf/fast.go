@@ -363,23 +363,31 @@ func commonFrame(code uint64, body []byte) error {
 	return nil
 }
 
+// finishClose ends a connection whose close frame is queued on out: it
+// waits (bounded) for the reader to see the broker's answer (done), lets
+// the writer flush (wdone), then closes the socket and waits for the
+// reader.
+func finishClose(out *OutQueue, done, wdone <-chan struct{}, nc net.Conn) {
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	out.Close()
+	select {
+	case <-wdone:
+	case <-time.After(time.Second):
+	}
+	nc.Close()
+	<-done
+}
+
 func (c *fastConn) close() {
 	if c.closing.Swap(true) {
 		return
 	}
 	b := c.out.Begin()
 	c.out.End(amqp10.AppendFrame(b, amqp10.FrameTypeAMQP, 0, &amqp10.Close{}, nil))
-	select {
-	case <-c.done:
-	case <-time.After(2 * time.Second):
-	}
-	c.out.Close()
-	select {
-	case <-c.wdone:
-	case <-time.After(time.Second):
-	}
-	c.nc.Close()
-	<-c.done
+	finishClose(c.out, c.done, c.wdone, c.nc)
 }
 
 // ---- sender ----

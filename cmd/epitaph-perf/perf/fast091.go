@@ -310,17 +310,7 @@ func (c *fast091Conn) close() {
 	b := c.out.Begin()
 	b, _ = amqp091.AppendMethodFrame(b, 0, &amqp091.ConnectionClose{ReplyCode: amqp091.ReplySuccess, ReplyText: "bye"})
 	c.out.End(b)
-	select {
-	case <-c.done:
-	case <-time.After(2 * time.Second):
-	}
-	c.out.Close()
-	select {
-	case <-c.wdone:
-	case <-time.After(time.Second):
-	}
-	c.nc.Close()
-	<-c.done
+	finishClose(c.out, c.done, c.wdone, c.nc)
 }
 
 // content091 follows the header and body frames after a content-bearing
