@@ -500,32 +500,24 @@ func (s *Subscription) HandedOut() uint32 {
 	return s.handedOut
 }
 
-// stored091Fields is what recovery indexes a stored msgAMQP091 record by,
-// read without decoding its properties.
-type stored091Fields struct {
-	prio    uint8
-	prioSet bool
-	body    []byte
-	err     error
-}
-
-// stored091 reads the index fields of a msgAMQP091 record b (tag included):
-// the router header's priority, whether the properties carry one (their
-// first flags word), and the body.
-func stored091(b []byte) stored091Fields {
+// stored091Index reads the index fields of a msgAMQP091 record b (tag
+// included) without decoding its properties: the router header's
+// priority, whether the properties carry one (their first flags word), and
+// the body's size.
+func stored091Index(b []byte) (storedIndexFields, error) {
 	r := &reader{b: b[1:]}
 	r.byte() // durable
-	f := stored091Fields{prio: r.byte()}
+	f := storedIndexFields{prio: r.byte()}
 	r.byte() // has-ttl
 	r.uvarint()
 	props := r.view()
-	f.body = r.view()
+	f.size = int64(len(r.view()))
 	if r.err == nil && len(props) < 2 {
 		r.err = errCorrupt
 	}
 	if r.err != nil {
-		return stored091Fields{err: r.err}
+		return storedIndexFields{}, r.err
 	}
 	f.prioSet = binary.BigEndian.Uint16(props)&amqp091.FlagPriority != 0
-	return f
+	return f, nil
 }

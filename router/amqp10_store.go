@@ -158,47 +158,34 @@ func decodeList(b []byte, n int) (value.List, error) {
 	return l, nil
 }
 
-// storedSize is the size (Message.size) of the message a stored
-// encodeAMQP10Message record decodes to, read without decoding or copying
-// it: recovery indexes paged messages with it.
-func storedSize(b []byte) (int64, error) {
-	if len(b) > 0 && b[0] == msgAMQP091 {
-		r := stored091(b)
-		return int64(len(r.body)), r.err
-	}
-	if len(b) == 0 || b[0] != msgAMQP10 {
-		return 0, errCorrupt
-	}
-	r := &reader{b: b[1:]}
-	r.header()
-	_, bare, footer := r.view(), r.view(), r.view()
-	if r.err != nil {
-		return 0, r.err
-	}
-	return int64(len(bare) + len(footer)), nil
+// storedIndexFields is what recovery indexes a stored message by, read
+// from its record without decoding or copying it: the size of the message
+// it decodes to (Message.size), its header priority and whether its
+// publisher set one (as the container's prioritySet).
+type storedIndexFields struct {
+	size    int64
+	prio    uint8
+	prioSet bool
 }
 
-// storedPriority reads, from a stored encodeAMQP10Message record and
-// without decoding it, the message's header priority and whether its
-// publisher set one (the wire header's flag, as AMQP10.prioritySet).
-func storedPriority(b []byte) (prio uint8, set bool, err error) {
+// storedIndex reads the index fields of a stored message record, in either
+// format.
+func storedIndex(b []byte) (storedIndexFields, error) {
 	if len(b) > 0 && b[0] == msgAMQP091 {
-		r := stored091(b)
-		return r.prio, r.prioSet, r.err
+		return stored091Index(b)
 	}
 	if len(b) == 0 || b[0] != msgAMQP10 {
-		return 0, false, errCorrupt
+		return storedIndexFields{}, errCorrupt
 	}
 	r := &reader{b: b[1:]}
 	h := r.header()
-	r.view()
-	r.view()
-	r.view()
+	_, bare, footer := r.view(), r.view(), r.view()
+	f := storedIndexFields{size: int64(len(bare) + len(footer)), prio: h.Priority}
 	if r.byte() == 1 {
-		set = r.header().HasPriority
+		f.prioSet = r.header().HasPriority
 	}
 	if r.err != nil {
-		return 0, false, r.err
+		return storedIndexFields{}, r.err
 	}
-	return h.Priority, set, nil
+	return f, nil
 }

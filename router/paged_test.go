@@ -532,9 +532,9 @@ func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
 	assert.Equal(t, 1, whole, "the other queue is served whole")
 }
 
-// storedSize and storedPriority read what a stored record decodes to
-// (its size, its priority and whether its publisher set one) without
-// decoding it, in both stored formats.
+// storedIndex reads what a stored record decodes to (its size, its
+// priority and whether its publisher set one) without decoding it, in both
+// stored formats.
 func TestStoredIndexFieldsMatchDecoded(t *testing.T) {
 	ms := []*Message{durableMsg(t, "x", "q"), durableMsg(t, strings.Repeat("y", 5000), "q"), msg("bare only", "q"),
 		wireMsg(t, nil, nil, "q"), durablePrioMsg(t, "p7", 7, "q"), durablePrioMsg(t, "p4", 4, "q"),
@@ -547,21 +547,17 @@ func TestStoredIndexFieldsMatchDecoded(t *testing.T) {
 	for i, m := range ms {
 		enc, err := encodeMessage(m)
 		require.NoError(t, err)
-		size, err := storedSize(enc)
+		f, err := storedIndex(enc)
 		require.NoError(t, err)
 		dec, err := decodeMessage(enc)
 		require.NoError(t, err)
-		assert.Equal(t, int64(dec.size()), size, i)
-		assert.Equal(t, int64(m.size()), size, i)
-		prio, set, err := storedPriority(enc)
-		require.NoError(t, err)
-		assert.Equal(t, dec.Header.Priority, prio, i)
-		assert.Equal(t, prioritySet(dec), set, i)
+		assert.Equal(t, int64(dec.size()), f.size, i)
+		assert.Equal(t, int64(m.size()), f.size, i)
+		assert.Equal(t, dec.Header.Priority, f.prio, i)
+		assert.Equal(t, prioritySet(dec), f.prioSet, i)
 	}
 	for _, bad := range [][]byte{{msgAMQP10, 0x00}, {msgAMQP091, 1, 4}, {msgAMQP091, 1, 4, 0, 0, 1, 0x80}, {9}, nil} {
-		_, err := storedSize(bad)
-		require.ErrorIs(t, err, errCorrupt, "%x", bad)
-		_, _, err = storedPriority(bad)
+		_, err := storedIndex(bad)
 		require.ErrorIs(t, err, errCorrupt, "%x", bad)
 	}
 }
@@ -588,18 +584,16 @@ func FuzzDecodeStored(f *testing.F) {
 	f.Add(enc)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		size, sizeErr := storedSize(data)
-		prio, set, prioErr := storedPriority(data)
+		f, indexErr := storedIndex(data)
 		m, err := decodeMessage(data)
 		if err != nil {
 			require.ErrorIs(t, err, errCorrupt)
 			return
 		}
-		require.NoError(t, sizeErr)
-		require.NoError(t, prioErr)
-		assert.Equal(t, int64(m.size()), size)
-		assert.Equal(t, m.Header.Priority, prio)
-		assert.Equal(t, prioritySet(m), set)
+		require.NoError(t, indexErr)
+		assert.Equal(t, int64(m.size()), f.size)
+		assert.Equal(t, m.Header.Priority, f.prio)
+		assert.Equal(t, prioritySet(m), f.prioSet)
 	})
 }
 

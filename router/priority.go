@@ -114,17 +114,6 @@ func (q *Queue) priorityLevel(p uint8, set bool) uint8 {
 	return min(p, q.prio.top)
 }
 
-// storedLevel is the level of a stored message read from its record's
-// headers alone (recovery indexes a deep queue's messages without decoding
-// them); false when the record is not one it can read that way.
-func (q *Queue) storedLevel(msg []byte) (uint8, bool) {
-	p, set, err := storedPriority(msg)
-	if err != nil {
-		return 0, false
-	}
-	return q.priorityLevel(p, set), true
-}
-
 // prioritySet reports whether m's publisher set a priority: the neutral
 // header says 4 for one that did not, as both protocols' defaults do.
 func prioritySet(m *Message) bool {

@@ -262,19 +262,21 @@ func (q *Queue) loadInBackground() {
 		q.unlock()
 		err := q.b.st.IterateRange(q.id, from, to, func(seq uint64, msg, state []byte) error {
 			from = seq + 1
-			// A queue with priority levels reads each message's level from
-			// its stored header, without decoding the rest.
-			s, ok := plainSlot(seq, msg, state)
+			var s slot
 			var lvl uint8
-			if ok && q.prio != nil {
-				lvl, ok = q.storedLevel(msg)
-			}
+			ok := false
 			if feed {
 				// Consumers wait: the message goes to them decoded, as a
 				// refill would read it, rather than indexed and read again.
-				ok = false
 				room -= int64(len(msg))
 				fed++
+			} else {
+				var f storedIndexFields
+				s, f, ok = plainSlot(seq, msg, state)
+				if ok && q.prio != nil {
+					// Its level, from the stored header.
+					lvl = q.priorityLevel(f.prio, f.prioSet)
+				}
 			}
 			if ok {
 				slots = append(slots, s)
@@ -394,17 +396,18 @@ func (q *Queue) loaderFeedsWindowLocked() (bool, int64) {
 
 // plainSlot indexes a stored message that comes back as a plain ready
 // message (its state says neither delivered nor retained) without decoding
-// it; its size is kept plus one, so that zero marks a decoded entry.
-func plainSlot(seq uint64, msg, state []byte) (slot, bool) {
+// it; its size is kept plus one, so that zero marks a decoded entry. It
+// also returns the record's index fields (a priority queue's level).
+func plainSlot(seq uint64, msg, state []byte) (slot, storedIndexFields, bool) {
 	var e entry
 	if err := decodeState(&e, state); err != nil || e.delivered || e.retained || e.ext != nil {
-		return slot{}, false
+		return slot{}, storedIndexFields{}, false
 	}
-	size, err := storedSize(msg)
+	f, err := storedIndex(msg)
 	if err != nil {
-		return slot{}, false // decoded (and reported) as an entry
+		return slot{}, storedIndexFields{}, false // decoded (and reported) as an entry
 	}
-	return slot{seq: seq, size: size + 1, deadline: e.deadline}, true
+	return slot{seq: seq, size: f.size + 1, deadline: e.deadline}, f, true
 }
 
 // recoveredEntry decodes a stored message and its state.
