@@ -217,8 +217,10 @@ func Start(opts Options) (*Broker, error) {
 		if opts.StoreRecovery == StoreSalvage {
 			recovery = store.RecoverySalvage
 		}
+		// Each durable queue's message bodies go to its own log in queues/;
+		// the Pebble store keeps references, states and the metadata.
 		st, err := store.OpenPebble(opts.DataDir, store.PebbleOptions{Logger: opts.Logger.With("component", "store"),
-			Recovery: recovery})
+			Recovery: recovery, BodyDir: filepath.Join(opts.DataDir, "queues")})
 		if err != nil {
 			_ = b.providers.Shutdown(context.Background())
 			return nil, fmt.Errorf("open store in %s: %w", opts.DataDir, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func openALO(t *testing.T, dir string) *aloEnv {
 	e := &aloEnv{dl: New(Options{})}
 	o := router.Options{DeadLetterer: e.dl, DeadLetterRetryInterval: 50 * time.Millisecond}
 	if dir != "" {
-		st, err := store.OpenPebble(dir, store.PebbleOptions{})
+		st, err := store.OpenPebble(dir, store.PebbleOptions{BodyDir: filepath.Join(dir, "queues")})
 		require.NoError(t, err)
 		e.st, o.Store = st, st
 		t.Cleanup(func() { _ = st.Close() })

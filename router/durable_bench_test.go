@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,7 +31,8 @@ func benchMsg(b testing.TB) *Message {
 func BenchmarkDurablePublish(b *testing.B) {
 	for _, c := range []struct{ pubs, inflight int }{{1, 1}, {1, 100}, {64, 1}} {
 		b.Run(fmt.Sprintf("pubs=%d/inflight=%d", c.pubs, c.inflight), func(b *testing.B) {
-			st, err := store.OpenPebble(b.TempDir(), store.PebbleOptions{})
+			dir := b.TempDir()
+			st, err := store.OpenPebble(dir, store.PebbleOptions{BodyDir: filepath.Join(dir, "queues")})
 			require.NoError(b, err)
 			br := New(Options{Store: st})
 			v, _ := br.VHost("/")
@@ -91,7 +93,7 @@ func TestRecoverMillion(t *testing.T) {
 	n, err := strconv.Atoi(nstr)
 	require.NoError(t, err)
 	dir := t.TempDir()
-	st, err := store.OpenPebble(dir, store.PebbleOptions{})
+	st, err := store.OpenPebble(dir, store.PebbleOptions{BodyDir: filepath.Join(dir, "queues")})
 	require.NoError(t, err)
 	br := New(Options{Store: st})
 	v, _ := br.VHost("/")
@@ -122,7 +124,7 @@ func TestRecoverMillion(t *testing.T) {
 	require.NoError(t, st.Close())
 
 	start := time.Now()
-	st2, err := store.OpenPebble(dir, store.PebbleOptions{})
+	st2, err := store.OpenPebble(dir, store.PebbleOptions{BodyDir: filepath.Join(dir, "queues")})
 	require.NoError(t, err)
 	opened := time.Since(start)
 	br2 := New(Options{Store: st2})

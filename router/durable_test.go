@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,7 @@ type durableEnv struct {
 
 func openDurable(t *testing.T, dir string, opts ...func(*Options)) *durableEnv {
 	t.Helper()
-	st, err := store.OpenPebble(dir, store.PebbleOptions{})
+	st, err := store.OpenPebble(dir, store.PebbleOptions{BodyDir: filepath.Join(dir, "queues")})
 	require.NoError(t, err)
 	// A one-byte window: every durable test runs on paged queues, each
 	// message after the first behind the window (a test may set its own).

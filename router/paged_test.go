@@ -438,16 +438,26 @@ func TestRecoveredMessagesPagedOut(t *testing.T) {
 	}
 }
 
-// A bit flip in a table of the store, found when a deep queue is read back:
-// the messages of the damaged block are reported (log, counter) and every
-// other message of that queue, and the other queue, is served.
+// A bit flip in a table of the store (bodies kept in Pebble) or in a
+// segment of a queue log, found when a deep queue is read back: the
+// messages of the damaged block or frame are reported (log, counter) and
+// every other message of that queue, and the other queue, is served.
 func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
+	t.Run("table", func(t *testing.T) { testDamagedStoreFile(t, false) })
+	t.Run("queue-log", func(t *testing.T) { testDamagedStoreFile(t, true) })
+}
+
+func testDamagedStoreFile(t *testing.T, logs bool) {
 	old := syncLoadMax
 	syncLoadMax = 100
 	t.Cleanup(func() { syncLoadMax = old })
 	dir := t.TempDir()
+	opts := store.PebbleOptions{MemTableSize: 256 << 10}
+	if logs {
+		opts.BodyDir = filepath.Join(dir, "queues")
+	}
 	open := func() *durableEnv {
-		st, err := store.OpenPebble(dir, store.PebbleOptions{MemTableSize: 256 << 10})
+		st, err := store.OpenPebble(dir, opts)
 		require.NoError(t, err)
 		e := newEnv(t, func(o *Options) { o.Store, o.QueueWindowBytes = st, 4096 })
 		require.NoError(t, e.b.Recover())
@@ -472,9 +482,14 @@ func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
 		}
 	}
 	d.close(t)
-	// Flip a bit in the middle of the largest table: a data block of
-	// messages (the metadata sorts first, the index blocks last).
-	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	// Flip a bit in the middle of the largest table (a data block of
+	// messages: the metadata sorts first, the index blocks last), or of
+	// the largest queue log segment.
+	pattern := filepath.Join(dir, "*.sst")
+	if logs {
+		pattern = filepath.Join(opts.BodyDir, "*", "*.seg")
+	}
+	ssts, err := filepath.Glob(pattern)
 	require.NoError(t, err)
 	require.NotEmpty(t, ssts)
 	var largest string
@@ -491,7 +506,7 @@ func TestDamagedTableReportedOtherMessagesServed(t *testing.T) {
 
 	loaded := make(chan struct{}, 2)
 	d2 := func() *durableEnv {
-		st, err := store.OpenPebble(dir, store.PebbleOptions{MemTableSize: 256 << 10})
+		st, err := store.OpenPebble(dir, opts)
 		require.NoError(t, err)
 		e := newEnv(t, func(o *Options) {
 			o.Store, o.QueueWindowBytes = st, 4096

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ const crashEnv = "EPITAPH_STORE_CRASH_CHILD"
 // 10th to queue 2 with a Move. Each acknowledged operation is printed after
 // its done(nil): "A seq producer n", "S seq", "M seq newseq".
 func crashChild(dir string) {
-	s, err := OpenPebble(dir, PebbleOptions{})
+	s, err := OpenPebble(dir, crashOptions(dir, os.Getenv(crashEnv+"_LOGS") != ""))
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(2)
@@ -96,6 +97,19 @@ func TestMain(m *testing.M) {
 // acknowledged move is in the target and not the source, and no message is in
 // both queues. Several kills hit the same directory in a row.
 func TestCrashKill(t *testing.T) {
+	t.Run("bodies-in-pebble", func(t *testing.T) { testCrashKill(t, false) })
+	t.Run("queue-logs", func(t *testing.T) { testCrashKill(t, true) })
+}
+
+// crashOptions: with logs, bodies are in queue logs under dir.
+func crashOptions(dir string, logs bool) PebbleOptions {
+	if logs {
+		return PebbleOptions{BodyDir: filepath.Join(dir, "queues")}
+	}
+	return PebbleOptions{}
+}
+
+func testCrashKill(t *testing.T, logs bool) {
 	// Each kill takes seconds (a child process doing thousands of synced
 	// appends); the default keeps the suite quick, CI and long runs set
 	// EPITAPH_STORE_CRASH_KILLS for more.
@@ -115,7 +129,11 @@ func TestCrashKill(t *testing.T) {
 	intent := map[uint64]bool{} // a settle or move was submitted (maybe not acknowledged)
 	total := 0
 	for k := 0; k < kills; k++ {
-		cmd, sc := storetest.StartChild(t, crashEnv+"="+dir, fmt.Sprintf("%s_RUN=%d", crashEnv, k))
+		env := []string{crashEnv + "=" + dir, fmt.Sprintf("%s_RUN=%d", crashEnv, k)}
+		if logs {
+			env = append(env, crashEnv+"_LOGS=1")
+		}
+		cmd, sc := storetest.StartChild(t, env...)
 		target := 1000 + rng.IntN(spread)
 		acks := 0
 		for sc.Scan() {
@@ -149,7 +167,7 @@ func TestCrashKill(t *testing.T) {
 		}
 		total += acks
 
-		s, err := OpenPebble(dir, PebbleOptions{})
+		s, err := OpenPebble(dir, crashOptions(dir, logs))
 		if err != nil {
 			t.Fatalf("kill %d: reopen: %v", k, err)
 		}

@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 // Integrity checks of Pebble's own log files, made before Pebble opens them.
@@ -47,7 +47,7 @@ import (
 // WAL or MANIFEST record with valid records after it, a block of a table
 // whose checksum does not match, a record the store cannot decode. Start-up
 // refuses such a store unless RecoverySalvage is set.
-var ErrCorrupt = errors.New("store: corrupt")
+var ErrCorrupt = storeerr.ErrCorrupt
 
 // RecoveryMode says what opening a store does when it finds corruption.
 type RecoveryMode string

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/epitaph-mq/epitaph/router/ratelog"
+	"github.com/epitaph-mq/epitaph/router/store/segment"
 )
 
 // PebbleOptions configures OpenPebble. The zero value is a sensible default.
@@ -54,6 +55,14 @@ type PebbleOptions struct {
 	// (RecoveryStrict, the default) or keep what is readable
 	// (RecoverySalvage).
 	Recovery RecoveryMode
+	// BodyDir, when set, is where each queue's message bodies are kept, in
+	// the queue's own segment log (see bodies.go); Pebble then holds a
+	// reference per message. Empty keeps bodies in Pebble. FS does not
+	// apply to it; BodyFS does.
+	BodyDir string
+	// BodyFS is the file system of the queue logs (nil: the real disk).
+	// Tests wrap it to inject a full disk or a failing fsync.
+	BodyFS segment.FS
 }
 
 func (o *PebbleOptions) defaults() {
@@ -147,6 +156,8 @@ type Pebble struct {
 	reopenErr   error                     // why the last reopen failed
 	settled     map[QueueID]settledRanges // range-deleted since the last compaction
 	repairs     []repair
+
+	bodies *bodyLogs // nil: bodies are kept in Pebble
 
 	compactCtx    context.Context
 	compactCancel context.CancelFunc
@@ -286,6 +297,13 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		cache.Unref()
 		return nil, err
 	}
+	if opts.BodyDir != "" {
+		if err := p.openBodies(); err != nil {
+			p.breakDB()
+			cache.Unref()
+			return nil, err
+		}
+	}
 	p.stallTimer = time.AfterFunc(time.Hour, p.answerStalled)
 	p.stallTimer.Stop() // armed around each db.Apply
 	go p.run()
@@ -375,8 +393,29 @@ func (p *Pebble) Close() error {
 	if db != nil {
 		err = closeDB(db)
 	}
+	if p.bodies != nil {
+		err = errors.Join(err, p.bodies.close())
+	}
 	p.cache.Unref()
 	return err
+}
+
+// openBodies opens the queue logs' directory and removes the logs of
+// queues that hold nothing (a delete that a crash interrupted).
+func (p *Pebble) openBodies() error {
+	bl, err := openBodyLogs(p.opts.BodyDir, p.opts.BodyFS, p.opts.Logger)
+	if err != nil {
+		return err
+	}
+	holds := map[QueueID]bool{}
+	if err := p.Queues(func(q QueueID) error { holds[q] = true; return nil }); err != nil {
+		return err
+	}
+	if err := bl.removeOrphans(holds); err != nil {
+		return err
+	}
+	p.bodies = bl
+	return nil
 }
 
 func (p *Pebble) run() {
@@ -426,26 +465,36 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 			return
 		}
 	}
+	var refs []uint64
+	var err error
+	if p.bodies != nil {
+		// Bodies first, durably: a reference never reaches the disk
+		// before what it names.
+		refs, err = p.bodies.appendGroup(group)
+	}
 	pb := p.db.NewBatch()
 	undos := make([][]kv, len(group))
 	for i, g := range group {
 		if !g.b.rollForward() {
 			undos[i] = p.undoOf(g.b)
 		}
-		p.addOps(pb, g.b)
+		p.addOps(pb, g.b, &refs)
 	}
 
-	p.mu.Lock()
-	p.inApply, p.answered = group, false
-	p.mu.Unlock()
-	p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
-	err := p.apply(pb)
-	p.mu.Lock()
-	answered := p.answered
-	p.inApply, p.answered = nil, false
-	p.mu.Unlock()
-	p.stallTimer.Stop()
-	p.awaitAnswering()
+	answered := false
+	if err == nil {
+		p.mu.Lock()
+		p.inApply, p.answered = group, false
+		p.mu.Unlock()
+		p.stallTimer.Reset(p.opts.DiskFullAnswerAfter)
+		err = p.apply(pb)
+		p.mu.Lock()
+		answered = p.answered
+		p.inApply, p.answered = nil, false
+		p.mu.Unlock()
+		p.stallTimer.Stop()
+		p.awaitAnswering()
+	}
 	_ = pb.Close()
 
 	if err == nil {
@@ -474,6 +523,7 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 				g.done(nil)
 			}
 		}
+		p.releaseBodies(group)
 		p.maybeCompact()
 		return
 	}
@@ -795,6 +845,7 @@ func addPlain(pb *pebble.Batch, b *Batch) {
 		case opSettle:
 			for _, s := range o.seqs {
 				_ = pb.Delete(queueKey(o.queue, s, kindMsg), nil)
+				_ = pb.Delete(queueKey(o.queue, s, kindRef), nil)
 				_ = pb.Delete(queueKey(o.queue, s, kindState), nil)
 			}
 		case opUpdate:
@@ -828,11 +879,13 @@ func (p *Pebble) undoOf(b *Batch) []kv {
 		switch o.kind {
 		case opAppend:
 			for _, r := range o.recs {
-				u = append(u, kv{queueKey(r.Queue, r.Seq, kindMsg), nil}, kv{queueKey(r.Queue, r.Seq, kindState), nil})
+				u = append(u, kv{queueKey(r.Queue, r.Seq, kindMsg), nil}, kv{queueKey(r.Queue, r.Seq, kindRef), nil},
+					kv{queueKey(r.Queue, r.Seq, kindState), nil})
 			}
 		case opSettle:
 			for _, s := range o.seqs {
 				pre(queueKey(o.queue, s, kindMsg))
+				pre(queueKey(o.queue, s, kindRef))
 				pre(queueKey(o.queue, s, kindState))
 			}
 		case opUpdate:
@@ -846,12 +899,19 @@ func (p *Pebble) undoOf(b *Batch) []kv {
 	return u
 }
 
-func (p *Pebble) addOps(pb *pebble.Batch, b *Batch) {
+// addOps adds b's operations to pb. With queue logs, refs holds the log
+// index of each appended record's body, in order; addOps takes them.
+func (p *Pebble) addOps(pb *pebble.Batch, b *Batch, refs *[]uint64) {
 	for _, o := range b.ops {
 		switch o.kind {
 		case opAppend:
 			for _, r := range o.recs {
-				_ = pb.Set(queueKey(r.Queue, r.Seq, kindMsg), r.Msg, nil)
+				if p.bodies != nil && len(*refs) > 0 {
+					_ = pb.Set(queueKey(r.Queue, r.Seq, kindRef), encodeRef((*refs)[0], len(r.Msg)), nil)
+					*refs = (*refs)[1:]
+				} else {
+					_ = pb.Set(queueKey(r.Queue, r.Seq, kindMsg), r.Msg, nil)
+				}
 				if r.State != nil { // seqs are never reused: no older state to delete
 					_ = pb.Set(queueKey(r.Queue, r.Seq, kindState), r.State, nil)
 				}
@@ -903,6 +963,7 @@ func (p *Pebble) addSettle(pb *pebble.Batch, q QueueID, seqs []uint64) {
 		} else {
 			for _, s := range seqs[i:j] {
 				_ = pb.Delete(queueKey(q, s, kindMsg), nil)
+				_ = pb.Delete(queueKey(q, s, kindRef), nil)
 				_ = pb.Delete(queueKey(q, s, kindState), nil)
 			}
 		}
@@ -952,7 +1013,7 @@ func (p *Pebble) maybeCompact() {
 // Iterate visits q's messages in seq order.
 func (p *Pebble) Iterate(queue QueueID, fn func(seq uint64, msg, state []byte) error) error {
 	lo, hi := queueBounds(queue)
-	return p.iterate(lo, hi, fn)
+	return p.iterate(queue, lo, hi, fn)
 }
 
 // IterateRange implements Store.
@@ -960,10 +1021,10 @@ func (p *Pebble) IterateRange(queue QueueID, from, to uint64, fn func(seq uint64
 	if from >= to {
 		return nil
 	}
-	return p.iterate(seqBound(queue, from), seqBound(queue, to), fn)
+	return p.iterate(queue, seqBound(queue, from), seqBound(queue, to), fn)
 }
 
-func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) error) (err error) {
+func (p *Pebble) iterate(queue QueueID, lo, hi []byte, fn func(seq uint64, msg, state []byte) error) (err error) {
 	defer func() { err = readErr(err) }()
 	defer recoverPanic(&err)
 	p.dbMu.RLock()
@@ -977,6 +1038,8 @@ func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) e
 	}
 	var state []byte
 	stateSeq, haveState := uint64(0), false
+	bodies := bodyReader{bl: p.bodies, q: queue}
+	defer bodies.close()
 	for it.First(); it.Valid(); it.Next() {
 		_, seq, kind, ok := parseQueueKey(it.Key())
 		if !ok {
@@ -997,6 +1060,14 @@ func (p *Pebble) iterate(lo, hi []byte, fn func(seq uint64, msg, state []byte) e
 			st = state
 		}
 		haveState = false
+		if kind == kindRef {
+			if v, err = bodies.body(seq, v); errors.Is(err, errReleased) {
+				continue
+			} else if err != nil {
+				_ = it.Close()
+				return err
+			}
+		}
 		if err := fn(seq, v, st); err != nil {
 			_ = it.Close()
 			return err
@@ -1055,7 +1126,7 @@ func (p *Pebble) Queues(fn func(QueueID) error) (err error) {
 			valid = it.Next()
 			continue
 		}
-		if kind == kindMsg {
+		if kind == kindMsg || kind == kindRef {
 			if err := fn(q); err != nil {
 				_ = it.Close()
 				return err
@@ -1112,4 +1183,32 @@ func (p *Pebble) Meta(fn func(key string, value []byte) error) (err error) {
 func (p *Pebble) awaitAnswering() {
 	p.answerMu.Lock()
 	defer p.answerMu.Unlock()
+}
+
+// releaseBodies frees the queue logs after a durable group: the head of
+// each log whose queue had messages settled, and the whole log of each
+// deleted queue. Errors are logged; the next settle retries the release.
+func (p *Pebble) releaseBodies(group []pendingBatch) {
+	if p.bodies == nil {
+		return
+	}
+	var settled []QueueID
+	for _, g := range group {
+		for _, o := range g.b.ops {
+			switch o.kind {
+			case opSettle:
+				if !slices.Contains(settled, o.queue) {
+					settled = append(settled, o.queue)
+				}
+			case opDeleteQueue:
+				p.bodies.remove(o.queue)
+				settled = slices.DeleteFunc(settled, func(q QueueID) bool { return q == o.queue })
+			}
+		}
+	}
+	for _, q := range settled {
+		if err := p.bodies.releaseHead(p.db, q); err != nil {
+			p.limiter.Error("queue log release", "store: releasing a queue log's head", "queue", uint64(q), "err", err)
+		}
+	}
 }

@@ -27,6 +27,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 // QueueID names a queue inside the store. The router maps (vhost, name) to an
@@ -111,7 +113,7 @@ var (
 	// ErrDiskFull also wraps commit failures caused by a full disk (ENOSPC),
 	// whether the write itself failed or it waited behind flushes that
 	// could not write their tables.
-	ErrDiskFull = errors.New("store: disk full")
+	ErrDiskFull = storeerr.ErrDiskFull
 )
 
 type opKind uint8
@@ -221,16 +223,19 @@ func (b *Batch) rollForward() bool {
 
 // Key layout (all integers big-endian, so byte order is numeric order):
 //
-//	'q' queueID(8) seq(8) kind(1)   kind 0 = state, 1 = message
+//	'q' queueID(8) seq(8) kind(1)   kind 0 = state, 1 = message, 2 = reference
 //	'm' key                          metadata
 //
-// The state key sorts just before its message key, so Iterate reads the
-// (small) state first and hands the message value to fn without copying it.
+// A message is either its encoded body (kind 1) or, with queue logs, a
+// reference to its body in its queue's log (kind 2, bodies.go). The state
+// key sorts just before its message key, so Iterate reads the (small)
+// state first and hands the message value to fn without copying it.
 const (
 	prefixQueue = 'q'
 	prefixMeta  = 'm'
 	kindState   = 0
 	kindMsg     = 1
+	kindRef     = 2 // the message's body is in its queue's log (bodies.go)
 	keyLen      = 18
 )
 

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -65,25 +66,35 @@ func stores(t *testing.T, f func(t *testing.T, s Store, reopen func() Store)) {
 		m := NewMemory()
 		f(t, m, func() Store { return m })
 	})
-	t.Run("pebble", func(t *testing.T) {
-		dir := t.TempDir()
-		p, err := OpenPebble(dir, PebbleOptions{})
-		if err != nil {
-			t.Fatal(err)
+	for _, logs := range []bool{false, true} {
+		name := "pebble"
+		if logs {
+			name = "pebble-queue-logs"
 		}
-		cur := p
-		defer func() { cur.Close(); checkNoLeak(t) }()
-		f(t, p, func() Store {
-			if err := cur.Close(); err != nil {
-				t.Fatal(err)
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := PebbleOptions{}
+			if logs {
+				opts.BodyDir = filepath.Join(dir, "queues")
 			}
-			cur, err = OpenPebble(dir, PebbleOptions{})
+			p, err := OpenPebble(dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return cur
+			cur := p
+			defer func() { cur.Close(); checkNoLeak(t) }()
+			f(t, p, func() Store {
+				if err := cur.Close(); err != nil {
+					t.Fatal(err)
+				}
+				cur, err = OpenPebble(dir, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cur
+			})
 		})
-	})
+	}
 }
 
 func TestOrderingAndRecovery(t *testing.T) {

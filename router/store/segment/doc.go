@@ -46,7 +46,7 @@
 // dropped the pages, so only a reopen, which reads the files back, says
 // what is on disk. A write refused for lack of space (ENOSPC, EDQUOT) is
 // not a failure: the partial frame is cut off again, the call returns an
-// error wrapping store.ErrDiskFull, nothing was appended, and the next
+// error wrapping storeerr.ErrDiskFull, nothing was appended, and the next
 // append succeeds once there is room.
 //
 // # Recovery and damage
@@ -59,9 +59,9 @@
 // is cut and logged. Any other damage is kept and reported: because every
 // frame carries its index, the scanner resynchronises on the next valid
 // frame and knows exactly which indices it lost, and the reader returns a
-// *CorruptError (errors.Is store.ErrCorrupt) naming them, then goes on
+// *CorruptError (errors.Is storeerr.ErrCorrupt) naming them, then goes on
 // with the next entry. A damaged state file refuses to open (wrapping
-// store.ErrCorrupt): losing a release would resurrect settled messages.
+// storeerr.ErrCorrupt): losing a release would resurrect settled messages.
 // Damage in the very last frame cannot be told from a torn write.
 //
 // # Reading

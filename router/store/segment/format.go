@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 // On-disk layout (all integers little-endian).
@@ -46,8 +46,8 @@ var (
 	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
 )
 
-// Errors. Every damaged-data error wraps store.ErrCorrupt and every
-// out-of-space error wraps store.ErrDiskFull, so callers test them the same
+// Errors. Every damaged-data error wraps storeerr.ErrCorrupt and every
+// out-of-space error wraps storeerr.ErrDiskFull, so callers test them the same
 // way as the message store's.
 var (
 	// ErrNotFound: the index is outside [FirstIndex, LastIndex], or was
@@ -75,8 +75,8 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("segment: entries %d..%d unreadable: %s at offset %d of %s", e.First, e.Last, e.Reason, e.Offset, e.Segment)
 }
 
-// Unwrap makes errors.Is(err, store.ErrCorrupt) hold.
-func (e *CorruptError) Unwrap() error { return store.ErrCorrupt }
+// Unwrap makes errors.Is(err, storeerr.ErrCorrupt) hold.
+func (e *CorruptError) Unwrap() error { return storeerr.ErrCorrupt }
 
 // frameCRC is the checksum of a frame: its length, index and payload.
 func frameCRC(lenField, indexAndPayload []byte) uint32 {

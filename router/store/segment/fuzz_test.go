@@ -48,7 +48,7 @@ func verifyEntry(t *testing.T, data []byte, i uint64, d []byte, prev *uint64) {
 // FuzzDecodeSegment feeds arbitrary bytes to the segment decoder: it
 // never panics, every entry it returns is a frame of the input whose
 // checksum holds, indices strictly increase, and every damage report
-// wraps store.ErrCorrupt with a sensible range.
+// wraps storeerr.ErrCorrupt with a sensible range.
 func FuzzDecodeSegment(f *testing.F) {
 	segmentSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {

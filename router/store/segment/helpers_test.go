@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 func openT(t *testing.T, dir string, opt Options) *Log {
@@ -175,6 +175,6 @@ func (f *faultFile) Sync() error {
 	return f.File.Sync()
 }
 
-func errCorruptSentinel() error { return store.ErrCorrupt }
+func errCorruptSentinel() error { return storeerr.ErrCorrupt }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 // Options configures a Log. The zero value is usable.
@@ -513,7 +513,7 @@ func (l *Log) Stats() Stats {
 // diskErr wraps an error of the file system, marking a full disk.
 func diskErr(op string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("segment: %s: %w: %w", op, store.ErrDiskFull, err)
+		return fmt.Errorf("segment: %s: %w: %w", op, storeerr.ErrDiskFull, err)
 	}
 	return fmt.Errorf("segment: %s: %w", op, err)
 }
@@ -537,7 +537,7 @@ func (l *Log) submit(done func(error)) {
 // commit). The entries are visible to readers at once, before the fsync.
 //
 // If Append returns an error, nothing was appended and done is not called.
-// A full disk is reported as an error wrapping store.ErrDiskFull; the log
+// A full disk is reported as an error wrapping storeerr.ErrDiskFull; the log
 // stays usable and later appends succeed once space returns.
 func (l *Log) Append(entries [][]byte, done func(error)) (first uint64, err error) {
 	if len(entries) == 0 {

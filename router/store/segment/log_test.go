@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 	"github.com/epitaph-mq/epitaph/router/store/storetest"
 )
 
@@ -341,7 +341,7 @@ func entryOffset(t *testing.T, path string, idx uint64) int64 {
 }
 
 // A bit flip in a sealed segment is found when read: the reader reports
-// exactly the damaged entry (a CorruptError wrapping store.ErrCorrupt) and
+// exactly the damaged entry (a CorruptError wrapping storeerr.ErrCorrupt) and
 // goes on with the next; a flip in the middle of the last segment is found
 // at open, is not taken for a torn tail (the entries after it stay), and is
 // reported at read the same way.
@@ -376,13 +376,13 @@ func TestBitFlipReported(t *testing.T) {
 				t.Fatalf("last %d after a flip in %s", l.LastIndex(), filepath.Base(path))
 			}
 			idx, corrupt := readAll(t, l)
-			if len(corrupt) != 1 || corrupt[0].First != victim || corrupt[0].Last != victim || !errors.Is(corrupt[0], store.ErrCorrupt) {
+			if len(corrupt) != 1 || corrupt[0].First != victim || corrupt[0].Last != victim || !errors.Is(corrupt[0], storeerr.ErrCorrupt) {
 				t.Fatalf("corruption reported %v, want entry %d alone", corrupt, victim)
 			}
 			if len(idx) != 499 || slices.Contains(idx, victim) {
 				t.Fatalf("read %d entries, want every other one", len(idx))
 			}
-			if _, err := l.Get(victim); !errors.Is(err, store.ErrCorrupt) {
+			if _, err := l.Get(victim); !errors.Is(err, storeerr.ErrCorrupt) {
 				t.Fatalf("Get of the damaged entry: %v", err)
 			}
 			if data, err := l.Get(victim + 1); err != nil || string(data) != string(payload(victim+1)) {
@@ -406,7 +406,7 @@ func TestStateFileDamageRefused(t *testing.T) {
 	}
 	l.Close()
 	flipByte(t, filepath.Join(dir, stateName), 10)
-	if _, err := Open(dir, Options{}); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := Open(dir, Options{}); !errors.Is(err, storeerr.ErrCorrupt) {
 		t.Fatalf("open with a damaged state file: %v", err)
 	}
 }
@@ -446,7 +446,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// A full disk fails the append with store.ErrDiskFull and leaves no
+// A full disk fails the append with storeerr.ErrDiskFull and leaves no
 // partial frame; the log keeps every entry appended before, takes appends
 // again once space returns, and all of it reads back after a reopen. A
 // roll that cannot create its segment fails the same way.
@@ -462,7 +462,7 @@ func TestDiskFull(t *testing.T) {
 		for err == nil {
 			_, err = l.Append([][]byte{payload(l.LastIndex() + 1), payload(l.LastIndex() + 2)}, nil)
 		}
-		if !errors.Is(err, store.ErrDiskFull) {
+		if !errors.Is(err, storeerr.ErrDiskFull) {
 			t.Fatalf("room %d: append failed with %v, want ErrDiskFull", room, err)
 		}
 		fs.quota.Store(-1)
@@ -654,7 +654,7 @@ func TestStateCompaction(t *testing.T) {
 }
 
 // A release whose state record cannot be written for lack of space is
-// answered with store.ErrDiskFull, stays in effect, and is written with
+// answered with storeerr.ErrDiskFull, stays in effect, and is written with
 // the next group commit once there is room: after a reopen it holds.
 func TestDiskFullOnRelease(t *testing.T) {
 	dir := t.TempDir()
@@ -666,7 +666,7 @@ func TestDiskFullOnRelease(t *testing.T) {
 	if err := l.Settle(10, 20, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, store.ErrDiskFull) {
+	if err := <-done; !errors.Is(err, storeerr.ErrDiskFull) {
 		t.Fatalf("settle on a full disk: %v, want ErrDiskFull", err)
 	}
 	if _, err := l.Get(15); !errors.Is(err, ErrNotFound) {
@@ -811,7 +811,7 @@ func TestMissingFooterAndMissingSegment(t *testing.T) {
 	}
 	l = openT(t, dir, opt)
 	idx, corrupt := readAll(t, l)
-	if len(corrupt) != 1 || corrupt[0].First != first || corrupt[0].Last != last || !errors.Is(corrupt[0], store.ErrCorrupt) {
+	if len(corrupt) != 1 || corrupt[0].First != first || corrupt[0].Last != last || !errors.Is(corrupt[0], storeerr.ErrCorrupt) {
 		t.Fatalf("missing segment %d..%d reported as %v", first, last, corrupt)
 	}
 	if len(idx) != 600-len(entries) {

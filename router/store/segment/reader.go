@@ -51,7 +51,7 @@ func (r *Reader) drop() {
 // Next returns the next held entry. data points into the reader's buffer
 // and is valid until the next call. At the end of the log it returns
 // io.EOF (call again after more appends). An unreadable stretch is
-// returned once as a *CorruptError (wrapping store.ErrCorrupt) naming its
+// returned once as a *CorruptError (wrapping storeerr.ErrCorrupt) naming its
 // indices; the following call continues after it.
 func (r *Reader) Next() (index uint64, data []byte, err error) {
 	l := r.l

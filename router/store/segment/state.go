@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"github.com/epitaph-mq/epitaph/router/store"
+	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 
 // The state file ("state") records what was released: the head (first
@@ -100,7 +100,7 @@ func (st *releaseState) apply(kind byte, a, b uint64) {
 // readState replays a state file. It returns the state and the length of
 // the valid prefix. A bad record is a torn tail (the last write, never
 // synced) when nothing valid follows it; a valid record after it means the
-// file was damaged, and that is an error wrapping store.ErrCorrupt: a lost
+// file was damaged, and that is an error wrapping storeerr.ErrCorrupt: a lost
 // release would bring settled entries back.
 func readState(data []byte) (st releaseState, good int, err error) {
 	off := 0
@@ -110,7 +110,7 @@ func readState(data []byte) (st releaseState, good int, err error) {
 			// Look for any valid record after the bad one.
 			for p := off + 1; p+8 <= len(data); p++ {
 				if _, _, ok := parseRecord(data, p); ok {
-					return st, off, fmt.Errorf("segment: state file damaged at offset %d (valid record at %d): %w", off, p, store.ErrCorrupt)
+					return st, off, fmt.Errorf("segment: state file damaged at offset %d (valid record at %d): %w", off, p, storeerr.ErrCorrupt)
 				}
 			}
 			return st, off, nil
@@ -146,16 +146,16 @@ func (st *releaseState) applyBody(body []byte) error {
 		st.apply(kind, a, 0)
 	case opSettle:
 		if len(body) < 17 {
-			return fmt.Errorf("short settle record: %w", store.ErrCorrupt)
+			return fmt.Errorf("short settle record: %w", storeerr.ErrCorrupt)
 		}
 		st.apply(kind, a, binary.LittleEndian.Uint64(body[9:]))
 	case opCheckpoint:
 		if len(body) < 13 {
-			return fmt.Errorf("short checkpoint: %w", store.ErrCorrupt)
+			return fmt.Errorf("short checkpoint: %w", storeerr.ErrCorrupt)
 		}
 		n := int(binary.LittleEndian.Uint32(body[9:]))
 		if len(body) != 13+16*n {
-			return fmt.Errorf("checkpoint of %d spans in %d bytes: %w", n, len(body), store.ErrCorrupt)
+			return fmt.Errorf("checkpoint of %d spans in %d bytes: %w", n, len(body), storeerr.ErrCorrupt)
 		}
 		st.head, st.holes = a, st.holes[:0]
 		for k := range n {
@@ -164,7 +164,7 @@ func (st *releaseState) applyBody(body []byte) error {
 			st.apply(opSettle, from, to)
 		}
 	default:
-		return fmt.Errorf("unknown record type %d: %w", kind, store.ErrCorrupt)
+		return fmt.Errorf("unknown record type %d: %w", kind, storeerr.ErrCorrupt)
 	}
 	return nil
 }
