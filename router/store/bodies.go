@@ -51,6 +51,10 @@ import (
 // bodySegmentSize: disk is freed a segment at a time.
 const bodySegmentSize = 16 << 20
 
+// emptyReleaseBytes: a queue log whose queue holds nothing is emptied
+// (its files deleted) once it holds this much.
+const emptyReleaseBytes = 4 << 20
+
 // refLen is the size of a kindRef value: log index (8), body length (4).
 const refLen = 12
 
@@ -87,6 +91,10 @@ type bodyLog struct {
 	// seq appended below it turns the release off for this log.
 	lastSeq   uint64
 	unordered bool
+	// headSeq: no message below this seq is stored any more (the first
+	// one the last release found), so the next one seeks from there
+	// instead of stepping over every settled key again.
+	headSeq uint64
 }
 
 func openBodyLogs(dir string, fs segment.FS, logger *slog.Logger) (*bodyLogs, error) {
@@ -297,25 +305,29 @@ func (bl *bodyLogs) releaseHead(db *pebble.DB, q QueueID) error {
 	if err != nil || l == nil || l.unordered {
 		return err
 	}
-	lo, hi := queueBounds(q)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	_, hi := queueBounds(q)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: seqBound(q, l.headSeq), UpperBound: hi})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	// With nothing stored, the release goes one past the end, which the
 	// log takes as a fresh start: its emptied active segment goes too.
+	// A queue that its consumers keep empty would then start a segment
+	// file per commit: it waits until the log holds emptyReleaseBytes.
 	to := l.log.LastIndex() + 2
-	if l.log.Stats().Segments == 0 {
-		to = 0 // nothing on disk
+	if l.log.Stats().Bytes < emptyReleaseBytes {
+		to = 0
 	}
+	headSeq := l.lastSeq + 1
 	// The first reference; a queue written before its bodies moved to the
 	// log starts with inline messages, passed over for a while.
 	for n, valid := 0, it.First(); valid; n, valid = n+1, it.Next() {
 		if n == 256 {
 			return nil
 		}
-		if _, _, kind, ok := parseQueueKey(it.Key()); !ok || kind != kindRef {
+		_, seq, kind, ok := parseQueueKey(it.Key())
+		if !ok || kind != kindRef {
 			continue
 		}
 		v, err := it.ValueAndErr()
@@ -326,13 +338,16 @@ func (bl *bodyLogs) releaseHead(db *pebble.DB, q QueueID) error {
 		if !ok {
 			return fmt.Errorf("%w: queue %x: bad body reference", ErrCorrupt, uint64(q))
 		}
-		to = idx
+		to, headSeq = idx, seq
 		break
 	}
 	if err := it.Error(); err != nil {
 		return err
 	}
-	if to <= l.log.FirstIndex() {
+	l.headSeq = max(l.headSeq, headSeq)
+	// Release only when it frees a segment file: a release is a state
+	// record and an fsync of the log, worth paying once per 16 MiB.
+	if to <= l.log.FirstIndex() || to < l.log.HeadSegmentEnd() {
 		return nil
 	}
 	return l.log.TruncatePrefix(to, nil)

@@ -224,7 +224,7 @@ func TestQueueLogIterationRacingSettles(t *testing.T) {
 	dir := t.TempDir()
 	p := openWithLogs(t, dir, nil)
 	defer p.Close()
-	const n = 20000
+	const n = 60000
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	errs := make(chan error, 1)
@@ -239,7 +239,7 @@ func TestQueueLogIterationRacingSettles(t *testing.T) {
 			}
 			prev := uint64(0)
 			if err := p.Iterate(5, func(seq uint64, msg, _ []byte) error {
-				if seq <= prev || !bytes.Equal(msg, body(seq, 64)) {
+				if seq <= prev || !bytes.Equal(msg, body(seq, 1024)) {
 					return fmt.Errorf("seq %d after %d: wrong body or order", seq, prev)
 				}
 				prev = seq
@@ -254,7 +254,7 @@ func TestQueueLogIterationRacingSettles(t *testing.T) {
 		var recs []Record
 		var seqs []uint64
 		for s := lo; s < lo+200; s++ {
-			recs = append(recs, Record{Queue: 5, Seq: s, Msg: body(s, 64)})
+			recs = append(recs, Record{Queue: 5, Seq: s, Msg: body(s, 1024)})
 			seqs = append(seqs, s)
 		}
 		must(t, func(done func(error)) { p.Append(recs, done) })

@@ -498,6 +498,20 @@ type Stats struct {
 	Segments  int
 	Live      uint64 // entries held (not released)
 	HoleSpans int    // spans settled out of order
+	Bytes     int64  // size of the segment files held (headers and frames)
+}
+
+// HeadSegmentEnd returns the index just past the oldest segment still
+// held: a TruncatePrefix below it deletes no file (a caller that releases
+// only to free disk can wait until its head reaches it). It is 0 when the
+// log holds no segment.
+func (l *Log) HeadSegmentEnd() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.segs) == 0 {
+		return 0
+	}
+	return l.segs[0].end()
 }
 
 func (l *Log) Stats() Stats {
@@ -506,6 +520,7 @@ func (l *Log) Stats() Stats {
 	st := Stats{Segments: len(l.segs), HoleSpans: len(l.holes)}
 	for _, s := range l.segs {
 		st.Live += s.live
+		st.Bytes += s.size
 	}
 	return st
 }
@@ -576,10 +591,10 @@ func (l *Log) Append(entries [][]byte, done func(error)) (first uint64, err erro
 		}
 		return 0, diskErr("append", err)
 	}
-	if cap(l.enc) > 4<<20 {
-		l.enc = nil
-	}
 	s.size += int64(len(l.enc))
+	if cap(l.enc) > 4<<20 {
+		l.enc = nil // a large batch's buffer is not kept
+	}
 	s.count += uint64(len(entries))
 	s.live += uint64(len(entries))
 	l.next += uint64(len(entries))
