@@ -192,14 +192,15 @@ func (bl *bodyLogs) close() error {
 }
 
 // appendGroup appends the bodies of every record the group appends, one
-// Append per queue log, and waits until they are durable. It returns each
-// record's log index in the order addOps visits them.
-func (bl *bodyLogs) appendGroup(group []pendingBatch) ([]uint64, error) {
+// Append per queue log. It returns each record's log index in the order
+// addOps visits them, and wait, which returns once the logs have synced
+// them (nil) or failed. An error from appendGroup itself means a write
+// failed: the group fails, and wait must still be called.
+func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func() error, err error) {
 	type perQueue struct {
 		entries [][]byte
 		at      []int // positions in idxs
 	}
-	var idxs []uint64
 	var order []QueueID
 	byQueue := map[QueueID]*perQueue{}
 	for _, g := range group {
@@ -221,12 +222,13 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) ([]uint64, error) {
 		}
 	}
 	if len(idxs) == 0 {
-		return nil, nil
+		return nil, func() error { return nil }, nil
 	}
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	var firstErr error
 	var failed []*bodyLog // to be opened again: an fsync failed
+	var writeErr error
 	fail := func(q QueueID, l *bodyLog, err error) {
 		errMu.Lock()
 		defer errMu.Unlock()
@@ -242,6 +244,7 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) ([]uint64, error) {
 		l, err := bl.get(q, true)
 		if err != nil {
 			fail(q, nil, err)
+			writeErr = firstErr
 			break
 		}
 		wg.Add(1)
@@ -254,6 +257,7 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) ([]uint64, error) {
 		if err != nil {
 			wg.Done()
 			fail(q, l, err)
+			writeErr = firstErr
 			break
 		}
 		for i, at := range pq.at {
@@ -261,16 +265,19 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) ([]uint64, error) {
 		}
 		bl.noteSeqs(l, group, q)
 	}
-	wg.Wait()
-	// Closed here, not in the callback: that runs on the log's syncer,
-	// which Close waits for.
-	for _, l := range failed {
-		bl.drop(l)
+	wait = func() error {
+		wg.Wait()
+		// Closed here, not in the callback: that runs on the log's
+		// syncer, which Close waits for.
+		for _, l := range failed {
+			bl.drop(l)
+		}
+		return firstErr
 	}
-	if firstErr != nil {
-		return nil, firstErr
+	if writeErr != nil {
+		return nil, wait, writeErr
 	}
-	return idxs, nil
+	return idxs, wait, nil
 }
 
 // noteSeqs keeps l.lastSeq and turns the head release off if q's seqs in

@@ -415,7 +415,64 @@ func (p *Pebble) openBodies() error {
 		return err
 	}
 	p.bodies = bl
+	for q := range holds {
+		if err := p.dropDanglingRefs(q); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dropDanglingRefs removes the references at the end of q that name
+// entries past the end of its log. A group commit syncs the bodies and
+// the references in parallel, so a crash can leave the last group's
+// references durable and their entries not (or torn, cut at open); that
+// group was never answered, so its publishes were never confirmed. The
+// count is logged as an error all the same: a log cut short by damage
+// looks the same.
+func (p *Pebble) dropDanglingRefs(q QueueID) error {
+	l, err := p.bodies.get(q, false)
+	if err != nil {
+		return err
+	}
+	end := uint64(0)
+	if l != nil {
+		end = l.log.LastIndex()
+	}
+	lo, hi := queueBounds(q)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	pb := p.db.NewBatch()
+	defer pb.Close()
+	n := 0
+	for valid := it.Last(); valid; valid = it.Prev() {
+		_, seq, kind, ok := parseQueueKey(it.Key())
+		if !ok || kind == kindState {
+			continue
+		}
+		if kind != kindRef {
+			break
+		}
+		idx, _, ok := decodeRef(it.Value())
+		if ok && idx <= end {
+			break
+		}
+		_ = pb.Delete(queueKey(q, seq, kindRef), nil)
+		_ = pb.Delete(queueKey(q, seq, kindState), nil)
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return readErr(err)
+	}
+	if n == 0 {
+		return nil
+	}
+	p.bodies.logger.Error("store: messages at the end of a queue log are missing; their references are removed "+
+		"(after a crash: the last group commit, whose publishes were never confirmed)",
+		"queue", uint64(q), "messages", n, "log_end", end)
+	return p.db.Apply(pb, pebble.Sync)
 }
 
 func (p *Pebble) run() {
@@ -467,10 +524,13 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 	}
 	var refs []uint64
 	var err error
+	waitBodies := func() error { return nil }
 	if p.bodies != nil {
-		// Bodies first, durably: a reference never reaches the disk
-		// before what it names.
-		refs, err = p.bodies.appendGroup(group)
+		// The bodies are written first and synced while Pebble commits
+		// the references: a crash in between can leave references of
+		// this (unanswered) group to entries that did not reach the
+		// disk, which the next open removes (dropDanglingRefs).
+		refs, waitBodies, err = p.bodies.appendGroup(group)
 	}
 	pb := p.db.NewBatch()
 	undos := make([][]kv, len(group))
@@ -494,6 +554,11 @@ func (p *Pebble) commitGroup(group []pendingBatch) {
 		p.mu.Unlock()
 		p.stallTimer.Stop()
 		p.awaitAnswering()
+	}
+	if berr := waitBodies(); err == nil && berr != nil {
+		// The references may be durable while their entries are not:
+		// the failure path below undoes them.
+		err = berr
 	}
 	_ = pb.Close()
 
