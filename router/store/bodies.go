@@ -95,7 +95,15 @@ type bodyLog struct {
 	// one the last release found), so the next one seeks from there
 	// instead of stepping over every settled key again.
 	headSeq uint64
+	// settled counts the messages settled since the last release (owned
+	// by the committer): releases are tried every releaseEvery of them.
+	settled int
 }
+
+// releaseEvery: a release needs a Pebble iterator, whose creation costs
+// in proportion to the range deletions in the memtable; trying once per
+// this many settled messages keeps it off the per-commit path.
+const releaseEvery = 1024
 
 func openBodyLogs(dir string, fs segment.FS, logger *slog.Logger) (*bodyLogs, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -304,14 +312,21 @@ func (bl *bodyLogs) noteSeqs(l *bodyLog, group []pendingBatch, q QueueID) {
 }
 
 // releaseHead releases q's log up to the entry of its first stored
-// message (everything when it holds none). Called by the committer after a
+// message (everything when it holds none), once releaseEvery messages of
+// q were settled since the last try, or a quarter of that in this group. Called by the committer after a
 // group that settled some of q's messages is durable, so no append is in
 // flight and the references it sees are durable.
-func (bl *bodyLogs) releaseHead(db *pebble.DB, q QueueID) error {
+func (bl *bodyLogs) releaseHead(db *pebble.DB, q QueueID, settled int) error {
 	l, err := bl.get(q, false)
 	if err != nil || l == nil || l.unordered {
 		return err
 	}
+	// A group that settles many at once (a purge, a large ranged
+	// acknowledgement) tries at once.
+	if l.settled += settled; l.settled < releaseEvery && settled < releaseEvery/4 {
+		return nil
+	}
+	l.settled = 0
 	_, hi := queueBounds(q)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: seqBound(q, l.headSeq), UpperBound: hi})
 	if err != nil {

@@ -1257,22 +1257,23 @@ func (p *Pebble) releaseBodies(group []pendingBatch) {
 	if p.bodies == nil {
 		return
 	}
-	var settled []QueueID
+	var settled map[QueueID]int
 	for _, g := range group {
 		for _, o := range g.b.ops {
 			switch o.kind {
 			case opSettle:
-				if !slices.Contains(settled, o.queue) {
-					settled = append(settled, o.queue)
+				if settled == nil {
+					settled = map[QueueID]int{}
 				}
+				settled[o.queue] += len(o.seqs)
 			case opDeleteQueue:
 				p.bodies.remove(o.queue)
-				settled = slices.DeleteFunc(settled, func(q QueueID) bool { return q == o.queue })
+				delete(settled, o.queue)
 			}
 		}
 	}
-	for _, q := range settled {
-		if err := p.bodies.releaseHead(p.db, q); err != nil {
+	for q, n := range settled {
+		if err := p.bodies.releaseHead(p.db, q, n); err != nil {
 			p.limiter.Error("queue log release", "store: releasing a queue log's head", "queue", uint64(q), "err", err)
 		}
 	}
