@@ -379,3 +379,41 @@ func TestQueueLogDanglingReferencesRemovedAtOpen(t *testing.T) {
 		t.Fatalf("after a new append: %v", got)
 	}
 }
+
+// A queue log that cannot be opened (here its state file is a directory)
+// refuses the start unless salvaging; salvage serves the other queues and
+// reports the damaged queue's messages when they are read. (A state file
+// cut or overwritten is a torn tail to the segment log: it opens, and
+// since Pebble's references say which entries are live, nothing returns.)
+func TestQueueLogDamagedStateFile(t *testing.T) {
+	dir := t.TempDir()
+	p := openWithLogs(t, dir, nil)
+	must(t, func(done func(error)) { p.Append([]Record{rec(1, 1), rec(2, 1)}, done) })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "queues", fmt.Sprintf("%016x", 1), "state")
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	opts := PebbleOptions{BodyDir: filepath.Join(dir, "queues")}
+	if _, err := OpenPebble(dir, opts); err == nil {
+		t.Fatal("strict open of a queue log that cannot be opened succeeded")
+	}
+	checkNoLeak(t)
+	opts.Recovery = RecoverySalvage
+	p, err := OpenPebble(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := dump(t, p, 2); len(got) != 1 || got[0].msg != "m-2-1" {
+		t.Fatalf("other queue: %v", got)
+	}
+	if err := p.Iterate(1, func(uint64, []byte, []byte) error { return nil }); err == nil {
+		t.Fatal("reading the damaged queue succeeded")
+	}
+}

@@ -417,7 +417,18 @@ func (p *Pebble) openBodies() error {
 	p.bodies = bl
 	for q := range holds {
 		if err := p.dropDanglingRefs(q); err != nil {
-			return err
+			// A queue log that cannot be opened (a damaged state file)
+			// refuses the start as a damaged table does, unless salvaging:
+			// then that queue's messages are reported when read.
+			if p.opts.Recovery != RecoverySalvage {
+				_ = bl.close()
+				p.bodies = nil
+				return fmt.Errorf("store: queue %x: %w; restore the data directory from a backup, or start with "+
+					"recovery mode salvage (--store-recovery salvage), which serves the other queues and reports "+
+					"this queue's stored messages as unreadable", uint64(q), err)
+			}
+			bl.logger.Error("store: salvage: a queue log cannot be opened; its messages will be reported unreadable",
+				"queue", uint64(q), "err", err)
 		}
 	}
 	return nil
