@@ -138,6 +138,9 @@ func (bl *bodyLogs) get(q QueueID, create bool) (*bodyLog, error) {
 		return nil, fmt.Errorf("store: queue log %s: %w", dir, err)
 	}
 	l := &bodyLog{log: sl}
+	if _, err := os.Stat(filepath.Join(dir, unorderedMarker)); err == nil {
+		l.unordered = true
+	}
 	bl.logs[q] = l
 	return l, nil
 }
@@ -207,6 +210,7 @@ func (bl *bodyLogs) close() error {
 func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func() error, err error) {
 	type perQueue struct {
 		entries [][]byte
+		seqs    []uint64
 		at      []int // positions in idxs
 	}
 	var order []QueueID
@@ -224,6 +228,7 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func(
 					order = append(order, r.Queue)
 				}
 				pq.entries = append(pq.entries, r.Msg)
+				pq.seqs = append(pq.seqs, r.Seq)
 				pq.at = append(pq.at, len(idxs))
 				idxs = append(idxs, 0)
 			}
@@ -251,8 +256,7 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func(
 		pq := byQueue[q]
 		l, err := bl.get(q, true)
 		if err != nil {
-			fail(q, nil, err)
-			writeErr = firstErr
+			writeErr = fmt.Errorf("store: queue log of %x: %w", uint64(q), err)
 			break
 		}
 		wg.Add(1)
@@ -265,13 +269,13 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func(
 		if err != nil {
 			wg.Done()
 			fail(q, l, err)
-			writeErr = firstErr
+			writeErr = fmt.Errorf("store: queue log of %x: %w", uint64(q), err)
 			break
 		}
 		for i, at := range pq.at {
 			idxs[at] = first + uint64(i)
 		}
-		bl.noteSeqs(l, group, q)
+		bl.noteSeqs(l, q, pq.seqs)
 	}
 	wait = func() error {
 		wg.Wait()
@@ -279,6 +283,9 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func(
 		// syncer, which Close waits for.
 		for _, l := range failed {
 			bl.drop(l)
+		}
+		if writeErr != nil {
+			return writeErr
 		}
 		return firstErr
 	}
@@ -288,26 +295,33 @@ func (bl *bodyLogs) appendGroup(group []pendingBatch) (idxs []uint64, wait func(
 	return idxs, wait, nil
 }
 
-// noteSeqs keeps l.lastSeq and turns the head release off if q's seqs in
-// the group did not grow with their log indices.
-func (bl *bodyLogs) noteSeqs(l *bodyLog, group []pendingBatch, q QueueID) {
-	for _, g := range group {
-		for _, o := range g.b.ops {
-			if o.kind != opAppend {
-				continue
-			}
-			for _, r := range o.recs {
-				if r.Queue != q {
-					continue
-				}
-				if r.Seq <= l.lastSeq && !l.unordered {
-					l.unordered = true
-					bl.logger.Warn("queue log: seqs appended out of order; its head is no longer released",
-						"queue", uint64(q), "seq", r.Seq, "after", l.lastSeq)
-				}
-				l.lastSeq = max(l.lastSeq, r.Seq)
+// unorderedMarker is the file in a queue log's directory that says its
+// seqs were once appended out of order (see noteSeqs).
+const unorderedMarker = "unordered"
+
+func writeSynced(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// noteSeqs keeps l.lastSeq and turns the head release off if q's seqs
+// did not grow with their log indices.
+func (bl *bodyLogs) noteSeqs(l *bodyLog, q QueueID, seqs []uint64) {
+	for _, seq := range seqs {
+		if seq <= l.lastSeq && !l.unordered {
+			l.unordered = true
+			bl.logger.Warn("queue log: seqs appended out of order; its head is no longer released",
+				"queue", uint64(q), "seq", seq, "after", l.lastSeq)
+			// Remembered across restarts: a release after one would
+			// take the first stored message's entry for the lowest.
+			if err := writeSynced(filepath.Join(bl.path(q), unorderedMarker)); err != nil {
+				bl.logger.Error("queue log: cannot write the out-of-order marker", "queue", uint64(q), "err", err)
 			}
 		}
+		l.lastSeq = max(l.lastSeq, seq)
 	}
 }
 

@@ -1138,6 +1138,15 @@ func (p *Pebble) iterate(queue QueueID, lo, hi []byte, fn func(seq uint64, msg, 
 		haveState = false
 		if kind == kindRef {
 			if v, err = bodies.body(seq, v); errors.Is(err, errReleased) {
+				// Settled since the iterator's snapshot, as the release
+				// implies; if the reference is still there, the release
+				// was wrong and the body is lost: say so.
+				if _, c, gerr := p.db.Get(queueKey(queue, seq, kindRef)); gerr == nil {
+					_ = c.Close()
+					_ = it.Close()
+					return fmt.Errorf("%w: queue %x seq %d: its body was released while it is still stored",
+						ErrCorrupt, uint64(queue), seq)
+				}
 				continue
 			} else if err != nil {
 				_ = it.Close()
