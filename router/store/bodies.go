@@ -28,19 +28,23 @@ import (
 // multi-queue publish and a dead-letter move stay one step.
 //
 // Order of durability: the committer appends a group's bodies, one write
-// per queue log, waits until every log it wrote to has synced them, and
-// only then commits the Pebble batch that refers to them. A reference that
-// is durable therefore always names a durable entry; a crash in between
-// leaves entries no reference names (garbage, released below).
+// per queue log, then commits the Pebble batch that refers to them while
+// the logs sync, and answers the group once both are durable. A crash in
+// between leaves entries no reference names (released with the head) or,
+// for that one unanswered group, references past the end of a log, which
+// the next open removes (Pebble.dropDanglingRefs). A log whose fsync fails
+// after Pebble committed has the group's references undone.
 //
 // Release: after a group that settled a queue's messages is durable, the
 // queue's log is released (TruncatePrefix) up to the entry of its first
-// message still stored, found with one seek; whole segment files below it
-// are deleted once that release is durable. A purge or a drained queue
-// thus frees its disk at once; entries settled out of order (behind a
-// message still held) are freed when the head passes them. Deleting a
-// queue removes its log's directory once the delete is durable; at open,
-// the directories of queues with no stored message are removed.
+// message still stored, found with one seek, when that frees a segment
+// file (tried once per releaseEvery settled messages); whole segment files
+// below it are deleted once that release is durable. An empty queue's log
+// is emptied once it holds emptyReleaseBytes, so a purged deep queue frees
+// its disk at once; entries settled out of order (behind a message still
+// held) are freed when the head passes them. Deleting a queue removes its
+// log's directory once the delete is durable; at open, the directories of
+// queues with no stored message are removed.
 //
 // Why a log per queue: it is the log a Raft library replicates for a
 // quorum queue (see the segment package's documentation and the README's
