@@ -1,7 +1,9 @@
 // Package segment is an append-only log of entries kept in segment files:
 // the on-disk message log that paged queues, Raft-replicated quorum queues
-// and streams are to sit on. The router uses it today for the transient
-// messages a queue pages behind its window (router/spill.go, Options.NoSync).
+// and streams sit on. The store keeps each durable queue's message bodies
+// in one (router/store/bodies.go, the queue logs), and the router writes
+// the transient messages a queue pages behind its window to another
+// (router/spill.go, Options.NoSync).
 //
 // # Model
 //
