@@ -68,6 +68,23 @@ func body(seq uint64, size int) []byte {
 	return b
 }
 
+// intactSeqs returns the seqs q holds, each checked to have its body(seq,
+// size).
+func intactSeqs(t *testing.T, p *Pebble, q QueueID, size int) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	if err := p.Iterate(q, func(seq uint64, msg, _ []byte) error {
+		if !bytes.Equal(msg, body(seq, size)) {
+			return fmt.Errorf("seq %d: wrong body", seq)
+		}
+		seqs = append(seqs, seq)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return seqs
+}
+
 func segFiles(t *testing.T, dir string, q QueueID) int {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "queues", fmt.Sprintf("%016x", uint64(q)), "*.seg"))
@@ -120,16 +137,7 @@ func TestQueueLogHoldsBodiesAndFreesDisk(t *testing.T) {
 	pollUntil(t, "segments below the head deleted", func() bool { return segFiles(t, dir, 7) < before })
 
 	p = reopenPebble(t, p, dir, nil)
-	var seqs []uint64
-	if err := p.Iterate(7, func(seq uint64, msg, _ []byte) error {
-		if !bytes.Equal(msg, body(seq, size)) {
-			return fmt.Errorf("seq %d: wrong body", seq)
-		}
-		seqs = append(seqs, seq)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seqs := intactSeqs(t, p, 7, size)
 	if len(seqs) != 1000 || seqs[0] != 2001 || seqs[999] != n {
 		t.Fatalf("after restart: %d messages, %v..", len(seqs), seqs[:min(3, len(seqs))])
 	}
@@ -201,16 +209,7 @@ func TestQueueLogAfterInlineBodies(t *testing.T) {
 	must(t, func(done func(error)) { p.Settle(3, []uint64{1, 2, 3, 11, 12}, done) })
 	p = reopenPebble(t, p, dir, nil)
 	defer p.Close()
-	var seqs []uint64
-	if err := p.Iterate(3, func(seq uint64, msg, _ []byte) error {
-		if !bytes.Equal(msg, body(seq, 100)) {
-			return fmt.Errorf("seq %d: wrong body", seq)
-		}
-		seqs = append(seqs, seq)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seqs := intactSeqs(t, p, 3, 100)
 	want := []uint64{4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 19, 20}
 	if fmt.Sprint(seqs) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", seqs, want)
@@ -361,16 +360,7 @@ func TestQueueLogDanglingReferencesRemovedAtOpen(t *testing.T) {
 	}
 	p = openWithLogs(t, dir, nil)
 	defer p.Close()
-	var seqs []uint64
-	if err := p.Iterate(8, func(seq uint64, msg, _ []byte) error {
-		if !bytes.Equal(msg, body(seq, 1000)) {
-			return fmt.Errorf("seq %d: wrong body", seq)
-		}
-		seqs = append(seqs, seq)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seqs := intactSeqs(t, p, 8, 1000)
 	if fmt.Sprint(seqs) != "[1 2 3 4 5 6 7]" {
 		t.Fatalf("got %v", seqs)
 	}
@@ -441,16 +431,7 @@ func TestQueueLogOutOfOrderSeqsKeepEntries(t *testing.T) {
 		low = append(low, s)
 	}
 	must(t, func(done func(error)) { p.Settle(3, low, done) })
-	n := 0
-	if err := p.Iterate(3, func(seq uint64, msg, _ []byte) error {
-		if !bytes.Equal(msg, body(seq, 16<<10)) {
-			return fmt.Errorf("seq %d: wrong body", seq)
-		}
-		n++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	n := len(intactSeqs(t, p, 3, 16<<10))
 	if n != 700 {
 		t.Fatalf("%d messages left, want 700", n)
 	}

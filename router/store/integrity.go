@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/epitaph-mq/epitaph/router/store/storeerr"
 )
 

@@ -470,8 +470,7 @@ func (p *Pebble) dropDanglingRefs(q QueueID) error {
 		if ok && idx <= end {
 			break
 		}
-		_ = pb.Delete(queueKey(q, seq, kindRef), nil)
-		_ = pb.Delete(queueKey(q, seq, kindState), nil)
+		deleteMessage(pb, q, seq)
 		n++
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -907,6 +906,17 @@ func verify(db *pebble.DB) error {
 	return it.Close()
 }
 
+// messageKinds are the keys one stored message may have: its state, and
+// its body inline or a reference to it in its queue log.
+var messageKinds = [...]byte{kindState, kindMsg, kindRef}
+
+// deleteMessage deletes every key of message seq of q.
+func deleteMessage(pb *pebble.Batch, q QueueID, seq uint64) {
+	for _, k := range messageKinds {
+		_ = pb.Delete(queueKey(q, seq, k), nil)
+	}
+}
+
 // addPlain writes b's operations with point deletes only (repairs).
 func addPlain(pb *pebble.Batch, b *Batch) {
 	for _, o := range b.ops {
@@ -920,9 +930,7 @@ func addPlain(pb *pebble.Batch, b *Batch) {
 			}
 		case opSettle:
 			for _, s := range o.seqs {
-				_ = pb.Delete(queueKey(o.queue, s, kindMsg), nil)
-				_ = pb.Delete(queueKey(o.queue, s, kindRef), nil)
-				_ = pb.Delete(queueKey(o.queue, s, kindState), nil)
+				deleteMessage(pb, o.queue, s)
 			}
 		case opUpdate:
 			// A state key without its message is ignored by Iterate.
@@ -955,14 +963,15 @@ func (p *Pebble) undoOf(b *Batch) []kv {
 		switch o.kind {
 		case opAppend:
 			for _, r := range o.recs {
-				u = append(u, kv{queueKey(r.Queue, r.Seq, kindMsg), nil}, kv{queueKey(r.Queue, r.Seq, kindRef), nil},
-					kv{queueKey(r.Queue, r.Seq, kindState), nil})
+				for _, k := range messageKinds {
+					u = append(u, kv{queueKey(r.Queue, r.Seq, k), nil})
+				}
 			}
 		case opSettle:
 			for _, s := range o.seqs {
-				pre(queueKey(o.queue, s, kindMsg))
-				pre(queueKey(o.queue, s, kindRef))
-				pre(queueKey(o.queue, s, kindState))
+				for _, k := range messageKinds {
+					pre(queueKey(o.queue, s, k))
+				}
 			}
 		case opUpdate:
 			pre(queueKey(o.queue, o.seq, kindState))
@@ -1038,9 +1047,7 @@ func (p *Pebble) addSettle(pb *pebble.Batch, q QueueID, seqs []uint64) {
 			p.settled[q] = st
 		} else {
 			for _, s := range seqs[i:j] {
-				_ = pb.Delete(queueKey(q, s, kindMsg), nil)
-				_ = pb.Delete(queueKey(q, s, kindRef), nil)
-				_ = pb.Delete(queueKey(q, s, kindState), nil)
+				deleteMessage(pb, q, s)
 			}
 		}
 		i = j
